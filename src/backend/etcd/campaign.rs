@@ -1,0 +1,509 @@
+//! One candidate's life in an etcd election.
+//!
+//! Each candidacy runs on one lease:
+//! 1. create `<election>/<lease hex>` with an idempotent txn (Go's
+//!    `Campaign`), so a retried request never makes a second key;
+//! 2. wait only on the predecessor, the key with the largest create
+//!    revision below ours, until no older key is left (no herd effect);
+//! 3. if the last predecessor's lease still lives, its holder may still be
+//!    acting as leader (its key was deleted by hand, or it resigned with a
+//!    plain delete as `etcdctl elect` does): wait until that lease ends, at
+//!    most one of its TTLs. An `elect` leader that loses its key keeps its
+//!    lease until its child is dead, so this is what makes a successor wait
+//!    for the old leader's work to stop;
+//! 4. confirm our own key still exists under our lease (etcd #19597: Go
+//!    skips this, and a waiter whose lease expired can "win");
+//! 5. lead until the lease deadline passes, the lease is gone, or a view at
+//!    or after our confirmation shows another leader.
+//!
+//! Losing leadership ends the candidacy: the lease is revoked once the work
+//! has stopped, and a new candidacy starts on a fresh lease.
+
+use std::future::Future;
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, EventType, GetOptions, PutOptions, SortOrder, SortTarget, Txn,
+    TxnOp, WatchOptions,
+};
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep, sleep_until};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::etcd_error;
+use super::layout::{self, CandidateKey};
+use super::lease::{Lease, LeaseState};
+use super::observe::{Backoff, View};
+use crate::config::ElectionConfig;
+use crate::error::Result;
+use crate::leadership::Leadership;
+
+/// Why a candidacy ended.
+#[derive(Debug)]
+enum Outcome {
+    /// Resignation was requested.
+    Resigned { led: bool },
+    /// The candidacy cannot go on on this lease.
+    Lost { led: bool, deadline: Instant },
+}
+
+pub struct Candidate {
+    client: Client,
+    cfg: ElectionConfig,
+    reporter: Reporter,
+    busy: watch::Receiver<bool>,
+    resign: CancellationToken,
+}
+
+impl Candidate {
+    pub fn new(
+        client: Client,
+        cfg: ElectionConfig,
+        out: watch::Sender<Leadership>,
+        view: watch::Receiver<View>,
+        busy: watch::Receiver<bool>,
+        resign: CancellationToken,
+    ) -> Self {
+        Candidate {
+            client,
+            cfg,
+            reporter: Reporter {
+                out,
+                view,
+                own_key: Vec::new(),
+                leading: false,
+            },
+            busy,
+            resign,
+        }
+    }
+
+    /// Campaigns until resignation is requested, one candidacy per lease.
+    pub async fn run(mut self, mut lease: Lease) -> Result<()> {
+        loop {
+            match self.candidacy(&lease).await {
+                Outcome::Resigned { led } => {
+                    lease.revoke(&self.client, self.cfg.connect_timeout).await;
+                    if led {
+                        info!("resigned");
+                    }
+                    self.reporter.publish(Leadership::unknown());
+                    return Ok(());
+                }
+                Outcome::Lost { led, deadline } => {
+                    if led {
+                        warn!("leadership lost");
+                        self.reporter.demoted(deadline);
+                        self.wait_until_idle(lease.ttl).await;
+                    }
+                    lease.revoke(&self.client, self.cfg.connect_timeout).await;
+                    match self.grant_again().await {
+                        Some(next) => lease = next,
+                        None => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+
+    async fn candidacy(&mut self, lease: &Lease) -> Outcome {
+        let client = self.client.clone();
+        let key = layout::candidate_key(&self.cfg.election, lease.id);
+        let prefix = layout::prefix(&self.cfg.election);
+        let id = self.cfg.id.clone();
+        self.reporter.own_key = key.clone().into_bytes();
+        let mut lease_state = lease.watch();
+
+        let my_rev = match self
+            .until_lost(&mut lease_state, create_key(&client, &key, &id, lease.id))
+            .await
+        {
+            Ok(rev) => rev,
+            Err(outcome) => return outcome,
+        };
+        let predecessor = match self
+            .until_lost(&mut lease_state, wait_for_turn(&client, &prefix, my_rev))
+            .await
+        {
+            Ok(p) => p,
+            Err(outcome) => return outcome,
+        };
+        if let Some(pred) = predecessor.filter(|p| p.lease != 0)
+            && let Err(outcome) = self
+                .until_lost(&mut lease_state, wait_for_lease_end(&client, pred))
+                .await
+        {
+            return outcome;
+        }
+        let confirmed_at = match self
+            .until_lost(&mut lease_state, confirm(&client, &key, lease.id, my_rev))
+            .await
+        {
+            Ok(Some(rev)) => rev,
+            Ok(None) => {
+                warn!("our key vanished before we could lead; campaigning again");
+                let deadline = lease.state().deadline;
+                return Outcome::Lost {
+                    led: false,
+                    deadline,
+                };
+            }
+            Err(outcome) => return outcome,
+        };
+        self.lead(&mut lease_state, key.as_bytes(), my_rev, confirmed_at)
+            .await
+    }
+
+    /// Leads until something says we may not.
+    async fn lead(
+        &mut self,
+        lease_state: &mut watch::Receiver<LeaseState>,
+        key: &[u8],
+        token: i64,
+        confirmed_at: i64,
+    ) -> Outcome {
+        let mut deadline = lease_state.borrow_and_update().deadline;
+        info!(token, "elected");
+        self.reporter.leading = true;
+        self.reporter.publish(Leadership::elected(
+            self.cfg.id.clone(),
+            token as u64,
+            deadline,
+        ));
+        loop {
+            tokio::select! {
+                _ = self.resign.cancelled() => return Outcome::Resigned { led: true },
+                _ = sleep_until(deadline) => {
+                    warn!("lease not renewed before the deadline; stepping down");
+                    return Outcome::Lost { led: true, deadline };
+                }
+                Ok(()) = lease_state.changed() => {
+                    let state = *lease_state.borrow_and_update();
+                    if state.expired {
+                        return Outcome::Lost { led: true, deadline: Instant::now() };
+                    }
+                    deadline = state.deadline;
+                    self.reporter
+                        .publish(Leadership::elected(self.cfg.id.clone(), token as u64, deadline));
+                }
+                Ok(()) = self.reporter.view.changed() => {
+                    let view = self.reporter.view.borrow_and_update().clone();
+                    if contradicts(&view, key, confirmed_at) {
+                        warn!("our key is gone from etcd (deleted or expired)");
+                        // The lease may still be ours: its deadline bounds the work.
+                        let state = *lease_state.borrow();
+                        let deadline = if state.expired { Instant::now() } else { state.deadline };
+                        return Outcome::Lost { led: true, deadline };
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs one step of a candidacy, reporting the leader meanwhile and
+    /// giving up when resignation is requested or the lease is lost.
+    async fn until_lost<T>(
+        &mut self,
+        lease_state: &mut watch::Receiver<LeaseState>,
+        step: impl Future<Output = T>,
+    ) -> Result<T, Outcome> {
+        tokio::pin!(step);
+        self.reporter.show_view();
+        loop {
+            let deadline = lease_state.borrow_and_update().deadline;
+            tokio::select! {
+                value = &mut step => return Ok(value),
+                _ = self.resign.cancelled() => return Err(Outcome::Resigned { led: false }),
+                _ = sleep_until(deadline) => return Err(Outcome::Lost { led: false, deadline }),
+                Ok(()) = lease_state.changed() => {
+                    if lease_state.borrow().expired {
+                        return Err(Outcome::Lost { led: false, deadline: Instant::now() });
+                    }
+                }
+                Ok(()) = self.reporter.view.changed() => self.reporter.show_view(),
+            }
+        }
+    }
+
+    /// Waits until the work started under our leadership has stopped, at
+    /// most `limit`, so successors waiting on our lease get in promptly.
+    async fn wait_until_idle(&mut self, limit: Duration) {
+        let idle = self.busy.wait_for(|busy| !busy);
+        if tokio::time::timeout(limit, idle).await.is_err() {
+            warn!(
+                "the wrapped command is still running after the lease TTL; releasing the lease anyway"
+            );
+        }
+    }
+
+    /// Grants a fresh lease, retrying until it works or resignation is
+    /// requested (then `None`).
+    async fn grant_again(&mut self) -> Option<Lease> {
+        let mut backoff = Backoff::new();
+        loop {
+            tokio::select! {
+                _ = self.resign.cancelled() => return None,
+                granted = Lease::grant(&self.client, self.cfg.ttl) => match granted {
+                    Ok(lease) => return Some(lease),
+                    Err(e) => warn!("{e}; retrying"),
+                },
+                Ok(()) = self.reporter.view.changed() => {
+                    self.reporter.show_view();
+                    continue;
+                }
+            }
+            backoff.wait().await;
+        }
+    }
+}
+
+/// Whether `view` proves our key is no longer the leader's: it reflects a
+/// revision at or after the one at which we confirmed our key, and names a
+/// different leader (or none). Older views are ignored: they may predate us.
+fn contradicts(view: &View, own_key: &[u8], confirmed_at: i64) -> bool {
+    view.current
+        && view.revision >= confirmed_at
+        && view.leader.as_ref().is_none_or(|l| l.key != own_key)
+}
+
+/// Puts our key unless it exists (then reads it): Go's campaign txn.
+/// Returns our create revision. Retries until it succeeds.
+async fn create_key(client: &Client, key: &str, id: &str, lease: i64) -> i64 {
+    let txn = Txn::new()
+        .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+        .and_then([TxnOp::put(
+            key,
+            id,
+            Some(PutOptions::new().with_lease(lease)),
+        )])
+        .or_else([TxnOp::get(key, None)]);
+    retry("creating our key", || async {
+        let resp = client
+            .kv_client()
+            .txn(txn.clone())
+            .await
+            .map_err(|e| etcd_error("creating our key", e))?;
+        if resp.succeeded() {
+            return Ok(resp.header().map_or(0, |h| h.revision()));
+        }
+        for op in resp.op_responses() {
+            if let etcd_client::TxnOpResponse::Get(get) = op
+                && let Some(kv) = get.kvs().first()
+            {
+                return Ok(kv.create_revision());
+            }
+        }
+        Err(etcd_error(
+            "creating our key",
+            "key vanished during the txn",
+        ))
+    })
+    .await
+}
+
+/// Waits until no key older than ours is left. Returns the last key we
+/// waited on, if any.
+async fn wait_for_turn(client: &Client, prefix: &str, my_rev: i64) -> Option<CandidateKey> {
+    let mut last = None;
+    loop {
+        let older = GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Descend)
+            .with_max_create_revision(my_rev - 1)
+            .with_limit(1);
+        let (pred, rev) = retry("finding our predecessor", || async {
+            let resp = client
+                .kv_client()
+                .get(prefix, Some(older.clone()))
+                .await
+                .map_err(|e| etcd_error("finding our predecessor", e))?;
+            let rev = resp.header().map_or(0, |h| h.revision());
+            Ok((resp.kvs().first().map(CandidateKey::from), rev))
+        })
+        .await;
+        let Some(pred) = pred else {
+            return last;
+        };
+        if let Err(e) = wait_for_delete(client, &pred.key, rev).await {
+            warn!("{e}; looking again");
+            sleep(Duration::from_millis(50)).await;
+        }
+        last = Some(pred);
+    }
+}
+
+/// Returns once `key` is deleted after `rev`, or the watch could not say.
+async fn wait_for_delete(client: &Client, key: &[u8], rev: i64) -> Result<()> {
+    let options = WatchOptions::new().with_start_revision(rev + 1);
+    let mut stream = client
+        .watch_client()
+        .watch(key, Some(options))
+        .await
+        .map_err(|e| etcd_error("watching our predecessor", e))?;
+    loop {
+        let Some(resp) = stream
+            .message()
+            .await
+            .map_err(|e| etcd_error("watching our predecessor", e))?
+        else {
+            return Err(etcd_error("watching our predecessor", "stream closed"));
+        };
+        if resp.canceled()
+            || resp
+                .events()
+                .iter()
+                .any(|e| e.event_type() == EventType::Delete)
+        {
+            return Ok(());
+        }
+    }
+}
+
+/// Waits (at most one of its TTLs) until the lease of our last predecessor
+/// has ended, i.e. its holder has stopped acting as leader.
+async fn wait_for_lease_end(client: &Client, pred: CandidateKey) {
+    let started = Instant::now();
+    let mut poll = Duration::from_millis(2);
+    let mut limit = None;
+    loop {
+        let ttl = client.lease_client().time_to_live(pred.lease, None).await;
+        match ttl {
+            Ok(resp) if resp.ttl() <= 0 => return,
+            Ok(resp) => {
+                let granted = Duration::from_secs(resp.granted_ttl().max(0) as u64);
+                let limit = *limit.get_or_insert_with(|| {
+                    info!(
+                        holder = %pred.id,
+                        "predecessor's key is gone but its lease lives; waiting for it to end"
+                    );
+                    started + granted
+                });
+                if Instant::now() >= limit {
+                    warn!(holder = %pred.id, "predecessor's lease outlived its TTL; going ahead");
+                    return;
+                }
+            }
+            Err(e) => warn!("asking for the predecessor's lease: {e}"),
+        }
+        sleep(poll).await;
+        poll = (poll * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// Reads our key back: it must still exist, on our lease, with our create
+/// revision. Returns the revision of the read, or `None` if it is gone.
+async fn confirm(client: &Client, key: &str, lease: i64, my_rev: i64) -> Option<i64> {
+    retry("confirming our key", || async {
+        let resp = client
+            .kv_client()
+            .get(key, None)
+            .await
+            .map_err(|e| etcd_error("confirming our key", e))?;
+        let ours = resp
+            .kvs()
+            .first()
+            .is_some_and(|kv| kv.lease() == lease && kv.create_revision() == my_rev);
+        Ok(ours.then(|| resp.header().map_or(0, |h| h.revision())))
+    })
+    .await
+}
+
+/// Retries an idempotent request with backoff until it succeeds; callers
+/// bound it with the lease deadline.
+async fn retry<T, F, Fut>(what: &str, mut request: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let mut backoff = Backoff::new();
+    loop {
+        match request().await {
+            Ok(v) => return v,
+            Err(e) => warn!("{what}: {e}; retrying"),
+        }
+        backoff.wait().await;
+    }
+}
+
+/// Publishes the candidate's snapshots.
+struct Reporter {
+    out: watch::Sender<Leadership>,
+    view: watch::Receiver<View>,
+    /// Our key in the current candidacy: shown as leader only once confirmed.
+    own_key: Vec<u8>,
+    leading: bool,
+}
+
+impl Reporter {
+    fn publish(&self, next: Leadership) {
+        self.out.send_if_modified(|cur| {
+            let changed = *cur != next;
+            *cur = next;
+            changed
+        });
+    }
+
+    fn shows_own_key(&self, view: &View) -> bool {
+        view.leader.as_ref().is_some_and(|l| l.key == self.own_key)
+    }
+
+    /// Shows who leads while we do not.
+    fn show_view(&mut self) {
+        let view = self.view.borrow_and_update().clone();
+        if self.leading || self.shows_own_key(&view) {
+            // Our own key leads only once confirmed; until then keep the
+            // previous snapshot rather than show ourselves as someone else.
+            return;
+        }
+        self.publish(view.to_leadership());
+    }
+
+    /// Reports the loss of our leadership; the work must stop by `deadline`.
+    fn demoted(&mut self, deadline: Instant) {
+        self.leading = false;
+        let view = self.view.borrow().clone();
+        let mut snapshot = if self.shows_own_key(&view) {
+            Leadership::unknown()
+        } else {
+            view.to_leadership()
+        };
+        snapshot.deadline = Some(deadline);
+        self.publish(snapshot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(key: Option<&str>, revision: i64) -> View {
+        View {
+            leader: key.map(|k| CandidateKey {
+                key: k.as_bytes().to_vec(),
+                id: "x".into(),
+                create_revision: 1,
+                lease: 1,
+            }),
+            current: true,
+            revision,
+        }
+    }
+
+    #[test]
+    fn only_newer_views_contradict() {
+        assert!(
+            !contradicts(&view(Some("e/1"), 10), b"e/2", 11),
+            "older view"
+        );
+        assert!(contradicts(&view(Some("e/1"), 11), b"e/2", 11));
+        assert!(contradicts(&view(None, 12), b"e/2", 11));
+        assert!(!contradicts(&view(Some("e/2"), 12), b"e/2", 11));
+        let mut stale = view(None, 20);
+        stale.current = false;
+        assert!(
+            !contradicts(&stale, b"e/2", 11),
+            "a broken watch proves nothing"
+        );
+    }
+}

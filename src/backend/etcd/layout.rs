@@ -1,0 +1,55 @@
+//! The key layout of Go's `concurrency.Election`, so `etcdctl elect` and
+//! `elect` see each other's candidates: `<election>/<lease id in lowercase
+//! hex>`, value = the candidate's id, leader = lowest create revision.
+
+use etcd_client::KeyValue;
+
+/// The range every candidate key of `election` lives under.
+pub fn prefix(election: &str) -> String {
+    format!("{election}/")
+}
+
+/// The key a candidate holding `lease_id` campaigns with.
+pub fn candidate_key(election: &str, lease_id: i64) -> String {
+    // Go formats the int64 lease id with %x; etcd never hands out negative ids.
+    format!("{}{lease_id:x}", prefix(election))
+}
+
+/// One candidate's key as read from etcd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CandidateKey {
+    pub key: Vec<u8>,
+    /// The value: the id the candidate published.
+    pub id: String,
+    /// Orders the queue; the leader's is the fencing token.
+    pub create_revision: i64,
+    /// The lease the key is bound to (0 when it has none).
+    pub lease: i64,
+}
+
+impl From<&KeyValue> for CandidateKey {
+    fn from(kv: &KeyValue) -> Self {
+        Self {
+            key: kv.key().to_vec(),
+            id: String::from_utf8_lossy(kv.value()).into_owned(),
+            create_revision: kv.create_revision(),
+            lease: kv.lease(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_match_go() {
+        // concurrency.NewElection(s, "jobs") with lease 0x694d7d4a0c3e7b0d
+        assert_eq!(
+            candidate_key("jobs", 0x694d7d4a0c3e7b0d),
+            "jobs/694d7d4a0c3e7b0d"
+        );
+        assert_eq!(candidate_key("a/b", 10), "a/b/a");
+        assert_eq!(prefix("a/b"), "a/b/");
+    }
+}

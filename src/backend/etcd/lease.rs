@@ -1,0 +1,202 @@
+//! The session lease and our own keepalive loop.
+//!
+//! `etcd-client`'s `LeaseKeeper::keep_alive` sends a single ping, so the
+//! loop is ours, and that is what we want: the leadership deadline must be
+//! computed from the *send* time of a ping the server acknowledged, which
+//! only the loop that sends knows. The server's expiry clock starts when it
+//! receives the ping, never earlier, so `send time + TTL` cannot be later
+//! than the server's expiry, minus what clock-rate error could add.
+
+use std::time::Duration;
+
+use etcd_client::{Client, LeaseGrantOptions};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep_until, timeout};
+use tracing::{debug, info, warn};
+
+use super::etcd_error;
+use crate::error::Result;
+
+/// How long before the server could expire the lease we stop acting on it:
+/// 2% of the TTL for clock-rate error plus 20 ms to kill the work.
+pub fn safety_margin(ttl: Duration) -> Duration {
+    ttl / 50 + Duration::from_millis(20)
+}
+
+/// The local instant until which a lease renewed by a ping sent at `sent`
+/// with `ttl` granted is surely still ours.
+pub fn deadline_after(sent: Instant, ttl: Duration) -> Instant {
+    sent + ttl - safety_margin(ttl)
+}
+
+/// What the keepalive loop knows about the lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseState {
+    /// Until when the lease is surely alive.
+    pub deadline: Instant,
+    /// The server said the lease is gone (revoked or expired).
+    pub expired: bool,
+}
+
+/// A granted lease with its keepalive loop running.
+pub struct Lease {
+    pub id: i64,
+    /// The TTL the server granted (it raises TTLs below its minimum).
+    pub ttl: Duration,
+    state: watch::Receiver<LeaseState>,
+    keeper: JoinHandle<()>,
+}
+
+impl Lease {
+    /// Grants a lease of `ttl` and starts keeping it alive.
+    ///
+    /// Errors: the grant request failed. Cancel safety: a grant whose reply
+    /// is lost leaves a lease that expires after `ttl` on its own.
+    pub async fn grant(client: &Client, ttl: Duration) -> Result<Lease> {
+        let mut lease_client = client.lease_client();
+        let sent = Instant::now();
+        let resp = lease_client
+            .grant(ttl.as_secs() as i64, None::<LeaseGrantOptions>)
+            .await
+            .map_err(|e| etcd_error("lease grant", e))?;
+        let granted = Duration::from_secs(resp.ttl().max(0) as u64);
+        if granted != ttl {
+            warn!(
+                requested = %humantime::format_duration(ttl),
+                granted = %humantime::format_duration(granted),
+                "etcd granted a different lease TTL than --ttl asked for (the server's minimum is ceil(1.5 x election timeout))"
+            );
+        }
+        info!(lease = format_args!("{:x}", resp.id()), ttl = %humantime::format_duration(granted), "lease granted");
+        let (tx, state) = watch::channel(LeaseState {
+            deadline: deadline_after(sent, granted),
+            expired: false,
+        });
+        let keeper = tokio::spawn(keep_alive(client.clone(), resp.id(), granted, sent, tx));
+        Ok(Lease {
+            id: resp.id(),
+            ttl: granted,
+            state,
+            keeper,
+        })
+    }
+
+    pub fn state(&self) -> LeaseState {
+        *self.state.borrow()
+    }
+
+    /// A receiver that is notified on each renewal and on expiry.
+    pub fn watch(&self) -> watch::Receiver<LeaseState> {
+        self.state.clone()
+    }
+
+    /// Stops the keepalive loop and revokes the lease, deleting every key
+    /// bound to it in the same step. Best effort: if the request fails the
+    /// lease expires after its TTL.
+    pub async fn revoke(self, client: &Client, within: Duration) {
+        self.keeper.abort();
+        let mut lease_client = client.lease_client();
+        match timeout(within, lease_client.revoke(self.id)).await {
+            Ok(Ok(_)) => debug!(lease = format_args!("{:x}", self.id), "lease revoked"),
+            Ok(Err(e)) if e.to_string().contains("requested lease not found") => {}
+            Ok(Err(e)) => warn!(
+                lease = format_args!("{:x}", self.id),
+                "revoking lease failed, it will expire: {e}"
+            ),
+            Err(_) => warn!(
+                lease = format_args!("{:x}", self.id),
+                "revoking lease timed out, it will expire"
+            ),
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.keeper.abort();
+    }
+}
+
+/// Pings every TTL/3 and publishes the deadline each acknowledged ping buys.
+async fn keep_alive(
+    client: Client,
+    id: i64,
+    ttl: Duration,
+    granted_at: Instant,
+    state: watch::Sender<LeaseState>,
+) {
+    let interval = ttl / 3;
+    let mut next = granted_at + interval;
+    let mut stream = None;
+    loop {
+        sleep_until(next).await;
+        if stream.is_none() {
+            let mut lease_client = client.lease_client();
+            match timeout(interval, lease_client.keep_alive(id)).await {
+                Ok(Ok(pair)) => stream = Some(pair),
+                Ok(Err(e)) => debug!("keepalive stream: {e}"),
+                Err(_) => debug!("keepalive stream: timed out"),
+            }
+        }
+        let Some((keeper, responses)) = stream.as_mut() else {
+            next = Instant::now() + retry_delay(interval);
+            continue;
+        };
+        let sent = Instant::now();
+        let reply = async {
+            keeper.keep_alive().await?;
+            responses.message().await
+        };
+        match timeout(interval, reply).await {
+            Ok(Ok(Some(resp))) if resp.ttl() > 0 => {
+                let renewed = Duration::from_secs(resp.ttl() as u64);
+                state.send_replace(LeaseState {
+                    deadline: deadline_after(sent, renewed),
+                    expired: false,
+                });
+                next = sent + interval;
+            }
+            Ok(Ok(Some(_))) => {
+                warn!(
+                    lease = format_args!("{id:x}"),
+                    "etcd says the lease is gone"
+                );
+                state.send_modify(|s| s.expired = true);
+                return;
+            }
+            outcome => {
+                // A reply that arrives late must never be credited to a later
+                // ping: that would move the deadline past the server's expiry.
+                // So the stream is dropped and a new one opened.
+                match outcome {
+                    Ok(Err(e)) => debug!("keepalive failed: {e}"),
+                    _ => debug!("keepalive unanswered"),
+                }
+                stream = None;
+                next = Instant::now() + retry_delay(interval);
+            }
+        }
+    }
+}
+
+fn retry_delay(interval: Duration) -> Duration {
+    interval.min(Duration::from_millis(100))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_is_before_server_expiry() {
+        let sent = Instant::now();
+        for secs in [1, 2, 10, 60] {
+            let ttl = Duration::from_secs(secs);
+            let d = deadline_after(sent, ttl);
+            assert!(d < sent + ttl);
+            // and leaves most of the TTL usable
+            assert!(d > sent + ttl * 9 / 10, "{secs}s");
+        }
+    }
+}

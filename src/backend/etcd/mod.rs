@@ -1,0 +1,146 @@
+//! etcd backend: lease-bound keys in the layout of Go's
+//! `concurrency.Election`, so `etcdctl elect` and `elect` share elections.
+//!
+//! - [`layout`]: key names and how a key reads as a candidate.
+//! - [`lease`]: the session lease and our own keepalive loop, which is
+//!   where the local leadership deadline comes from.
+//! - [`observe`]: who leads, from a fresh read plus a watch on one key.
+//! - [`campaign`]: create our key, wait for our predecessor only, confirm,
+//!   lead until the deadline or a contradiction, resign.
+
+pub mod campaign;
+pub mod layout;
+pub mod lease;
+pub mod observe;
+
+use std::future::Future;
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::{Campaign, Observation};
+use crate::config::ElectionConfig;
+use crate::error::{Error, Result};
+use crate::leadership::Leadership;
+
+const BACKEND: &str = "etcd";
+
+pub(crate) fn etcd_error(action: &'static str, e: impl std::fmt::Display) -> Error {
+    Error::Backend {
+        backend: BACKEND,
+        action,
+        detail: e.to_string(),
+    }
+}
+
+/// Opens a client. The connection itself is made lazily by the first
+/// request, which callers bound with [`first_contact`].
+async fn connect(cfg: &ElectionConfig) -> Result<Client> {
+    // HTTP/2 pings find a dead connection within ~2 s even while idle, and
+    // `require_leader` makes members that lost quorum fail our watches
+    // instead of serving them silently.
+    let options = ConnectOptions::new()
+        .with_connect_timeout(cfg.connect_timeout)
+        .with_keep_alive(Duration::from_secs(1), Duration::from_secs(2))
+        .with_keep_alive_while_idle(true)
+        .with_require_leader(true);
+    Client::connect(&cfg.endpoints, Some(options))
+        .await
+        .map_err(|e| unreachable(cfg, e))
+}
+
+fn unreachable(cfg: &ElectionConfig, detail: impl std::fmt::Display) -> Error {
+    Error::Unreachable {
+        backend: BACKEND,
+        endpoints: cfg.endpoints.join(","),
+        timeout: cfg.connect_timeout,
+        detail: detail.to_string(),
+    }
+}
+
+/// Runs the first request of a command within the connect timeout; any
+/// failure there means etcd could not be reached.
+async fn first_contact<T>(
+    cfg: &ElectionConfig,
+    request: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(cfg.connect_timeout, request).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(unreachable(cfg, e)),
+        Err(_) => Err(unreachable(cfg, "no answer")),
+    }
+}
+
+/// Reads the current leader once.
+///
+/// Errors: [`Error::Unreachable`] when etcd does not answer within the
+/// connect timeout. Cancel safe.
+pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
+    let client = connect(cfg).await?;
+    let prefix = layout::prefix(&cfg.election);
+    let view = first_contact(cfg, observe::read_leader(&client, &prefix)).await?;
+    Ok(view.to_leadership())
+}
+
+/// Starts following the election.
+///
+/// Errors: [`Error::Unreachable`] when the first read fails. Later failures
+/// are retried and shown as an unknown leader.
+pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
+    let client = connect(cfg).await?;
+    let prefix = layout::prefix(&cfg.election);
+    let first = first_contact(cfg, observe::read_leader(&client, &prefix)).await?;
+    let (view_tx, mut view_rx) = watch::channel(first.clone());
+    let (out, leadership) = watch::channel(first.to_leadership());
+    let task = tokio::spawn(async move {
+        let follower = observe::follow(client, prefix, first, view_tx);
+        let mapper = async move {
+            while view_rx.changed().await.is_ok() {
+                let next = view_rx.borrow_and_update().to_leadership();
+                out.send_if_modified(|cur| {
+                    let changed = *cur != next;
+                    *cur = next;
+                    changed
+                });
+            }
+        };
+        tokio::join!(follower, mapper);
+    });
+    Ok(Observation::new(leadership, task))
+}
+
+/// Joins the election as a candidate.
+///
+/// `busy` is `true` while work started under our leadership still runs;
+/// after losing leadership the campaign keeps its lease (which successors
+/// wait for) until `busy` turns `false`.
+///
+/// Errors: [`Error::Unreachable`] when the lease cannot be granted within
+/// the connect timeout. Later failures are retried.
+pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Result<Campaign> {
+    let client = connect(cfg).await?;
+    let prefix = layout::prefix(&cfg.election);
+    let first = first_contact(cfg, observe::read_leader(&client, &prefix)).await?;
+    let lease = first_contact(cfg, lease::Lease::grant(&client, cfg.ttl)).await?;
+
+    let (view_tx, view_rx) = watch::channel(first.clone());
+    let (out, leadership) = watch::channel(Leadership::unknown());
+    let resign = CancellationToken::new();
+    let candidate = campaign::Candidate::new(
+        client.clone(),
+        cfg.clone(),
+        out,
+        view_rx,
+        busy,
+        resign.clone(),
+    );
+    let task = tokio::spawn(async move {
+        let follower = tokio::spawn(observe::follow(client, prefix, first, view_tx));
+        let result = candidate.run(lease).await;
+        follower.abort();
+        result
+    });
+    Ok(Campaign::new(leadership, resign, task))
+}

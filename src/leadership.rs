@@ -1,0 +1,164 @@
+//! The one value every backend publishes and every consumer reads.
+//!
+//! A backend owns a [`watch::Sender<Leadership>`](tokio::sync::watch) and
+//! replaces the whole snapshot on every change; `supervise` and `export`
+//! hold receivers and never talk to a backend directly. Keeping the contract
+//! this small is what lets those consumers be tested by driving a sender by
+//! hand, and what lets three very different backends share them.
+
+use tokio::time::Instant;
+
+/// A full snapshot of what this process knows about an election.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leadership {
+    /// The id the current leader published, when one is known.
+    pub leader: Option<String>,
+    /// The leader's fencing token; it only grows within an election.
+    pub token: Option<u64>,
+    /// Whether the leader is this process. Only ever `true` before
+    /// [`deadline`](Self::deadline).
+    pub is_self: bool,
+    /// Whether the view is current: `false` while contact with the backend
+    /// is lost, so nobody mistakes a stale leader for a fresh one.
+    pub current: bool,
+    /// The local instant until which the work started under our leadership
+    /// may run. While we lead it moves forward with each acknowledged
+    /// renewal; after we lose leadership it says how long the work may still
+    /// take to stop (the instant the loss was learned, when someone else may
+    /// already lead). `None` when we have not led.
+    pub deadline: Option<Instant>,
+}
+
+impl Leadership {
+    /// The state before anything has been heard from the backend.
+    pub fn unknown() -> Self {
+        Self {
+            leader: None,
+            token: None,
+            is_self: false,
+            current: false,
+            deadline: None,
+        }
+    }
+
+    /// A current view in which someone else (or nobody) leads.
+    pub fn observed(leader: Option<(String, u64)>) -> Self {
+        let (leader, token) = leader.unzip();
+        Self {
+            leader,
+            token,
+            is_self: false,
+            current: true,
+            deadline: None,
+        }
+    }
+
+    /// A current view in which this process leads until `deadline`.
+    pub fn elected(id: String, token: u64, deadline: Instant) -> Self {
+        Self {
+            leader: Some(id),
+            token: Some(token),
+            is_self: true,
+            current: true,
+            deadline: Some(deadline),
+        }
+    }
+
+    /// Whether this snapshot tells the same story to a reader as `other`:
+    /// equal but for the deadline, which moves with every renewal.
+    pub fn same_view(&self, other: &Leadership) -> bool {
+        self.leader == other.leader
+            && self.token == other.token
+            && self.is_self == other.is_self
+            && self.current == other.current
+    }
+
+    /// Whether this process may act as leader at `now`.
+    pub fn leads_at(&self, now: Instant) -> bool {
+        self.is_self && self.deadline.is_some_and(|d| now < d)
+    }
+
+    /// What changed from `previous` to `self`, as one of the contract's
+    /// event names.
+    pub fn event_since(&self, previous: &Leadership) -> Event {
+        if self.is_self && !previous.is_self {
+            Event::Elected
+        } else if previous.is_self && !self.is_self {
+            Event::Demoted
+        } else if !self.current {
+            Event::Unknown
+        } else if self.leader.is_some() {
+            Event::Leader
+        } else {
+            Event::None
+        }
+    }
+}
+
+/// The event names of the output contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Event {
+    /// Someone else is (now) the leader.
+    Leader,
+    /// Nobody leads.
+    None,
+    /// Contact with the backend is lost; the leader is not known.
+    Unknown,
+    /// This process became the leader.
+    Elected,
+    /// This process stopped being the leader.
+    Demoted,
+}
+
+impl Event {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Event::Leader => "leader",
+            Event::None => "none",
+            Event::Unknown => "unknown",
+            Event::Elected => "elected",
+            Event::Demoted => "demoted",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn events_follow_the_transitions() {
+        let now = Instant::now();
+        let unknown = Leadership::unknown();
+        let none = Leadership::observed(None);
+        let other = Leadership::observed(Some(("b".into(), 7)));
+        let us = Leadership::elected("a".into(), 9, now + Duration::from_secs(1));
+
+        assert_eq!(none.event_since(&unknown), Event::None);
+        assert_eq!(other.event_since(&none), Event::Leader);
+        assert_eq!(us.event_since(&other), Event::Elected);
+        assert_eq!(other.event_since(&us), Event::Demoted);
+        assert_eq!(unknown.event_since(&us), Event::Demoted);
+        assert_eq!(unknown.event_since(&other), Event::Unknown);
+    }
+
+    #[test]
+    fn leads_only_before_the_deadline() {
+        let now = Instant::now();
+        let us = Leadership::elected("a".into(), 1, now + Duration::from_millis(10));
+        assert!(us.leads_at(now));
+        assert!(!us.leads_at(now + Duration::from_millis(10)));
+        assert!(!Leadership::observed(Some(("a".into(), 1))).leads_at(now));
+    }
+
+    #[test]
+    fn a_renewal_is_the_same_view() {
+        let now = Instant::now();
+        let a = Leadership::elected("a".into(), 1, now);
+        let b = Leadership::elected("a".into(), 1, now + Duration::from_secs(1));
+        assert!(a.same_view(&b));
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,166 @@
+//! The `elect` binary: parses and validates the command line, wires a
+//! backend to the exporters and the supervisor, and maps outcomes to the
+//! exit codes of the contract (0 ok, 1 runtime failure, 2 bad usage, 3 no
+//! leader, or the wrapped command's code).
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser;
+use elect::backend;
+use elect::cli::{Cli, Command};
+use elect::config::{ElectionConfig, Format, OutputConfig};
+use elect::export::{self, lines};
+use elect::supervise::{self, ChildEnv, Finish};
+use nix::sys::signal::Signal;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{mpsc, watch};
+use tracing_subscriber::EnvFilter;
+
+const NO_LEADER: u8 = 3;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,elect=info")),
+        )
+        .init();
+    let command = match cli.validate() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("elect: {e}");
+            return ExitCode::from(e.exit_code() as u8);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match runtime.block_on(execute(command)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("elect: {e:#}");
+            let code = e
+                .downcast_ref::<elect::Error>()
+                .map_or(1, elect::Error::exit_code);
+            ExitCode::from(code as u8)
+        }
+    }
+}
+
+async fn execute(command: Command) -> anyhow::Result<u8> {
+    match command {
+        Command::Leader(cfg, format) => leader(cfg, format).await,
+        Command::Observe(cfg, output) => observe(cfg, output).await,
+        Command::Campaign(cfg, output) => campaign(cfg, output).await,
+        Command::Run(cfg, output, child) => run(cfg, output, child).await,
+    }
+}
+
+fn context(cfg: &ElectionConfig) -> export::Context {
+    export::Context {
+        backend: cfg.backend.name(),
+        election: cfg.election.clone(),
+    }
+}
+
+async fn leader(cfg: ElectionConfig, format: Format) -> anyhow::Result<u8> {
+    let snapshot = backend::leader(&cfg).await?;
+    let event = snapshot.event_since(&elect::Leadership::unknown());
+    match format {
+        Format::Text => {
+            if let Some(id) = &snapshot.leader {
+                println!("{id}");
+            }
+        }
+        Format::Json => println!(
+            "{}",
+            lines::render(
+                format,
+                &context(&cfg),
+                &snapshot,
+                event,
+                std::time::SystemTime::now()
+            )
+        ),
+    }
+    Ok(if snapshot.leader.is_some() {
+        0
+    } else {
+        NO_LEADER
+    })
+}
+
+async fn observe(cfg: ElectionConfig, output: OutputConfig) -> anyhow::Result<u8> {
+    let mut shutdown = shutdown_signals()?;
+    let observation = backend::observe(&cfg).await?;
+    let exporter = tokio::spawn(export::run(observation.leadership(), context(&cfg), output));
+    shutdown.recv().await;
+    drop(observation);
+    exporter.abort();
+    Ok(0)
+}
+
+async fn campaign(cfg: ElectionConfig, output: OutputConfig) -> anyhow::Result<u8> {
+    let mut shutdown = shutdown_signals()?;
+    // No work runs under our leadership, so nothing ever keeps us busy.
+    let (_idle, busy) = watch::channel(false);
+    let campaign = backend::campaign(&cfg, busy).await?;
+    let exporter = tokio::spawn(export::run(campaign.leadership(), context(&cfg), output));
+    let mut leadership = campaign.leadership();
+    tokio::select! {
+        sig = shutdown.recv() => tracing::info!("{:?}: resigning", sig),
+        // The campaign task publishes until it ends; ending by itself is a failure.
+        _ = async { while leadership.changed().await.is_ok() {} } => {}
+    }
+    campaign.resign().await?;
+    exporter.await.context("exporter")?;
+    Ok(0)
+}
+
+async fn run(
+    cfg: ElectionConfig,
+    output: OutputConfig,
+    child: elect::config::ChildConfig,
+) -> anyhow::Result<u8> {
+    supervise::child::become_subreaper()?;
+    let mut shutdown = shutdown_signals()?;
+    let (busy_tx, busy) = watch::channel(false);
+    let campaign = backend::campaign(&cfg, busy).await?;
+    let exporter = tokio::spawn(export::run(campaign.leadership(), context(&cfg), output));
+    let env = ChildEnv {
+        election: cfg.election.clone(),
+        backend: cfg.backend.name(),
+    };
+    let finish = supervise::run(&child, &env, campaign.leadership(), &busy_tx, &mut shutdown).await;
+    // The command's group is gone by now on every path; resigning is safe.
+    campaign.resign().await?;
+    exporter.await.context("exporter")?;
+    match finish? {
+        Finish::Exited(code) => Ok(code.clamp(0, 255) as u8),
+        Finish::Signalled(_) => Ok(0),
+        Finish::BackendGone => anyhow::bail!("the {} backend stopped", cfg.backend.name()),
+    }
+}
+
+/// SIGINT and SIGTERM, as one stream.
+fn shutdown_signals() -> anyhow::Result<mpsc::UnboundedReceiver<Signal>> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    for (kind, sig) in [
+        (SignalKind::interrupt(), Signal::SIGINT),
+        (SignalKind::terminate(), Signal::SIGTERM),
+    ] {
+        let mut stream = signal(kind).context("installing signal handlers")?;
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                if tx.send(sig).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    Ok(rx)
+}
