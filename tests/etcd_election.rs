@@ -1,0 +1,168 @@
+//! Campaign, observe and leader against a real 3-member etcd cluster.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use support::elect::{campaign, elect, elect_once};
+use support::etcd::Cluster;
+use support::eventually;
+
+const SOON: Duration = Duration::from_secs(10);
+
+/// Waits until `n` candidate keys exist, so the creation order is known.
+fn wait_for_candidates(etcd: &Cluster, election: &str, n: usize) {
+    eventually(&format!("{n} candidates"), SOON, || {
+        (etcd.candidates(election).len() == n).then_some(())
+    });
+}
+
+#[test]
+fn one_candidate_is_elected_with_its_key_in_go_layout() {
+    let etcd = Cluster::start();
+    let mut a = campaign(&etcd.endpoints, "jobs", "node-a", "5");
+    let (_, elected) = a.wait_event("elected", SOON);
+    assert_eq!(elected["leader"], "node-a");
+    assert_eq!(elected["is_self"], true);
+    assert_eq!(elected["backend"], "etcd");
+    assert_eq!(elected["election"], "jobs");
+
+    let keys = etcd.candidates("jobs");
+    assert_eq!(keys.len(), 1);
+    let (key, value) = &keys[0];
+    assert_eq!(value, "node-a");
+    let lease_hex = key.strip_prefix("jobs/").expect("key under <election>/");
+    assert!(
+        etcd.leases().contains(&lease_hex.to_owned()),
+        "key named after its lease"
+    );
+    // The token is the create revision of the leader's key.
+    let rev = etcd.etcdctl_ok(&["get", key, "-w", "json"]);
+    let rev: serde_json::Value = serde_json::from_str(&rev).unwrap();
+    assert_eq!(elected["token"], rev["kvs"][0]["create_revision"]);
+
+    let (code, out, _, _) = elect_once(&[
+        "leader",
+        "--endpoints",
+        &etcd.endpoints,
+        "--election",
+        "jobs",
+    ]);
+    assert_eq!((code, out.trim()), (0, "node-a"));
+}
+
+#[test]
+fn candidates_lead_in_creation_order_as_each_resigns() {
+    let etcd = Cluster::start();
+    let mut procs = Vec::new();
+    for (i, id) in ["a", "b", "c"].iter().enumerate() {
+        procs.push(campaign(&etcd.endpoints, "order", id, "5"));
+        wait_for_candidates(&etcd, "order", i + 1);
+    }
+    let (_, first) = procs[0].wait_event("elected", SOON);
+    let (_, seen) = procs[2].wait_event("leader", SOON);
+    assert_eq!(
+        seen["leader"], "a",
+        "a waiting candidate reports the leader"
+    );
+    let mut token = first["token"].as_u64().unwrap();
+    for i in 1..3 {
+        procs[i - 1].signal(Signal::SIGTERM);
+        assert_eq!(procs[i - 1].wait_exit(SOON), 0);
+        let (_, elected) = procs[i].wait_event("elected", SOON);
+        let next = elected["token"].as_u64().unwrap();
+        assert!(next > token, "fencing tokens only grow");
+        token = next;
+        for later in &mut procs[i + 1..] {
+            assert!(
+                !later.sees_event("elected", Duration::ZERO),
+                "only one leader"
+            );
+        }
+    }
+    procs[2].signal(Signal::SIGTERM);
+    assert_eq!(procs[2].wait_exit(SOON), 0);
+    assert!(
+        etcd.candidates("order").is_empty(),
+        "resigned candidates leave no key"
+    );
+    assert!(
+        etcd.leases().is_empty(),
+        "resigned candidates leave no lease"
+    );
+}
+
+#[test]
+fn sigterm_to_the_leader_hands_over_within_a_second() {
+    let etcd = Cluster::start();
+    let mut a = campaign(&etcd.endpoints, "handover", "a", "10");
+    a.wait_event("elected", SOON);
+    let mut b = campaign(&etcd.endpoints, "handover", "b", "10");
+    wait_for_candidates(&etcd, "handover", 2);
+    let sent = Instant::now();
+    a.signal(Signal::SIGTERM);
+    let (at, _) = b.wait_event("elected", SOON);
+    let took = at - sent;
+    assert!(took < Duration::from_secs(1), "handover took {took:?}");
+    assert_eq!(a.wait_exit(SOON), 0);
+}
+
+#[test]
+fn sigkill_of_the_leader_fails_over_within_ttl_plus_two_seconds() {
+    let etcd = Cluster::start();
+    let mut a = campaign(&etcd.endpoints, "failover", "a", "2");
+    a.wait_event("elected", SOON);
+    let mut b = campaign(&etcd.endpoints, "failover", "b", "2");
+    wait_for_candidates(&etcd, "failover", 2);
+    let sent = Instant::now();
+    a.signal(Signal::SIGKILL);
+    let (at, _) = b.wait_event("elected", SOON);
+    let took = at - sent;
+    assert!(took < Duration::from_secs(4), "failover took {took:?}");
+    // The killed leader's lease expired with its key: only b's is left.
+    assert_eq!(etcd.candidates("failover").len(), 1);
+}
+
+#[test]
+fn observe_reports_changes_and_leader_exits_3_without_one() {
+    let etcd = Cluster::start();
+    let (code, out, _, _) = elect_once(&[
+        "leader",
+        "--endpoints",
+        &etcd.endpoints,
+        "--election",
+        "obs",
+    ]);
+    assert_eq!((code, out.as_str()), (3, ""));
+
+    let mut observer = elect(
+        "observer",
+        &etcd.endpoints,
+        &["observe", "--election", "obs"],
+    );
+    observer.wait_event("none", SOON);
+    let mut a = campaign(&etcd.endpoints, "obs", "a", "5");
+    a.wait_event("elected", SOON);
+    let (_, seen) = observer.wait_event("leader", SOON);
+    assert_eq!(seen["leader"], "a");
+    assert_eq!(seen["is_self"], false);
+    a.signal(Signal::SIGTERM);
+    observer.wait_event("none", SOON);
+    observer.signal(Signal::SIGTERM);
+    assert_eq!(observer.wait_exit(SOON), 0);
+    assert!(etcd.leases().is_empty(), "observe takes no lease");
+}
+
+#[test]
+fn a_ttl_below_the_server_minimum_is_reported_with_the_granted_ttl() {
+    let etcd = Cluster::start();
+    // election timeout 1 s -> the server's minimum TTL is 2 s.
+    let mut a = campaign(&etcd.endpoints, "short", "a", "1");
+    a.wait_event("elected", SOON);
+    let stderr = a.stderr();
+    assert!(
+        stderr.contains("granted") && stderr.contains("2s"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,164 @@
+//! A real 3-member etcd cluster from the Debian `etcd-server` binary.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use super::{eventually, loopback_net};
+
+pub struct Cluster {
+    members: Vec<Member>,
+    dir: PathBuf,
+    /// Client endpoints, `host:port,...`.
+    pub endpoints: String,
+}
+
+pub struct Member {
+    pub name: String,
+    pub client: String,
+    pub peer: String,
+    process: Option<Child>,
+}
+
+impl Cluster {
+    /// Starts three members and waits until the cluster has a leader and
+    /// serves linearizable requests. Heartbeat 100 ms, election timeout
+    /// 1 s (etcd's defaults), so the minimum lease TTL is 2 s.
+    pub fn start() -> Cluster {
+        let net = loopback_net();
+        let dir = std::env::temp_dir().join(format!("elect-etcd-{net}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let members: Vec<Member> = (1..=3)
+            .map(|i| Member {
+                name: format!("m{i}"),
+                client: format!("{net}.{i}:2379"),
+                peer: format!("{net}.{i}:2380"),
+                process: None,
+            })
+            .collect();
+        let initial = members
+            .iter()
+            .map(|m| format!("{}=http://{}", m.name, m.peer))
+            .collect::<Vec<_>>()
+            .join(",");
+        let endpoints = members
+            .iter()
+            .map(|m| m.client.clone())
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cluster = Cluster {
+            members,
+            dir,
+            endpoints,
+        };
+        for i in 0..cluster.members.len() {
+            cluster.spawn_member(i, &initial);
+        }
+        eventually("etcd cluster healthy", Duration::from_secs(30), || {
+            cluster
+                .etcdctl(&["put", "/elect-test/health", "ok"])
+                .status
+                .success()
+                .then_some(())
+        });
+        cluster.etcdctl(&["del", "/elect-test/health"]);
+        cluster
+    }
+
+    fn spawn_member(&mut self, i: usize, initial: &str) {
+        let m = &self.members[i];
+        let data = self.dir.join(&m.name);
+        let log = std::fs::File::create(self.dir.join(format!("{}.log", m.name))).unwrap();
+        let child = Command::new("etcd")
+            .args(["--name", &m.name])
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["--listen-client-urls", &format!("http://{}", m.client)])
+            .args(["--advertise-client-urls", &format!("http://{}", m.client)])
+            .args(["--listen-peer-urls", &format!("http://{}", m.peer)])
+            .args([
+                "--initial-advertise-peer-urls",
+                &format!("http://{}", m.peer),
+            ])
+            .args(["--initial-cluster", initial])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", &self.endpoints])
+            .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("etcd (Debian etcd-server) is installed; run the README's test command");
+        self.members[i].process = Some(child);
+    }
+
+    /// Runs `etcdctl` (API v3) against the whole cluster.
+    pub fn etcdctl(&self, args: &[&str]) -> Output {
+        Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args([
+                "--endpoints",
+                &self.endpoints,
+                "--dial-timeout",
+                "2s",
+                "--command-timeout",
+                "5s",
+            ])
+            .args(args)
+            .output()
+            .expect("etcdctl (Debian etcd-client) is installed")
+    }
+
+    /// `etcdctl` output as text; panics if it failed.
+    pub fn etcdctl_ok(&self, args: &[&str]) -> String {
+        let out = self.etcdctl(args);
+        assert!(
+            out.status.success(),
+            "etcdctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Keys under `<election>/`, oldest first, with their values.
+    pub fn candidates(&self, election: &str) -> Vec<(String, String)> {
+        let out = self.etcdctl_ok(&[
+            "get",
+            "--prefix",
+            &format!("{election}/"),
+            "--sort-by=CREATE",
+            "--order=ASCEND",
+        ]);
+        let lines: Vec<&str> = out.lines().collect();
+        lines
+            .chunks(2)
+            .map(|kv| (kv[0].to_owned(), kv.get(1).unwrap_or(&"").to_string()))
+            .collect()
+    }
+
+    /// Ids of the leases that currently exist.
+    pub fn leases(&self) -> Vec<String> {
+        self.etcdctl_ok(&["lease", "list"])
+            .lines()
+            .skip(1)
+            .map(|l| l.trim().to_owned())
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            if let Some(mut p) = m.process.take() {
+                let _ = p.kill();
+                let _ = p.wait();
+            }
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("etcd logs kept in {}", self.dir.display());
+        }
+    }
+}
