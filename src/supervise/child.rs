@@ -17,7 +17,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::sleep;
 use tracing::{debug, info, warn};
 
 use crate::error::{Error, Result};
@@ -143,37 +143,6 @@ impl Child {
             _ = self.sigchld.recv() => {}
             _ = sleep(POLL) => {}
         }
-    }
-
-    /// Stops the whole group: SIGTERM now, SIGKILL once `grace` has passed
-    /// or at `kill_by`, whichever comes first. Returns once the group is
-    /// gone.
-    pub async fn stop(&mut self, grace: Duration, kill_by: Instant) {
-        self.reap();
-        if !self.group_alive() {
-            return;
-        }
-        let now = Instant::now();
-        let kill_at = (now + grace).min(kill_by);
-        if kill_at < now + grace {
-            warn!(
-                "grace shortened to {:?} to end the command before the leadership deadline",
-                kill_at.saturating_duration_since(now)
-            );
-        }
-        if kill_at > now {
-            self.signal_group(Signal::SIGTERM);
-            tokio::select! {
-                _ = self.group_gone() => return,
-                _ = sleep_until(kill_at) => {}
-            }
-        }
-        warn!(
-            pgid = self.pid.as_raw(),
-            "killing the command's process group"
-        );
-        self.signal_group(Signal::SIGKILL);
-        self.group_gone().await;
     }
 }
 

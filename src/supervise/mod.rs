@@ -115,22 +115,65 @@ pub async fn run(
             End::Exited(code) => {
                 // Whatever it left behind in its group must not outlive our
                 // leadership: stop it before we resign.
-                child.stop(cfg.grace, deadline).await;
+                stop(&mut child, cfg.grace, deadline, &mut leadership).await;
                 busy.send_replace(false);
                 return Ok(Finish::Exited(code));
             }
             End::Lost(kill_by) => {
                 info!("leadership lost: stopping the command");
-                child.stop(cfg.grace, kill_by).await;
+                stop(&mut child, cfg.grace, kill_by, &mut leadership).await;
                 busy.send_replace(false);
             }
             End::BackendGone(kill_by) => {
-                child.stop(Duration::ZERO, kill_by).await;
+                stop(&mut child, Duration::ZERO, kill_by, &mut leadership).await;
                 busy.send_replace(false);
                 return Ok(Finish::BackendGone);
             }
         }
     }
+}
+
+/// Stops the command's whole group: SIGTERM now, SIGKILL once `grace` has
+/// passed or at `kill_by`, whichever comes first. A later snapshot may only
+/// bring `kill_by` closer (the backend learned that leadership is gone for
+/// good, e.g. a revoked lease). Returns once the group is gone.
+async fn stop(
+    child: &mut Child,
+    grace: Duration,
+    kill_by: Instant,
+    leadership: &mut watch::Receiver<Leadership>,
+) {
+    if !child.group_alive() {
+        return;
+    }
+    let now = Instant::now();
+    let mut kill_at = (now + grace).min(kill_by);
+    if kill_at < now + grace {
+        warn!(
+            "grace shortened to {:?} to end the command before the leadership deadline",
+            kill_at.saturating_duration_since(now)
+        );
+    }
+    child.signal_group(Signal::SIGTERM);
+    loop {
+        tokio::select! {
+            () = child.group_gone() => return,
+            () = sleep_until(kill_at) => break,
+            Ok(()) = leadership.changed() => {
+                if let Some(d) = leadership.borrow_and_update().deadline
+                    && d < kill_at
+                {
+                    kill_at = d;
+                }
+            }
+        }
+    }
+    warn!(
+        pgid = child.pid().as_raw(),
+        "killing the command's process group"
+    );
+    child.signal_group(Signal::SIGKILL);
+    child.group_gone().await;
 }
 
 /// Waits for a snapshot in which we lead; `None` if the sender is gone.

@@ -179,8 +179,9 @@ impl Drop for Proc {
 /// `elect <args> --format json` against `endpoints`.
 pub fn elect(name: &str, endpoints: &str, args: &[&str]) -> Proc {
     let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .args(["--endpoints", endpoints, "--format", "json"])
+    // Global flags first: `run` ends with `-- CMD...`.
+    cmd.args(["--endpoints", endpoints, "--format", "json"])
+        .args(args)
         .env("RUST_LOG", "elect=debug,warn")
         .env_remove("ELECT_ELECTION")
         .env_remove("ELECT_ID");

@@ -16,37 +16,43 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
-/// Watches `pids` from a thread, 1 ms apart, and records when each died.
+/// Records when each of `pids` dies, exactly: one thread per pid blocks on
+/// a pidfd, which the kernel makes readable the moment the process exits.
 pub struct DeathWatch {
-    handle: std::thread::JoinHandle<Vec<Instant>>,
+    handles: Vec<std::thread::JoinHandle<Instant>>,
 }
 
 impl DeathWatch {
     pub fn start(pids: Vec<i32>, within: Duration) -> DeathWatch {
-        let handle = std::thread::spawn(move || {
-            let until = Instant::now() + within;
-            let mut died: Vec<Option<Instant>> = vec![None; pids.len()];
-            while died.iter().any(Option::is_none) && Instant::now() < until {
-                for (pid, slot) in pids.iter().zip(died.iter_mut()) {
-                    if slot.is_none() && !alive(*pid) {
-                        *slot = Some(Instant::now());
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            died.into_iter()
-                .zip(&pids)
-                .map(|(d, pid)| {
-                    d.unwrap_or_else(|| panic!("pid {pid} still alive after {within:?}"))
+        let handles = pids
+            .into_iter()
+            .map(|pid| {
+                // SAFETY: plain syscalls on integers and a local pollfd.
+                let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+                assert!(fd >= 0, "pid {pid} is not alive to be watched");
+                std::thread::spawn(move || {
+                    let mut pfd = libc::pollfd {
+                        fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    let ready = unsafe { libc::poll(&mut pfd, 1, within.as_millis() as i32) };
+                    let at = Instant::now();
+                    unsafe { libc::close(fd) };
+                    assert_eq!(ready, 1, "pid {pid} still alive after {within:?}");
+                    at
                 })
-                .collect()
-        });
-        DeathWatch { handle }
+            })
+            .collect();
+        DeathWatch { handles }
     }
 
     /// When each pid died, in the order given.
     pub fn join(self) -> Vec<Instant> {
-        self.handle.join().expect("death watch")
+        self.handles
+            .into_iter()
+            .map(|h| h.join().expect("death watch"))
+            .collect()
     }
 }
 

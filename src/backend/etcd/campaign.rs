@@ -151,7 +151,7 @@ impl Candidate {
             }
             Err(outcome) => return outcome,
         };
-        self.lead(&mut lease_state, key.as_bytes(), my_rev, confirmed_at)
+        self.lead(&mut lease_state, lease.id, &key, my_rev, confirmed_at)
             .await
     }
 
@@ -159,10 +159,12 @@ impl Candidate {
     async fn lead(
         &mut self,
         lease_state: &mut watch::Receiver<LeaseState>,
-        key: &[u8],
+        lease: i64,
+        key: &str,
         token: i64,
         confirmed_at: i64,
     ) -> Outcome {
+        let client = self.client.clone();
         let mut deadline = lease_state.borrow_and_update().deadline;
         info!(token, "elected");
         self.reporter.leading = true;
@@ -171,6 +173,10 @@ impl Candidate {
             token as u64,
             deadline,
         ));
+        // Our own key is watched directly, so its deletion is acted on at
+        // the event rather than one read later through the observer.
+        let key_gone = own_key_gone(&client, key, lease, token);
+        tokio::pin!(key_gone);
         loop {
             tokio::select! {
                 _ = self.resign.cancelled() => return Outcome::Resigned { led: true },
@@ -187,17 +193,27 @@ impl Candidate {
                     self.reporter
                         .publish(Leadership::elected(self.cfg.id.clone(), token as u64, deadline));
                 }
+                () = &mut key_gone => {
+                    warn!("our key is gone from etcd (deleted or its lease revoked)");
+                    break;
+                }
                 Ok(()) = self.reporter.view.changed() => {
                     let view = self.reporter.view.borrow_and_update().clone();
-                    if contradicts(&view, key, confirmed_at) {
-                        warn!("our key is gone from etcd (deleted or expired)");
-                        // The lease may still be ours: its deadline bounds the work.
-                        let state = *lease_state.borrow();
-                        let deadline = if state.expired { Instant::now() } else { state.deadline };
-                        return Outcome::Lost { led: true, deadline };
+                    if contradicts(&view, key.as_bytes(), confirmed_at) {
+                        warn!("another leader is seen; our key is gone");
+                        break;
                     }
                 }
             }
+        }
+        // Our key is gone. Stop the work at once, within the lease deadline;
+        // then learn whether the lease itself is gone too (revoked), in which
+        // case someone else may lead already and the work must die now.
+        self.reporter.demoted(deadline);
+        let deadline = loss_deadline(&client, lease, lease_state).await;
+        Outcome::Lost {
+            led: true,
+            deadline,
         }
     }
 
@@ -238,22 +254,34 @@ impl Candidate {
     }
 
     /// Grants a fresh lease, retrying until it works or resignation is
-    /// requested (then `None`).
+    /// requested (then `None`). A grant in flight is never abandoned: its
+    /// lease would outlive us by a TTL.
     async fn grant_again(&mut self) -> Option<Lease> {
         let mut backoff = Backoff::new();
         loop {
+            if self.resign.is_cancelled() {
+                return None;
+            }
+            let grant = Lease::grant(&self.client, self.cfg.ttl);
+            tokio::pin!(grant);
+            let granted = loop {
+                tokio::select! {
+                    granted = &mut grant => break granted,
+                    Ok(()) = self.reporter.view.changed() => self.reporter.show_view(),
+                }
+            };
+            match granted {
+                Ok(lease) if self.resign.is_cancelled() => {
+                    lease.revoke(&self.client, self.cfg.connect_timeout).await;
+                    return None;
+                }
+                Ok(lease) => return Some(lease),
+                Err(e) => warn!("{e}; retrying"),
+            }
             tokio::select! {
                 _ = self.resign.cancelled() => return None,
-                granted = Lease::grant(&self.client, self.cfg.ttl) => match granted {
-                    Ok(lease) => return Some(lease),
-                    Err(e) => warn!("{e}; retrying"),
-                },
-                Ok(()) = self.reporter.view.changed() => {
-                    self.reporter.show_view();
-                    continue;
-                }
+                _ = backoff.wait() => {}
             }
-            backoff.wait().await;
         }
     }
 }
@@ -265,6 +293,54 @@ fn contradicts(view: &View, own_key: &[u8], confirmed_at: i64) -> bool {
     view.current
         && view.revision >= confirmed_at
         && view.leader.as_ref().is_none_or(|l| l.key != own_key)
+}
+
+/// How long the work of a leader whose key is gone may take to stop. If
+/// our lease still lives, successors of ours wait for it (see step 3), so
+/// the lease deadline bounds the work; if the lease is gone (revoked), or we
+/// cannot tell, someone else may lead already: now.
+async fn loss_deadline(
+    client: &Client,
+    lease: i64,
+    lease_state: &watch::Receiver<LeaseState>,
+) -> Instant {
+    let state = *lease_state.borrow();
+    let now = Instant::now();
+    if state.expired || state.deadline <= now {
+        return now;
+    }
+    let asked = tokio::time::timeout(
+        state.deadline - now,
+        client.lease_client().time_to_live(lease, None),
+    )
+    .await;
+    match asked {
+        Ok(Ok(resp)) if resp.ttl() > 0 => state.deadline,
+        _ => Instant::now(),
+    }
+}
+
+/// Returns once our key no longer exists with our lease and create
+/// revision. Watch failures are retried, re-reading the key each time.
+async fn own_key_gone(client: &Client, key: &str, lease: i64, my_rev: i64) {
+    let mut backoff = Backoff::new();
+    loop {
+        match confirm_once(client, key, lease, my_rev).await {
+            Ok(None) => return,
+            Ok(Some(rev)) => match wait_for_delete(client, key.as_bytes(), rev).await {
+                Ok(true) => return,
+                Ok(false) => backoff.reset(),
+                Err(e) => {
+                    warn!("watching our key: {e}");
+                    backoff.wait().await;
+                }
+            },
+            Err(e) => {
+                warn!("{e}");
+                backoff.wait().await;
+            }
+        }
+    }
 }
 
 /// Puts our key unless it exists (then reads it): Go's campaign txn.
@@ -325,6 +401,7 @@ async fn wait_for_turn(client: &Client, prefix: &str, my_rev: i64) -> Option<Can
         let Some(pred) = pred else {
             return last;
         };
+        // Deleted, cancelled or failed: in every case, look again.
         if let Err(e) = wait_for_delete(client, &pred.key, rev).await {
             warn!("{e}; looking again");
             sleep(Duration::from_millis(50)).await;
@@ -333,29 +410,32 @@ async fn wait_for_turn(client: &Client, prefix: &str, my_rev: i64) -> Option<Can
     }
 }
 
-/// Returns once `key` is deleted after `rev`, or the watch could not say.
-async fn wait_for_delete(client: &Client, key: &[u8], rev: i64) -> Result<()> {
+/// Returns `true` once `key` is deleted after `rev`, `false` if the server
+/// cancelled the watch (compaction) and the key must be read again.
+async fn wait_for_delete(client: &Client, key: &[u8], rev: i64) -> Result<bool> {
     let options = WatchOptions::new().with_start_revision(rev + 1);
     let mut stream = client
         .watch_client()
         .watch(key, Some(options))
         .await
-        .map_err(|e| etcd_error("watching our predecessor", e))?;
+        .map_err(|e| etcd_error("watching a key", e))?;
     loop {
         let Some(resp) = stream
             .message()
             .await
-            .map_err(|e| etcd_error("watching our predecessor", e))?
+            .map_err(|e| etcd_error("watching a key", e))?
         else {
-            return Err(etcd_error("watching our predecessor", "stream closed"));
+            return Err(etcd_error("watching a key", "stream closed"));
         };
-        if resp.canceled()
-            || resp
-                .events()
-                .iter()
-                .any(|e| e.event_type() == EventType::Delete)
+        if resp.canceled() {
+            return Ok(false);
+        }
+        if resp
+            .events()
+            .iter()
+            .any(|e| e.event_type() == EventType::Delete)
         {
-            return Ok(());
+            return Ok(true);
         }
     }
 }
@@ -394,19 +474,23 @@ async fn wait_for_lease_end(client: &Client, pred: CandidateKey) {
 /// Reads our key back: it must still exist, on our lease, with our create
 /// revision. Returns the revision of the read, or `None` if it is gone.
 async fn confirm(client: &Client, key: &str, lease: i64, my_rev: i64) -> Option<i64> {
-    retry("confirming our key", || async {
-        let resp = client
-            .kv_client()
-            .get(key, None)
-            .await
-            .map_err(|e| etcd_error("confirming our key", e))?;
-        let ours = resp
-            .kvs()
-            .first()
-            .is_some_and(|kv| kv.lease() == lease && kv.create_revision() == my_rev);
-        Ok(ours.then(|| resp.header().map_or(0, |h| h.revision())))
+    retry("confirming our key", || {
+        confirm_once(client, key, lease, my_rev)
     })
     .await
+}
+
+async fn confirm_once(client: &Client, key: &str, lease: i64, my_rev: i64) -> Result<Option<i64>> {
+    let resp = client
+        .kv_client()
+        .get(key, None)
+        .await
+        .map_err(|e| etcd_error("confirming our key", e))?;
+    let ours = resp
+        .kvs()
+        .first()
+        .is_some_and(|kv| kv.lease() == lease && kv.create_revision() == my_rev);
+    Ok(ours.then(|| resp.header().map_or(0, |h| h.revision())))
 }
 
 /// Retries an idempotent request with backoff until it succeeds; callers

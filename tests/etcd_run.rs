@@ -1,0 +1,198 @@
+//! `elect run` against a real etcd cluster: the command runs only while we
+//! lead, and its whole process tree is dead before anyone else leads.
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use support::elect::{Proc, campaign, elect};
+use support::etcd::Cluster;
+use support::eventually;
+use support::proc::{DeathWatch, read_pids};
+
+const SOON: Duration = Duration::from_secs(10);
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("elect-run-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `elect run` wrapping `sh -c script`.
+fn run(etcd: &Cluster, election: &str, id: &str, extra: &[&str], script: &str) -> Proc {
+    let mut args = vec!["run", "--election", election, "--id", id, "--ttl", "5"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    elect(id, &etcd.endpoints, &args)
+}
+
+/// A command that records its pid and its grandchild's, then waits.
+/// With `stubborn`, both ignore SIGTERM and only SIGKILL ends them.
+fn tree_script(pids: &std::path::Path, stubborn: bool) -> String {
+    let trap = if stubborn { "trap '' TERM; " } else { "" };
+    format!(
+        "{trap}echo $$ > {p}.tmp; sleep 1000 & echo $! >> {p}.tmp; mv {p}.tmp {p}; wait",
+        p = pids.display()
+    )
+}
+
+#[test]
+fn the_command_sees_its_election_and_its_exit_code_propagates() {
+    let etcd = Cluster::start();
+    let dir = scratch("env");
+    let env_file = dir.join("env");
+    let script = format!(
+        "echo \"$ELECT_LEADER_ID $ELECT_FENCING_TOKEN $ELECT_ELECTION $ELECT_BACKEND\" > {}; exit 7",
+        env_file.display()
+    );
+    let mut a = run(&etcd, "env", "node-a", &[], &script);
+    let (_, elected) = a.wait_event("elected", SOON);
+    assert_eq!(a.wait_exit(SOON), 7);
+    let seen = std::fs::read_to_string(&env_file).unwrap();
+    assert_eq!(seen.trim(), format!("node-a {} env etcd", elected["token"]));
+    assert!(
+        etcd.candidates("env").is_empty(),
+        "resigned after the command exited"
+    );
+    assert!(etcd.leases().is_empty());
+}
+
+#[test]
+fn a_command_killed_by_a_signal_exits_128_plus_n() {
+    let etcd = Cluster::start();
+    let mut a = run(&etcd, "sig", "a", &[], "kill -9 $$");
+    assert_eq!(a.wait_exit(SOON), 128 + 9);
+    assert!(etcd.candidates("sig").is_empty());
+}
+
+#[test]
+fn sigterm_is_forwarded_then_we_resign_and_the_successor_runs() {
+    let etcd = Cluster::start();
+    let dir = scratch("fwd");
+    let mut a = run(
+        &etcd,
+        "fwd",
+        "a",
+        &[],
+        "trap 'exit 42' TERM; sleep 1000 & wait",
+    );
+    a.wait_event("elected", SOON);
+    let marker = dir.join("b-ran");
+    let mut b = run(
+        &etcd,
+        "fwd",
+        "b",
+        &[],
+        &format!("touch {}; sleep 1000", marker.display()),
+    );
+    eventually("b's key", SOON, || {
+        (etcd.candidates("fwd").len() == 2).then_some(())
+    });
+    let sent = Instant::now();
+    a.signal(Signal::SIGTERM);
+    assert_eq!(a.wait_exit(SOON), 42, "elect exits with the command's code");
+    let (at, _) = b.wait_event("elected", SOON);
+    assert!(at - sent < Duration::from_secs(1));
+    eventually("b's command", SOON, || marker.exists().then_some(()));
+    b.signal(Signal::SIGTERM);
+    assert_eq!(b.wait_exit(SOON), 128 + 15);
+    assert!(etcd.candidates("fwd").is_empty());
+    assert!(etcd.leases().is_empty());
+}
+
+/// The leader's key is deleted by an operator while its command (which
+/// ignores SIGTERM, as does its grandchild) runs: the successor must not be
+/// elected until the whole tree is dead, which takes the full grace.
+#[test]
+fn key_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
+    let etcd = Cluster::start();
+    let dir = scratch("del");
+    let pids_file = dir.join("pids");
+    let mut a = run(
+        &etcd,
+        "del",
+        "a",
+        &["--grace", "1s"],
+        &tree_script(&pids_file, true),
+    );
+    a.wait_event("elected", SOON);
+    let pids = read_pids(&pids_file, 2);
+    let mut b = campaign(&etcd.endpoints, "del", "b", "5");
+    eventually("b's key", SOON, || {
+        (etcd.candidates("del").len() == 2).then_some(())
+    });
+
+    let deaths = DeathWatch::start(pids, SOON);
+    let (a_key, _) = etcd.candidates("del").remove(0);
+    let deleted = Instant::now();
+    etcd.etcdctl_ok(&["del", &a_key]);
+    let (elected_at, _) = b.wait_event("elected", SOON);
+    let died = deaths.join();
+    for (what, at) in ["command", "grandchild"].iter().zip(&died) {
+        assert!(
+            *at < elected_at,
+            "{what} died {:?} after b was elected",
+            *at - elected_at
+        );
+        assert!(
+            *at - deleted >= Duration::from_millis(900),
+            "{what} got its grace"
+        );
+    }
+    a.wait_event("demoted", SOON);
+    // a stays in the race, behind b, and leads again when b resigns.
+    eventually("a's new key", SOON, || {
+        (etcd.candidates("del").len() == 2).then_some(())
+    });
+    b.signal(Signal::SIGTERM);
+    a.wait_event("elected", SOON);
+}
+
+/// The leader's lease is revoked: leadership is gone at once and nothing
+/// can hold the successor back, so the tree gets SIGTERM the moment our key
+/// vanishes (SIGKILL once the lease is known to be gone) and is dead before
+/// the successor's round trips end. A command that ignores SIGTERM cannot be
+/// stopped in time here; that is what fencing tokens are for.
+#[test]
+fn lease_revoked_the_tree_dies_before_the_successor_leads() {
+    let etcd = Cluster::start();
+    let dir = scratch("revoke");
+    let pids_file = dir.join("pids");
+    let mut a = run(
+        &etcd,
+        "revoke",
+        "a",
+        &["--grace", "5s"],
+        &tree_script(&pids_file, false),
+    );
+    a.wait_event("elected", SOON);
+    let pids = read_pids(&pids_file, 2);
+    let mut b = campaign(&etcd.endpoints, "revoke", "b", "5");
+    eventually("b's key", SOON, || {
+        (etcd.candidates("revoke").len() == 2).then_some(())
+    });
+
+    let deaths = DeathWatch::start(pids, SOON);
+    let (a_key, _) = etcd.candidates("revoke").remove(0);
+    let lease = a_key.strip_prefix("revoke/").unwrap();
+    etcd.etcdctl_ok(&["lease", "revoke", lease]);
+    let (elected_at, _) = b.wait_event("elected", SOON);
+    let died = deaths.join();
+    for (what, at) in ["command", "grandchild"].iter().zip(&died) {
+        assert!(
+            *at < elected_at,
+            "{what} died {:?} after b was elected\na:\n{}\nb:\n{}",
+            *at - elected_at,
+            a.stderr(),
+            b.stderr()
+        );
+    }
+    a.wait_event("demoted", SOON);
+    drop(a);
+    drop(b);
+    assert!(etcd.candidates("revoke").is_empty());
+    assert!(etcd.leases().is_empty());
+}
