@@ -5,12 +5,13 @@
 //!    `Campaign`), so a retried request never makes a second key;
 //! 2. wait only on the predecessor, the key with the largest create
 //!    revision below ours, until no older key is left (no herd effect);
-//! 3. if the last predecessor's lease still lives, its holder may still be
-//!    acting as leader (its key was deleted by hand, or it resigned with a
-//!    plain delete as `etcdctl elect` does): wait until that lease ends, at
-//!    most one of its TTLs. An `elect` leader that loses its key keeps its
-//!    lease until its child is dead, so this is what makes a successor wait
-//!    for the old leader's work to stop;
+//! 3. if the last predecessor was an `elect` candidate (its lease id carries
+//!    [`ELECT_LEASE_TAG`](super::lease::ELECT_LEASE_TAG)) and its lease
+//!    still lives, its work may still be stopping (its key was deleted by an
+//!    operator): wait until that lease ends, at most one of its TTLs. An
+//!    `elect` leader that loses its key keeps its lease until its command is
+//!    dead, then revokes it. Go candidates are not waited for: `etcdctl
+//!    elect` resigns with a plain delete and keeps its lease for a minute;
 //! 4. confirm our own key still exists under our lease (etcd #19597: Go
 //!    skips this, and a waiter whose lease expired can "win");
 //! 5. lead until the lease deadline passes, the lease is gone, or a view at
@@ -33,7 +34,7 @@ use tracing::{info, warn};
 
 use super::etcd_error;
 use super::layout::{self, CandidateKey};
-use super::lease::{Lease, LeaseState};
+use super::lease::{Lease, LeaseState, granted_by_elect};
 use super::observe::{Backoff, View};
 use crate::config::ElectionConfig;
 use crate::error::Result;
@@ -129,7 +130,7 @@ impl Candidate {
             Ok(p) => p,
             Err(outcome) => return outcome,
         };
-        if let Some(pred) = predecessor.filter(|p| p.lease != 0)
+        if let Some(pred) = predecessor.filter(|p| granted_by_elect(p.lease))
             && let Err(outcome) = self
                 .until_lost(&mut lease_state, wait_for_lease_end(&client, pred))
                 .await

@@ -18,6 +18,28 @@ use tracing::{debug, info, warn};
 use super::etcd_error;
 use crate::error::Result;
 
+/// The low 16 bits of every lease id `elect` chooses ("e1ec"). An `elect`
+/// leader that loses its key keeps its lease until its work is dead and
+/// then revokes it, so a successor that sees this tag on its predecessor's
+/// lease knows waiting for it is worthwhile. Leases of Go clients (server
+/// assigned ids) are not waited for: `etcdctl elect` resigns by deleting
+/// its key and keeps its lease for a minute.
+pub const ELECT_LEASE_TAG: i64 = 0xe1ec;
+
+/// Whether `id` is a lease granted by `elect` (see [`ELECT_LEASE_TAG`]).
+pub fn granted_by_elect(id: i64) -> bool {
+    id > 0 && id & 0xffff == ELECT_LEASE_TAG
+}
+
+/// A random positive lease id carrying [`ELECT_LEASE_TAG`].
+fn fresh_lease_id() -> i64 {
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish() as i64;
+    (random & 0x7fff_ffff_ffff_0000) | ELECT_LEASE_TAG
+}
+
 /// How long before the server could expire the lease we stop acting on it:
 /// 2% of the TTL for clock-rate error plus 20 ms to kill the work.
 pub fn safety_margin(ttl: Duration) -> Duration {
@@ -56,8 +78,10 @@ impl Lease {
     pub async fn grant(client: &Client, ttl: Duration) -> Result<Lease> {
         let mut lease_client = client.lease_client();
         let sent = Instant::now();
+        let options = LeaseGrantOptions::new().with_id(fresh_lease_id());
+        // A taken id (one chance in 2^47) fails the grant; the caller retries.
         let resp = lease_client
-            .grant(ttl.as_secs() as i64, None::<LeaseGrantOptions>)
+            .grant(ttl.as_secs() as i64, Some(options))
             .await
             .map_err(|e| etcd_error("lease grant", e))?;
         let granted = Duration::from_secs(resp.ttl().max(0) as u64);
@@ -187,6 +211,18 @@ fn retry_delay(interval: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn our_lease_ids_carry_the_tag() {
+        for _ in 0..100 {
+            let id = fresh_lease_id();
+            assert!(granted_by_elect(id), "{id:x}");
+        }
+        assert!(
+            !granted_by_elect(0x694d7d4a0c3e7b0d),
+            "a server-assigned id"
+        );
+    }
 
     #[test]
     fn deadline_is_before_server_expiry() {
