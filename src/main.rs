@@ -3,6 +3,7 @@
 //! exit codes of the contract (0 ok, 1 runtime failure, 2 bad usage, 3 no
 //! leader, or the wrapped command's code).
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -23,6 +24,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,elect=info")),
         )
