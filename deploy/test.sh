@@ -23,4 +23,4 @@ cargo nextest --version >/dev/null 2>&1 || cargo install --locked cargo-nextest
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
-cargo nextest run --all-targets --locked "$@"
+cargo nextest run --locked "$@"
