@@ -33,10 +33,8 @@ fn one_candidate_is_elected_with_its_key_in_go_layout() {
     let (key, value) = &keys[0];
     assert_eq!(value, "node-a");
     let lease_hex = key.strip_prefix("jobs/").expect("key under <election>/");
-    assert!(
-        etcd.leases().contains(&lease_hex.to_owned()),
-        "key named after its lease"
-    );
+    let lease = i64::from_str_radix(lease_hex, 16).unwrap();
+    assert!(etcd.leases().contains(&lease), "key named after its lease");
     // The token is the create revision of the leader's key.
     let rev = etcd.etcdctl_ok(&["get", key, "-w", "json"]);
     let rev: serde_json::Value = serde_json::from_str(&rev).unwrap();

@@ -137,12 +137,11 @@ impl Cluster {
     }
 
     /// Ids of the leases that currently exist.
-    pub fn leases(&self) -> Vec<String> {
+    pub fn leases(&self) -> Vec<i64> {
         self.etcdctl_ok(&["lease", "list"])
             .lines()
             .skip(1)
-            .map(|l| l.trim().to_owned())
-            .filter(|l| !l.is_empty())
+            .filter_map(|l| i64::from_str_radix(l.trim(), 16).ok())
             .collect()
     }
 }
