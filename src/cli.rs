@@ -12,7 +12,7 @@ use crate::config::{
 };
 use crate::error::{Error, Result};
 
-/// Leader election on etcd, as a sidecar, a wrapper, or a one-shot query.
+/// Leader election on etcd or ZooKeeper, as a sidecar, a wrapper, or a one-shot query.
 #[derive(Debug, Parser)]
 #[command(name = "elect", version, about, long_about = None)]
 pub struct Cli {
@@ -34,16 +34,13 @@ pub struct CommonArgs {
     )]
     pub backend: BackendKind,
 
-    /// etcd: host:port,... (an http:// scheme is accepted).
-    #[arg(
-        long,
-        env = "ELECT_ENDPOINTS",
-        default_value = "127.0.0.1:2379",
-        global = true
-    )]
-    pub endpoints: String,
+    /// etcd: host:port,... (an http:// scheme is accepted);
+    /// zk: host:port,...[/chroot] [default: 127.0.0.1:2379 for etcd, 127.0.0.1:2181 for zk].
+    #[arg(long, env = "ELECT_ENDPOINTS", global = true)]
+    pub endpoints: Option<String>,
 
-    /// Name of the election (etcd: the key prefix, as `etcdctl elect` takes it).
+    /// Name of the election (etcd: the key prefix, as `etcdctl elect` takes
+    /// it; zk: the absolute path of the election's znode).
     #[arg(long, env = "ELECT_ELECTION", global = true)]
     pub election: Option<String>,
 
@@ -51,7 +48,8 @@ pub struct CommonArgs {
     #[arg(long, env = "ELECT_ID", global = true)]
     pub id: Option<String>,
 
-    /// Time after which a silent leader is replaced (etcd: lease TTL) [default: 10s].
+    /// Time after which a silent leader is replaced (etcd: lease TTL; zk:
+    /// requested session timeout) [default: 10s].
     #[arg(long, env = "ELECT_TTL", global = true)]
     pub ttl: Option<String>,
 
@@ -163,11 +161,20 @@ impl CommonArgs {
             Some(id) => config::candidate_id(id)?,
             None => config::default_id(),
         };
+        let endpoints = self
+            .endpoints
+            .as_deref()
+            .unwrap_or(backend.default_endpoints());
         let (endpoints, election, ttl) = match backend {
             BackendKind::Etcd => (
-                config::etcd_endpoints(&self.endpoints)?,
+                config::etcd_endpoints(endpoints)?,
                 config::etcd_election(election)?,
                 config::etcd_ttl(ttl)?,
+            ),
+            BackendKind::Zk => (
+                vec![config::zk_connect_string(endpoints)?],
+                config::zk_path(election)?,
+                config::zk_ttl(ttl)?,
             ),
         };
         Ok(ElectionConfig {

@@ -15,19 +15,30 @@ use crate::error::{Error, Result};
 pub enum BackendKind {
     /// Lease-bound keys in etcd, in the layout of Go's `concurrency.Election`.
     Etcd,
+    /// Ephemeral-sequential znodes in ZooKeeper, named as Curator's `LeaderLatch`.
+    Zk,
 }
 
 impl BackendKind {
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Etcd => "etcd",
+            BackendKind::Zk => "zk",
+        }
+    }
+
+    /// Where the service is looked for when `--endpoints` is not given.
+    pub fn default_endpoints(self) -> &'static str {
+        match self {
+            BackendKind::Etcd => "127.0.0.1:2379",
+            BackendKind::Zk => "127.0.0.1:2181",
         }
     }
 
     /// The TTL used when `--ttl` is not given.
     pub fn default_ttl(self) -> Duration {
         match self {
-            BackendKind::Etcd => Duration::from_secs(10),
+            BackendKind::Etcd | BackendKind::Zk => Duration::from_secs(10),
         }
     }
 }
@@ -36,9 +47,11 @@ impl BackendKind {
 #[derive(Debug, Clone)]
 pub struct ElectionConfig {
     pub backend: BackendKind,
-    /// etcd: `http://host:port` URLs.
+    /// etcd: `http://host:port` URLs; zk: one connect string
+    /// `host:port,...[/chroot]`.
     pub endpoints: Vec<String>,
-    /// etcd: the key prefix, without the trailing `/`.
+    /// etcd: the key prefix, without the trailing `/`; zk: the absolute
+    /// path of the election's znode.
     pub election: String,
     /// The value published while this process leads.
     pub id: String,
@@ -154,6 +167,89 @@ pub fn etcd_election(name: &str) -> Result<String> {
         ));
     }
     Ok(name.to_owned())
+}
+
+/// Checks a ZooKeeper connect string `host:port,...[/chroot]`.
+pub fn zk_connect_string(text: &str) -> Result<String> {
+    const FLAG: &str = "--endpoints";
+    let (hosts, chroot) = match text.find('/') {
+        Some(i) => (&text[..i], Some(&text[i..])),
+        None => (text, None),
+    };
+    for hostport in hosts.split(',').map(str::trim) {
+        let (host, port) = hostport
+            .rsplit_once(':')
+            .ok_or_else(|| Error::usage(FLAG, format!("{hostport:?} is not host:port")))?;
+        if host.is_empty() || host.contains([' ', '@']) {
+            return Err(Error::usage(
+                FLAG,
+                format!("{hostport:?} has no valid host"),
+            ));
+        }
+        if !matches!(port.parse::<u16>(), Ok(p) if p > 0) {
+            return Err(Error::usage(
+                FLAG,
+                format!("{hostport:?}: port {port:?} is not a number from 1 to 65535"),
+            ));
+        }
+    }
+    if let Some(chroot) = chroot
+        && chroot != "/"
+    {
+        zk_path(chroot).map_err(|e| match e {
+            Error::Usage { reason, .. } => Error::usage(FLAG, format!("chroot {reason}")),
+            other => other,
+        })?;
+    }
+    Ok(text.trim().to_owned())
+}
+
+/// Checks a ZooKeeper election path: absolute, no trailing `/`, no empty,
+/// `.` or `..` segments, no control characters.
+pub fn zk_path(path: &str) -> Result<String> {
+    const FLAG: &str = "--election";
+    let bad = |why: &str| Err(Error::usage(FLAG, format!("{path:?} {why}")));
+    if !path.starts_with('/') {
+        return bad("is not an absolute ZooKeeper path (it must start with '/')");
+    }
+    if path == "/" {
+        return bad("is the root; give the election its own znode");
+    }
+    if path.ends_with('/') {
+        return bad("ends with '/'");
+    }
+    let reserved = |c: char| matches!(c, '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}');
+    if path.chars().any(|c| c.is_control() || reserved(c)) {
+        return bad("contains control or reserved characters");
+    }
+    for segment in path[1..].split('/') {
+        match segment {
+            "" => return bad("contains an empty segment ('//')"),
+            "." | ".." => return bad("contains a '.' or '..' segment"),
+            "zookeeper" if path.starts_with("/zookeeper") => {
+                return bad("is under /zookeeper, which ZooKeeper reserves");
+            }
+            _ => {}
+        }
+    }
+    Ok(path.to_owned())
+}
+
+/// Checks a ZooKeeper session timeout: ZooKeeper counts in milliseconds.
+pub fn zk_ttl(ttl: Duration) -> Result<Duration> {
+    if ttl < Duration::from_millis(100) {
+        return Err(Error::usage(
+            "--ttl",
+            format!(
+                "{} is too short for a ZooKeeper session",
+                humantime::format_duration(ttl)
+            ),
+        ));
+    }
+    if ttl > Duration::from_secs(i32::MAX as u64 / 1000) {
+        return Err(Error::usage("--ttl", "is too long for a ZooKeeper session"));
+    }
+    Ok(ttl)
 }
 
 /// Checks the id published as leader.
@@ -282,6 +378,36 @@ mod tests {
         assert_eq!(etcd_election("jobs/cron").unwrap(), "jobs/cron");
         for bad in ["", "a/", "a\nb", "\u{7f}"] {
             assert_eq!(flag_of(etcd_election(bad).unwrap_err()), "--election");
+        }
+    }
+
+    #[test]
+    fn zk_connect_strings() {
+        assert!(zk_connect_string("a:2181,b:2181/apps/x").is_ok());
+        assert!(zk_connect_string("a:2181/").is_ok());
+        for bad in ["a", "a:0", "a:2181//x", "a:2181/x/", ":1"] {
+            assert_eq!(
+                flag_of(zk_connect_string(bad).unwrap_err()),
+                "--endpoints",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn zk_paths() {
+        assert!(zk_path("/elections/jobs").is_ok());
+        for bad in [
+            "jobs",
+            "/",
+            "/a/",
+            "/a//b",
+            "/a/./b",
+            "/a/..",
+            "/a\nb",
+            "/zookeeper/x",
+        ] {
+            assert_eq!(flag_of(zk_path(bad).unwrap_err()), "--election", "{bad}");
         }
     }
 

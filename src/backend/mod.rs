@@ -6,6 +6,8 @@
 //! depends only on the snapshots, never on a backend.
 
 pub mod etcd;
+pub mod report;
+pub mod zk;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -86,6 +88,7 @@ impl Drop for Observation {
 pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Result<Campaign> {
     match cfg.backend {
         BackendKind::Etcd => etcd::campaign(cfg, busy).await,
+        BackendKind::Zk => zk::campaign(cfg, busy).await,
     }
 }
 
@@ -95,6 +98,7 @@ pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Resu
 pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
     match cfg.backend {
         BackendKind::Etcd => etcd::observe(cfg).await,
+        BackendKind::Zk => zk::observe(cfg).await,
     }
 }
 
@@ -104,5 +108,6 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
     match cfg.backend {
         BackendKind::Etcd => etcd::leader(cfg).await,
+        BackendKind::Zk => zk::leader(cfg).await,
     }
 }

@@ -188,6 +188,33 @@ pub fn elect(name: &str, endpoints: &str, args: &[&str]) -> Proc {
     Proc::spawn(name, cmd)
 }
 
+/// `elect --backend zk <args> --format json` against `endpoints`.
+pub fn elect_zk(name: &str, endpoints: &str, args: &[&str]) -> Proc {
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "--backend",
+        "zk",
+        "--endpoints",
+        endpoints,
+        "--format",
+        "json",
+    ])
+    .args(args)
+    .env("RUST_LOG", "elect=debug,warn")
+    .env_remove("ELECT_ELECTION")
+    .env_remove("ELECT_ID");
+    Proc::spawn(name, cmd)
+}
+
+/// `elect --backend zk campaign` with an id and TTL.
+pub fn campaign_zk(endpoints: &str, election: &str, id: &str, ttl: &str) -> Proc {
+    elect_zk(
+        id,
+        endpoints,
+        &["campaign", "--election", election, "--id", id, "--ttl", ttl],
+    )
+}
+
 /// `elect campaign` with an id and TTL in `election`.
 pub fn campaign(endpoints: &str, election: &str, id: &str, ttl: &str) -> Proc {
     elect(

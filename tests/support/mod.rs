@@ -1,13 +1,15 @@
 //! Test support: real ensembles, real `elect` processes, and a few probes.
 //!
-//! Nothing here mocks a coordination service: [`etcd::Cluster`] starts real
-//! `etcd` members from the Debian package, each on its own loopback
-//! address, and tears them down on drop (also when a test panics).
+//! Nothing here mocks a coordination service: [`etcd::Cluster`] and
+//! [`zk::Ensemble`] start real etcd and ZooKeeper members from the Debian
+//! packages, each on its own loopback address, and tear them down on drop
+//! (also when a test panics).
 #![allow(dead_code)]
 
 pub mod elect;
 pub mod etcd;
 pub mod proc;
+pub mod zk;
 
 use std::time::{Duration, Instant};
 

@@ -36,6 +36,7 @@ use super::etcd_error;
 use super::layout::{self, CandidateKey};
 use super::lease::{Lease, LeaseState, granted_by_elect};
 use super::observe::{Backoff, View};
+use crate::backend::report::Reporter;
 use crate::config::ElectionConfig;
 use crate::error::Result;
 use crate::leadership::Leadership;
@@ -52,7 +53,7 @@ enum Outcome {
 pub struct Candidate {
     client: Client,
     cfg: ElectionConfig,
-    reporter: Reporter,
+    reporter: Reporter<View>,
     busy: watch::Receiver<bool>,
     resign: CancellationToken,
 }
@@ -69,12 +70,7 @@ impl Candidate {
         Candidate {
             client,
             cfg,
-            reporter: Reporter {
-                out,
-                view,
-                own_key: Vec::new(),
-                leading: false,
-            },
+            reporter: Reporter::new(out, view),
             busy,
             resign,
         }
@@ -508,53 +504,6 @@ where
             Err(e) => warn!("{what}: {e}; retrying"),
         }
         backoff.wait().await;
-    }
-}
-
-/// Publishes the candidate's snapshots.
-struct Reporter {
-    out: watch::Sender<Leadership>,
-    view: watch::Receiver<View>,
-    /// Our key in the current candidacy: shown as leader only once confirmed.
-    own_key: Vec<u8>,
-    leading: bool,
-}
-
-impl Reporter {
-    fn publish(&self, next: Leadership) {
-        self.out.send_if_modified(|cur| {
-            let changed = *cur != next;
-            *cur = next;
-            changed
-        });
-    }
-
-    fn shows_own_key(&self, view: &View) -> bool {
-        view.leader.as_ref().is_some_and(|l| l.key == self.own_key)
-    }
-
-    /// Shows who leads while we do not.
-    fn show_view(&mut self) {
-        let view = self.view.borrow_and_update().clone();
-        if self.leading || self.shows_own_key(&view) {
-            // Our own key leads only once confirmed; until then keep the
-            // previous snapshot rather than show ourselves as someone else.
-            return;
-        }
-        self.publish(view.to_leadership());
-    }
-
-    /// Reports the loss of our leadership; the work must stop by `deadline`.
-    fn demoted(&mut self, deadline: Instant) {
-        self.leading = false;
-        let view = self.view.borrow().clone();
-        let mut snapshot = if self.shows_own_key(&view) {
-            Leadership::unknown()
-        } else {
-            view.to_leadership()
-        };
-        snapshot.deadline = Some(deadline);
-        self.publish(snapshot);
     }
 }
 

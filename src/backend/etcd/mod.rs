@@ -20,6 +20,7 @@ use etcd_client::{Client, ConnectOptions};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::backend::report::Observed;
 use crate::backend::{Campaign, Observation};
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};

@@ -15,6 +15,7 @@ use tracing::debug;
 
 use super::etcd_error;
 use super::layout::CandidateKey;
+use crate::backend::report::Observed;
 use crate::error::Result;
 use crate::leadership::Leadership;
 
@@ -36,9 +37,14 @@ impl View {
             revision: 0,
         }
     }
+}
 
-    /// The view as a snapshot of someone else's leadership.
-    pub fn to_leadership(&self) -> Leadership {
+impl Observed for View {
+    fn names_leader(&self, key: &[u8]) -> bool {
+        self.leader.as_ref().is_some_and(|l| l.key == key)
+    }
+
+    fn to_leadership(&self) -> Leadership {
         if !self.current {
             return Leadership::unknown();
         }

@@ -1,0 +1,68 @@
+//! How a candidate turns what it observes into the snapshots it publishes,
+//! the same for every backend.
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::leadership::Leadership;
+
+/// A backend's view of who leads, as its observer publishes it.
+pub trait Observed: Clone + Send + Sync {
+    /// Whether the view names the candidate with `key` (a key or znode
+    /// path) as the leader.
+    fn names_leader(&self, key: &[u8]) -> bool;
+    /// The view as a snapshot of someone else's leadership.
+    fn to_leadership(&self) -> Leadership;
+}
+
+/// Publishes a candidate's snapshots.
+pub struct Reporter<V> {
+    out: watch::Sender<Leadership>,
+    pub view: watch::Receiver<V>,
+    /// Our key in the current candidacy: shown as leader only once confirmed.
+    pub own_key: Vec<u8>,
+    pub leading: bool,
+}
+
+impl<V: Observed> Reporter<V> {
+    pub fn new(out: watch::Sender<Leadership>, view: watch::Receiver<V>) -> Self {
+        Reporter {
+            out,
+            view,
+            own_key: Vec::new(),
+            leading: false,
+        }
+    }
+
+    pub fn publish(&self, next: Leadership) {
+        self.out.send_if_modified(|cur| {
+            let changed = *cur != next;
+            *cur = next;
+            changed
+        });
+    }
+
+    /// Shows who leads while we do not.
+    pub fn show_view(&mut self) {
+        let view = self.view.borrow_and_update().clone();
+        if self.leading || view.names_leader(&self.own_key) {
+            // Our own key leads only once confirmed; until then keep the
+            // previous snapshot rather than show ourselves as someone else.
+            return;
+        }
+        self.publish(view.to_leadership());
+    }
+
+    /// Reports the loss of our leadership; the work must stop by `deadline`.
+    pub fn demoted(&mut self, deadline: Instant) {
+        self.leading = false;
+        let view = self.view.borrow().clone();
+        let mut snapshot = if view.names_leader(&self.own_key) {
+            Leadership::unknown()
+        } else {
+            view.to_leadership()
+        };
+        snapshot.deadline = Some(deadline);
+        self.publish(snapshot);
+    }
+}

@@ -1,0 +1,439 @@
+//! One candidate's life in a ZooKeeper election.
+//!
+//! Per session, candidacies follow each other:
+//! 1. create `<election>/_c_<uuid>-latch-<seq>` (ephemeral, sequential,
+//!    data = id), creating parents as needed. After a lost reply, look for
+//!    the uuid among the children instead of creating again, so we never
+//!    leave a second znode behind (Curator's protected mode);
+//! 2. wait on the predecessor only (the participant just before ours):
+//!    one watch, woken only when that znode goes (no herd effect);
+//! 3. claim leadership only after reading our znode back with
+//!    `ephemeralOwner` = our session (CURATOR-696);
+//! 4. lead while connected: every T/3 our znode is read again, and the
+//!    deadline is the send time of the last such read + the negotiated
+//!    session timeout - margin. Deletion of our znode ends leadership at
+//!    once. On Disconnected we step down at once (the client cannot tell
+//!    whether the session lives; tolerating it caused CURATOR-460's double
+//!    leaders); on reconnect within the session we lead again if our znode
+//!    is still ours. On expiry, a new session and a new candidacy.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep, sleep_until};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, EventType, StateWatcher};
+
+use super::layout;
+use super::observe::{self, View, list_queue, until_disconnected, until_reconnected};
+use super::zk_error;
+use crate::backend::etcd::lease::deadline_after;
+use crate::backend::report::Reporter;
+use crate::config::ElectionConfig;
+use crate::error::Result;
+use crate::leadership::Leadership;
+
+/// How one stretch of leadership ended.
+enum Term {
+    Ended(End),
+    /// Leadership is gone; the work must stop by `stop_by`.
+    Lost {
+        stop_by: Instant,
+    },
+    /// The connection dropped; the session may live until `stop_by`.
+    Disconnected {
+        stop_by: Instant,
+    },
+}
+
+/// Why a candidacy or a session ended.
+enum End {
+    Resigned,
+    /// Our znode is gone; the session lives: campaign again in it.
+    NodeGone,
+    /// The session expired or was closed: a new one is needed.
+    SessionEnded,
+}
+
+pub struct Candidate {
+    cfg: ElectionConfig,
+    out: watch::Sender<Leadership>,
+    busy: watch::Receiver<bool>,
+    resign: CancellationToken,
+}
+
+impl Candidate {
+    pub fn new(
+        cfg: ElectionConfig,
+        out: watch::Sender<Leadership>,
+        busy: watch::Receiver<bool>,
+        resign: CancellationToken,
+    ) -> Self {
+        Candidate {
+            cfg,
+            out,
+            busy,
+            resign,
+        }
+    }
+
+    /// Campaigns until resignation is requested, one session at a time.
+    pub async fn run(self, first: Client) -> Result<()> {
+        let mut client = first;
+        loop {
+            let (view_tx, view_rx) = watch::channel(View::unknown());
+            let follower = tokio::spawn(observe::follow(
+                client.clone(),
+                self.cfg.election.clone(),
+                view_tx,
+            ));
+            let mut session = Session {
+                client: &client,
+                cfg: &self.cfg,
+                reporter: Reporter::new(self.out.clone(), view_rx),
+                busy: self.busy.clone(),
+                resign: &self.resign,
+                state: client.state_watcher(),
+            };
+            let end = session.campaign().await;
+            follower.abort();
+            match end {
+                End::Resigned => {
+                    // Closing the session (dropping the last client) also
+                    // removes anything ephemeral we might have left.
+                    self.out.send_replace(Leadership::unknown());
+                    return Ok(());
+                }
+                End::NodeGone => unreachable!("handled within the session"),
+                End::SessionEnded => {
+                    warn!("ZooKeeper session ended; opening a new one");
+                    self.out.send_replace(Leadership::unknown());
+                    match super::reconnect(&self.cfg, self.resign.cancelled()).await {
+                        Some(next) => client = next,
+                        None => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A candidate within one ZooKeeper session.
+struct Session<'a> {
+    client: &'a Client,
+    cfg: &'a ElectionConfig,
+    reporter: Reporter<View>,
+    busy: watch::Receiver<bool>,
+    resign: &'a CancellationToken,
+    state: StateWatcher,
+}
+
+impl Session<'_> {
+    async fn campaign(&mut self) -> End {
+        let timeout = self.client.session_timeout();
+        loop {
+            let end = self.candidacy(timeout).await;
+            match end {
+                End::NodeGone => continue,
+                other => return other,
+            }
+        }
+    }
+
+    async fn candidacy(&mut self, timeout: Duration) -> End {
+        let client = self.client;
+        let election = self.cfg.election.clone();
+        let id = self.cfg.id.clone();
+        let path = match self.step(create_node(client, &election, &id)).await {
+            Ok(Ok(path)) => path,
+            Ok(Err(e)) => {
+                warn!("{e}");
+                return End::SessionEnded;
+            }
+            Err(end) => return end,
+        };
+        self.reporter.own_key = path.clone().into_bytes();
+        let sequence = layout::participant(path.rsplit('/').next().unwrap_or_default())
+            .map_or(0, |p| p.sequence);
+        let outcome = self.until_leading(&path).await;
+        let end = match outcome {
+            Ok(confirmed_at) => self.lead(&path, sequence, timeout, confirmed_at).await,
+            Err(end) => end,
+        };
+        if matches!(end, End::Resigned) {
+            match tokio::time::timeout(self.cfg.connect_timeout, client.delete(&path, None)).await {
+                Ok(Ok(()) | Err(ZkError::NoNode)) => debug!("deleted {path}"),
+                Ok(Err(e)) => warn!("deleting {path}: {e}; it goes with the session"),
+                Err(_) => warn!("deleting {path} timed out; it goes with the session"),
+            }
+        }
+        end
+    }
+
+    /// Waits for our turn and confirms our znode is ours; returns the
+    /// instant the confirming read was sent.
+    async fn until_leading(&mut self, path: &str) -> Result<Instant, End> {
+        loop {
+            let client = self.client;
+            match self
+                .step(wait_for_turn(client, &self.cfg.election, path))
+                .await?
+            {
+                Ok(true) => {}
+                Ok(false) => return Err(End::NodeGone),
+                Err(e) => {
+                    warn!("{e}; retrying");
+                    self.step(sleep(Duration::from_millis(100))).await?;
+                    continue;
+                }
+            }
+            let sent = Instant::now();
+            match self.step(owns(client, path)).await? {
+                Ok(true) => return Ok(sent),
+                Ok(false) => {
+                    warn!("our znode is gone or not our session's; campaigning again");
+                    return Err(End::NodeGone);
+                }
+                Err(e) => {
+                    warn!("{e}; retrying");
+                    self.step(sleep(Duration::from_millis(100))).await?;
+                }
+            }
+        }
+    }
+
+    /// Leads, across reconnects within the session, until leadership is
+    /// lost for good or we resign.
+    async fn lead(&mut self, path: &str, token: u64, timeout: Duration, confirmed: Instant) -> End {
+        let mut confirmed = confirmed;
+        loop {
+            match self.term(path, token, timeout, confirmed).await {
+                Term::Ended(end) => return end,
+                Term::Lost { stop_by } => {
+                    self.reporter.demoted(stop_by);
+                    return self.after_loss(path).await;
+                }
+                Term::Disconnected { stop_by } => {
+                    warn!("disconnected from ZooKeeper: stepping down until reconnected");
+                    self.reporter.demoted(stop_by);
+                    match self.reconnected_and_ours(path).await {
+                        // The supervisor restarts the command only once the
+                        // old one is gone, so leading again needs no wait.
+                        Ok(Some(sent)) => confirmed = sent,
+                        Ok(None) => return self.after_loss(path).await,
+                        Err(end) => return end,
+                    }
+                }
+            }
+        }
+    }
+
+    /// One stretch of leadership while connected, from a confirming read of
+    /// our znode sent at `confirmed`.
+    async fn term(
+        &mut self,
+        path: &str,
+        token: u64,
+        timeout: Duration,
+        confirmed: Instant,
+    ) -> Term {
+        let client = self.client;
+        let renew_every = timeout / 3;
+        let mut deadline = deadline_after(confirmed, timeout);
+        info!(token, "elected");
+        self.reporter.leading = true;
+        self.reporter
+            .publish(Leadership::elected(self.cfg.id.clone(), token, deadline));
+        let mut next_renewal = confirmed + renew_every;
+        loop {
+            // (Re-)arm the watch on our znode; it fires once.
+            let node_watch = match client.check_and_watch_stat(path).await {
+                Ok((Some(stat), watcher)) if stat.ephemeral_owner == client.session_id().0 => {
+                    watcher
+                }
+                Ok(_) => {
+                    return Term::Lost {
+                        stop_by: Instant::now(),
+                    };
+                }
+                Err(e) => {
+                    debug!("watching our znode: {e}");
+                    return Term::Disconnected { stop_by: deadline };
+                }
+            };
+            let node_changed = node_watch.changed();
+            tokio::pin!(node_changed);
+            loop {
+                tokio::select! {
+                    _ = self.resign.cancelled() => return Term::Ended(End::Resigned),
+                    () = sleep_until(deadline) => {
+                        warn!("no renewal before the deadline; stepping down");
+                        return Term::Lost { stop_by: deadline };
+                    }
+                    () = sleep_until(next_renewal) => {
+                        let sent = Instant::now();
+                        next_renewal = sent + renew_every;
+                        match tokio::time::timeout(renew_every, owns(client, path)).await {
+                            Ok(Ok(true)) => {
+                                deadline = deadline_after(sent, timeout);
+                                self.reporter
+                                    .publish(Leadership::elected(self.cfg.id.clone(), token, deadline));
+                            }
+                            Ok(Ok(false)) => {
+                                warn!("our znode is gone");
+                                return Term::Lost { stop_by: Instant::now() };
+                            }
+                            Ok(Err(e)) => debug!("renewal: {e}"),
+                            Err(_) => debug!("renewal unanswered"),
+                        }
+                    }
+                    event = &mut node_changed => {
+                        if event.event_type == EventType::NodeDeleted {
+                            warn!("our znode was deleted");
+                            return Term::Lost { stop_by: Instant::now() };
+                        }
+                        debug!(event = ?event.event_type, "our znode changed; watching again");
+                        break;
+                    }
+                    ended = until_disconnected(&mut self.state) => {
+                        if ended {
+                            self.reporter.demoted(Instant::now());
+                            return Term::Ended(End::SessionEnded);
+                        }
+                        return Term::Disconnected { stop_by: deadline };
+                    }
+                }
+            }
+        }
+    }
+
+    /// After losing leadership: wait (at most a session timeout) for the
+    /// work to stop, then remove our znode if it is still there, so the next
+    /// candidacy never leaves a second one of ours behind.
+    async fn after_loss(&mut self, path: &str) -> End {
+        let idle = self.busy.wait_for(|busy| !busy);
+        let _ = tokio::time::timeout(self.client.session_timeout(), idle).await;
+        if !until_reconnected(&mut self.state).await {
+            return End::SessionEnded;
+        }
+        match self.client.delete(path, None).await {
+            Ok(()) | Err(ZkError::NoNode) => End::NodeGone,
+            Err(e) => {
+                warn!("removing our old znode: {e}; opening a new session instead");
+                End::SessionEnded
+            }
+        }
+    }
+
+    /// After a disconnect: waits to reconnect, then checks our znode is
+    /// still ours. `Ok(Some(sent))` to lead again.
+    async fn reconnected_and_ours(&mut self, path: &str) -> Result<Option<Instant>, End> {
+        let mut state = self.state.clone();
+        if !self
+            .step(async move { until_reconnected(&mut state).await })
+            .await?
+        {
+            return Err(End::SessionEnded);
+        }
+        let sent = Instant::now();
+        match owns(self.client, path).await {
+            Ok(true) => Ok(Some(sent)),
+            Ok(false) => Ok(None),
+            Err(e) => {
+                warn!("{e}");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Runs `step` while reporting the leader, giving up on resignation or
+    /// the end of the session.
+    async fn step<T>(&mut self, step: impl Future<Output = T>) -> Result<T, End> {
+        tokio::pin!(step);
+        self.reporter.show_view();
+        loop {
+            tokio::select! {
+                value = &mut step => return Ok(value),
+                _ = self.resign.cancelled() => return Err(End::Resigned),
+                Ok(()) = self.reporter.view.changed() => self.reporter.show_view(),
+                ended = until_disconnected(&mut self.state) => {
+                    if ended {
+                        return Err(End::SessionEnded);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Creates our znode, protected against lost replies. Errors only when the
+/// session has ended.
+async fn create_node(client: &Client, election: &str, id: &str) -> Result<String> {
+    let uuid = layout::fresh_uuid();
+    let prefix = layout::candidate_prefix(election, &uuid);
+    let ephemeral = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+    let parent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    let mut delay = Duration::from_millis(50);
+    loop {
+        match client.create(&prefix, id.as_bytes(), &ephemeral).await {
+            Ok((_stat, sequence)) => return Ok(format!("{prefix}{sequence}")),
+            Err(ZkError::NoNode) => {
+                if let Err(e) = client.mkdir(election, &parent).await {
+                    debug!("creating {election}: {e}");
+                }
+                continue;
+            }
+            Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed)) => {
+                return Err(zk_error("creating our znode", e));
+            }
+            Err(ZkError::ConnectionLoss) => {
+                // The create may have happened: find it by our uuid.
+                let mine = format!("_c_{uuid}-");
+                if let Ok(children) = client.list_children(election).await
+                    && let Some(name) = children.into_iter().find(|c| c.starts_with(&mine))
+                {
+                    return Ok(format!("{election}/{name}"));
+                }
+            }
+            Err(e) => warn!("creating our znode: {e}; retrying"),
+        }
+        sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Waits until our znode is the first participant: `Ok(true)`; `Ok(false)`
+/// if our znode is gone.
+async fn wait_for_turn(client: &Client, election: &str, path: &str) -> Result<bool> {
+    let own = path.rsplit('/').next().unwrap_or_default();
+    loop {
+        let queue = list_queue(client, election).await?;
+        let Some(at) = queue.iter().position(|p| p.name == own) else {
+            return Ok(false);
+        };
+        if at == 0 {
+            return Ok(true);
+        }
+        let predecessor = format!("{election}/{}", queue[at - 1].name);
+        match client.check_and_watch_stat(&predecessor).await {
+            Ok((None, _)) => continue,
+            Ok((Some(_), watcher)) => {
+                debug!(%predecessor, "waiting on our predecessor");
+                let event = watcher.changed().await;
+                debug!(%predecessor, event = ?event.event_type, "woke: predecessor changed");
+            }
+            Err(e) => return Err(zk_error("watching our predecessor", e)),
+        }
+    }
+}
+
+/// Whether `path` exists and belongs to our session.
+async fn owns(client: &Client, path: &str) -> Result<bool> {
+    match client.check_stat(path).await {
+        Ok(Some(stat)) => Ok(stat.ephemeral_owner == client.session_id().0),
+        Ok(None) => Ok(false),
+        Err(e) => Err(zk_error("reading our znode", e)),
+    }
+}

@@ -1,0 +1,165 @@
+//! ZooKeeper backend: ephemeral-sequential znodes named as Curator's
+//! `LeaderLatch` names them, so Curator, kazoo and `elect` participants can
+//! share (or watch) one election.
+//!
+//! - [`layout`]: znode names of the recipes we take part in or read.
+//! - [`observe`]: who leads, from one watch on the leader's znode.
+//! - [`campaign`]: create our znode (protected against lost replies), wait
+//!   on our predecessor only, confirm ownership, lead while the session is
+//!   connected and renewed, resign.
+//!
+//! The session is the lease: its *negotiated* timeout (the server clamps
+//! the requested one to 2..20 ticks) drives the leadership deadline.
+
+pub mod campaign;
+pub mod layout;
+pub mod observe;
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+use zookeeper_client::Client;
+
+use crate::backend::report::Observed;
+use crate::backend::{Campaign, Observation};
+use crate::config::ElectionConfig;
+use crate::error::{Error, Result};
+use crate::leadership::Leadership;
+use observe::View;
+
+const BACKEND: &str = "zk";
+
+pub(crate) fn zk_error(action: &'static str, e: impl std::fmt::Display) -> Error {
+    Error::Backend {
+        backend: BACKEND,
+        action,
+        detail: e.to_string(),
+    }
+}
+
+fn unreachable(cfg: &ElectionConfig, detail: impl std::fmt::Display) -> Error {
+    Error::Unreachable {
+        backend: BACKEND,
+        endpoints: cfg.endpoints.join(","),
+        timeout: cfg.connect_timeout,
+        detail: detail.to_string(),
+    }
+}
+
+/// Opens a session with the requested timeout.
+async fn connect(cfg: &ElectionConfig) -> Result<Client> {
+    let client = Client::connector()
+        .with_session_timeout(cfg.ttl)
+        .with_fail_eagerly()
+        .connect(&cfg.endpoints[0])
+        .await
+        .map_err(|e| zk_error("connecting", e))?;
+    let negotiated = client.session_timeout();
+    info!(
+        session = %client.session_id(),
+        requested = %humantime::format_duration(cfg.ttl),
+        negotiated = %humantime::format_duration(negotiated),
+        "ZooKeeper session established"
+    );
+    if negotiated != cfg.ttl {
+        warn!(
+            "ZooKeeper negotiated a session timeout of {} instead of --ttl {} (servers clamp it to 2..20 ticks)",
+            humantime::format_duration(negotiated),
+            humantime::format_duration(cfg.ttl)
+        );
+    }
+    Ok(client)
+}
+
+/// Opens a session for the first request of a command, within the connect
+/// timeout; any failure means ZooKeeper could not be reached.
+async fn first_contact(cfg: &ElectionConfig) -> Result<Client> {
+    match tokio::time::timeout(cfg.connect_timeout, connect(cfg)).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(e)) => Err(unreachable(cfg, e)),
+        Err(_) => Err(unreachable(cfg, "no session established")),
+    }
+}
+
+/// Opens a new session after the previous one ended, retrying with backoff
+/// until it works or `stop` resolves (then `None`).
+async fn reconnect(cfg: &ElectionConfig, stop: impl Future<Output = ()>) -> Option<Client> {
+    tokio::pin!(stop);
+    let mut delay = Duration::from_millis(50);
+    loop {
+        tokio::select! {
+            () = &mut stop => return None,
+            connected = connect(cfg) => match connected {
+                Ok(client) => return Some(client),
+                Err(e) => warn!("{e}; retrying"),
+            },
+        }
+        tokio::select! {
+            () = &mut stop => return None,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Reads the current leader once.
+///
+/// Errors: [`Error::Unreachable`] when no session is established within the
+/// connect timeout. Cancel safe.
+pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
+    let client = first_contact(cfg).await?;
+    let (view, _watch) = observe::read_leader(&client, &cfg.election).await?;
+    Ok(view.to_leadership())
+}
+
+/// Starts following the election, across sessions.
+///
+/// Errors: [`Error::Unreachable`] when the first session cannot be
+/// established. Later failures show as an unknown leader and are retried.
+pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
+    let client = first_contact(cfg).await?;
+    let (view_tx, mut view_rx) = watch::channel(View::unknown());
+    let (out, leadership) = watch::channel(Leadership::unknown());
+    let cfg = cfg.clone();
+    let task = tokio::spawn(async move {
+        let follower = async move {
+            let mut client = client;
+            loop {
+                observe::follow(client, cfg.election.clone(), view_tx.clone()).await;
+                view_tx.send_replace(View::unknown());
+                match reconnect(&cfg, view_tx.closed()).await {
+                    Some(next) => client = next,
+                    None => return,
+                }
+            }
+        };
+        let mapper = async move {
+            while view_rx.changed().await.is_ok() {
+                let next = view_rx.borrow_and_update().to_leadership();
+                out.send_if_modified(|cur| {
+                    let changed = *cur != next;
+                    *cur = next;
+                    changed
+                });
+            }
+        };
+        tokio::join!(follower, mapper);
+    });
+    Ok(Observation::new(leadership, task))
+}
+
+/// Joins the election as a candidate. See [`crate::backend::campaign`].
+///
+/// Errors: [`Error::Unreachable`] when the first session cannot be
+/// established. Later failures are retried.
+pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Result<Campaign> {
+    let client = first_contact(cfg).await?;
+    let (out, leadership) = watch::channel(Leadership::unknown());
+    let resign = CancellationToken::new();
+    let candidate = campaign::Candidate::new(cfg.clone(), out, busy, resign.clone());
+    let task = tokio::spawn(candidate.run(client));
+    Ok(Campaign::new(leadership, resign, task))
+}

@@ -1,0 +1,194 @@
+//! Following who leads a ZooKeeper election: list the participants, read
+//! the lowest one's data, and watch only that znode (deletion ends its
+//! leadership, a data change is a new id). With no participant, watch the
+//! children of the election path, or its creation.
+//!
+//! An observer sets one watch, never one per participant, and while a
+//! leader exists never a children watch, so a crowd of observers does not
+//! turn each join or leave into a storm of `getChildren` calls.
+
+use zookeeper_client::{Client, Error as ZkError, OneshotWatcher, SessionState};
+
+use super::layout::{self, Participant};
+use super::zk_error;
+use crate::backend::report::Observed;
+use crate::error::Result;
+use crate::leadership::Leadership;
+use tokio::sync::watch;
+use tracing::debug;
+
+/// The leader as last read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub leader: Option<Leader>,
+    /// `false` while disconnected from the ensemble.
+    pub current: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leader {
+    /// Full path of the leader's znode.
+    pub path: String,
+    /// Its data: the id the leader published.
+    pub id: String,
+    /// Its sequence number: the fencing token.
+    pub sequence: u64,
+}
+
+impl View {
+    pub fn unknown() -> Self {
+        View {
+            leader: None,
+            current: false,
+        }
+    }
+}
+
+impl Observed for View {
+    fn names_leader(&self, key: &[u8]) -> bool {
+        self.leader
+            .as_ref()
+            .is_some_and(|l| l.path.as_bytes() == key)
+    }
+
+    fn to_leadership(&self) -> Leadership {
+        if !self.current {
+            return Leadership::unknown();
+        }
+        Leadership::observed(self.leader.as_ref().map(|l| (l.id.clone(), l.sequence)))
+    }
+}
+
+/// The participants of `election`, leader first (none if the path does not
+/// exist yet).
+pub async fn list_queue(client: &Client, election: &str) -> Result<Vec<Participant>> {
+    match client.list_children(election).await {
+        Ok(children) => Ok(layout::queue(&children)),
+        Err(ZkError::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(zk_error("listing the election", e)),
+    }
+}
+
+/// Reads the current leader and arms one watch that fires when it may have
+/// changed.
+///
+/// Errors: a request failed. Cancel safe.
+pub async fn read_leader(client: &Client, election: &str) -> Result<(View, OneshotWatcher)> {
+    loop {
+        let queue = list_queue(client, election).await?;
+        let Some(first) = queue.first() else {
+            let watcher = match client.list_and_watch_children(election).await {
+                Ok((children, watcher)) if layout::queue(&children).is_empty() => watcher,
+                Ok(_) => continue,
+                Err(ZkError::NoNode) => match client.check_and_watch_stat(election).await {
+                    Ok((None, watcher)) => watcher,
+                    Ok((Some(_), _)) => continue,
+                    Err(e) => return Err(zk_error("watching the election", e)),
+                },
+                Err(e) => return Err(zk_error("watching the election", e)),
+            };
+            let view = View {
+                leader: None,
+                current: true,
+            };
+            return Ok((view, watcher));
+        };
+        let path = format!("{election}/{}", first.name);
+        match client.get_and_watch_data(&path).await {
+            Ok((data, _stat, watcher)) => {
+                let leader = Leader {
+                    id: String::from_utf8_lossy(&data).into_owned(),
+                    sequence: first.sequence,
+                    path,
+                };
+                let view = View {
+                    leader: Some(leader),
+                    current: true,
+                };
+                return Ok((view, watcher));
+            }
+            // Gone between the listing and the read: list again.
+            Err(ZkError::NoNode) => continue,
+            Err(e) => return Err(zk_error("reading the leader", e)),
+        }
+    }
+}
+
+/// Keeps `out` current for as long as the session lives. Returns when the
+/// session has ended (expired or closed) or nobody listens any more.
+pub async fn follow(client: Client, election: String, out: watch::Sender<View>) {
+    let mut state = client.state_watcher();
+    loop {
+        if out.is_closed() {
+            return;
+        }
+        match read_leader(&client, &election).await {
+            Ok((view, watcher)) => {
+                out.send_if_modified(|v| replace(v, view));
+                tokio::select! {
+                    event = watcher.changed() => debug!(?event.event_type, "leader may have changed"),
+                    () = out.closed() => return,
+                    ended = until_disconnected(&mut state) => {
+                        out.send_if_modified(|v| replace(v, View::unknown()));
+                        if ended || !until_reconnected(&mut state).await {
+                            return;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                debug!("observer: {e}");
+                out.send_if_modified(|v| replace(v, View::unknown()));
+                if is_terminal(state.peek_state()) {
+                    return;
+                }
+                if !matches!(state.peek_state(), SessionState::SyncConnected)
+                    && !until_reconnected(&mut state).await
+                {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn replace(slot: &mut View, new: View) -> bool {
+    if *slot == new {
+        return false;
+    }
+    *slot = new;
+    true
+}
+
+/// Whether a session in `state` is over for good.
+pub fn is_terminal(state: SessionState) -> bool {
+    matches!(
+        state,
+        SessionState::Expired | SessionState::Closed | SessionState::AuthFailed
+    )
+}
+
+/// Resolves when the connection is lost: `true` if the session ended for
+/// good, `false` if it may still come back.
+pub async fn until_disconnected(state: &mut zookeeper_client::StateWatcher) -> bool {
+    loop {
+        match state.changed().await {
+            SessionState::Disconnected => return false,
+            s if is_terminal(s) => return true,
+            _ => {}
+        }
+    }
+}
+
+/// Resolves when the connection is back (`true`) or the session has ended
+/// (`false`).
+pub async fn until_reconnected(state: &mut zookeeper_client::StateWatcher) -> bool {
+    loop {
+        match state.peek_state() {
+            SessionState::SyncConnected | SessionState::ConnectedReadOnly => return true,
+            s if is_terminal(s) => return false,
+            _ => {}
+        }
+        state.changed().await;
+    }
+}

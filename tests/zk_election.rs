@@ -1,0 +1,140 @@
+//! Campaign, observe and leader against a real 3-member ZooKeeper ensemble.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use support::elect::{campaign_zk, elect_once, elect_zk};
+use support::eventually;
+use support::zk::{Ensemble, TICK};
+
+const SOON: Duration = Duration::from_secs(15);
+
+fn wait_for_candidates(zk: &Ensemble, path: &str, n: usize) -> Vec<String> {
+    eventually(&format!("{n} candidates"), SOON, || {
+        let c = zk.children(path);
+        (c.len() == n).then_some(c)
+    })
+}
+
+#[test]
+fn one_candidate_is_elected_with_a_curator_latch_znode() {
+    let zk = Ensemble::start();
+    let mut a = campaign_zk(&zk.endpoints, "/elect/jobs", "node-a", "2s");
+    let (_, elected) = a.wait_event("elected", SOON);
+    assert_eq!(elected["leader"], "node-a");
+    assert_eq!(elected["backend"], "zk");
+    let children = zk.children("/elect/jobs");
+    assert_eq!(children.len(), 1);
+    let name = &children[0];
+    assert!(
+        name.starts_with("_c_") && name.contains("-latch-"),
+        "{name}"
+    );
+    let seq: u64 = name[name.len() - 10..].parse().unwrap();
+    assert_eq!(elected["token"], seq, "token = sequence number");
+    assert!(
+        a.stderr().contains("negotiated"),
+        "the negotiated timeout is logged"
+    );
+
+    let (code, out, _, _) = elect_once(&[
+        "leader",
+        "--backend",
+        "zk",
+        "--endpoints",
+        &zk.endpoints,
+        "--election",
+        "/elect/jobs",
+    ]);
+    assert_eq!((code, out.trim()), (0, "node-a"));
+}
+
+#[test]
+fn candidates_lead_in_creation_order_and_sigterm_hands_over_fast() {
+    let zk = Ensemble::start();
+    let mut procs = Vec::new();
+    for (i, id) in ["a", "b", "c"].iter().enumerate() {
+        procs.push(campaign_zk(&zk.endpoints, "/order", id, "2s"));
+        wait_for_candidates(&zk, "/order", i + 1);
+    }
+    let (_, first) = procs[0].wait_event("elected", SOON);
+    let (_, seen) = procs[2].wait_event("leader", SOON);
+    assert_eq!(seen["leader"], "a");
+    let mut token = first["token"].as_u64().unwrap();
+    for i in 1..3 {
+        let sent = Instant::now();
+        procs[i - 1].signal(Signal::SIGTERM);
+        let (at, elected) = procs[i].wait_event("elected", SOON);
+        assert!(
+            at - sent < Duration::from_secs(1),
+            "handover took {:?}",
+            at - sent
+        );
+        assert_eq!(procs[i - 1].wait_exit(SOON), 0);
+        let next = elected["token"].as_u64().unwrap();
+        assert!(next > token, "tokens only grow");
+        token = next;
+    }
+    procs[2].signal(Signal::SIGTERM);
+    assert_eq!(procs[2].wait_exit(SOON), 0);
+    assert!(zk.children("/order").is_empty(), "no znode left behind");
+}
+
+#[test]
+fn sigkill_fails_over_within_the_session_timeout_plus_a_tick_plus_a_second() {
+    let zk = Ensemble::start();
+    let mut a = campaign_zk(&zk.endpoints, "/failover", "a", "2s");
+    a.wait_event("elected", SOON);
+    let mut b = campaign_zk(&zk.endpoints, "/failover", "b", "2s");
+    wait_for_candidates(&zk, "/failover", 2);
+    let sent = Instant::now();
+    a.signal(Signal::SIGKILL);
+    let (at, _) = b.wait_event("elected", SOON);
+    let bound = Duration::from_secs(2) + TICK + Duration::from_secs(1);
+    assert!(at - sent < bound, "failover took {:?}", at - sent);
+    b.signal(Signal::SIGTERM);
+    assert_eq!(b.wait_exit(SOON), 0);
+    eventually("no znode left", SOON, || {
+        zk.children("/failover").is_empty().then_some(())
+    });
+}
+
+#[test]
+fn observe_reports_changes_and_leader_exits_3_without_one() {
+    let zk = Ensemble::start();
+    let (code, out, err, _) = elect_once(&[
+        "leader",
+        "--backend",
+        "zk",
+        "--endpoints",
+        &zk.endpoints,
+        "--election",
+        "/obs",
+    ]);
+    assert_eq!((code, out.as_str()), (3, ""), "{err}");
+    let mut observer = elect_zk(
+        "observer",
+        &zk.endpoints,
+        &["observe", "--election", "/obs"],
+    );
+    observer.wait_event("none", SOON);
+    let mut a = campaign_zk(&zk.endpoints, "/obs", "a", "2s");
+    a.wait_event("elected", SOON);
+    let (_, seen) = observer.wait_event("leader", SOON);
+    assert_eq!(seen["leader"], "a");
+    a.signal(Signal::SIGTERM);
+    observer.wait_event("none", SOON);
+}
+
+#[test]
+fn a_connect_string_with_a_chroot_works() {
+    let zk = Ensemble::start();
+    let chrooted = format!("{}/apps", zk.endpoints);
+    // The chroot must exist, as with every ZooKeeper client.
+    assert!(zk.kazoo("zk.ensure_path('/apps')").status.success());
+    let mut a = campaign_zk(&chrooted, "/jobs", "a", "2s");
+    a.wait_event("elected", SOON);
+    assert_eq!(zk.children("/apps/jobs").len(), 1);
+}
