@@ -81,3 +81,50 @@ fn unreachable_endpoint_fails_with_exit_1_in_bounded_time() {
     ]);
     assert_eq!(code, 1, "{err}");
 }
+
+#[test]
+fn zookeeper_input_is_checked_before_connecting() {
+    let zk = |extra: &[&'static str]| -> Vec<&'static str> {
+        ["--backend", "zk", "campaign", "--election", "/jobs"]
+            .iter()
+            .chain(extra)
+            .copied()
+            .collect()
+    };
+    refused(
+        &["--backend", "zk", "campaign", "--election", "jobs"],
+        "--election",
+    );
+    refused(
+        &["--backend", "zk", "campaign", "--election", "/jobs/"],
+        "--election",
+    );
+    refused(
+        &["--backend", "zk", "campaign", "--election", "/a//b"],
+        "--election",
+    );
+    refused(
+        &["--backend", "zk", "campaign", "--election", "/a/../b"],
+        "--election",
+    );
+    refused(
+        &["--backend", "zk", "campaign", "--election", "/a\u{1}b"],
+        "--election",
+    );
+    refused(&zk(&["--endpoints", "localhost"]), "--endpoints");
+    refused(&zk(&["--endpoints", "h:2181//x"]), "--endpoints");
+    refused(&zk(&["--ttl", "10ms"]), "--ttl");
+    let long_id = "x".repeat(2000);
+    let long_id: &'static str = Box::leak(long_id.into_boxed_str());
+    refused(&zk(&["--id", long_id]), "--id");
+
+    let (code, _, err, took) = elect_once(&zk(&[
+        "--endpoints",
+        "127.0.0.1:1",
+        "--connect-timeout",
+        "1s",
+    ]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("cannot reach zk"), "{err}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}

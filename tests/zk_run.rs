@@ -1,0 +1,120 @@
+//! `elect --backend zk run` against a real ZooKeeper ensemble.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use support::elect::{Proc, campaign_zk, elect_zk};
+use support::eventually;
+use support::proc::{DeathWatch, read_pids};
+use support::zk::Ensemble;
+
+const SOON: Duration = Duration::from_secs(15);
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("elect-zkrun-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(zk: &Ensemble, election: &str, id: &str, script: &str) -> Proc {
+    elect_zk(
+        id,
+        &zk.endpoints,
+        &[
+            "run",
+            "--election",
+            election,
+            "--id",
+            id,
+            "--ttl",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+    )
+}
+
+#[test]
+fn the_command_sees_its_election_and_its_exit_code_propagates() {
+    let zk = Ensemble::start();
+    let env_file = scratch("env").join("env");
+    let script = format!(
+        "echo \"$ELECT_LEADER_ID $ELECT_FENCING_TOKEN $ELECT_ELECTION $ELECT_BACKEND\" > {}; exit 7",
+        env_file.display()
+    );
+    let mut a = run(&zk, "/env", "node-a", &script);
+    let (_, elected) = a.wait_event("elected", SOON);
+    assert_eq!(a.wait_exit(SOON), 7);
+    let seen = std::fs::read_to_string(&env_file).unwrap();
+    assert_eq!(seen.trim(), format!("node-a {} /env zk", elected["token"]));
+    assert!(
+        zk.children("/env").is_empty(),
+        "resigned after the command exited"
+    );
+
+    let mut b = run(&zk, "/env", "b", "kill -9 $$");
+    assert_eq!(b.wait_exit(SOON), 128 + 9);
+}
+
+#[test]
+fn sigterm_is_forwarded_then_we_resign_and_the_successor_runs() {
+    let zk = Ensemble::start();
+    let mut a = run(&zk, "/fwd", "a", "trap 'exit 42' TERM; sleep 1000 & wait");
+    a.wait_event("elected", SOON);
+    let mut b = campaign_zk(&zk.endpoints, "/fwd", "b", "2s");
+    eventually("b's znode", SOON, || {
+        (zk.children("/fwd").len() == 2).then_some(())
+    });
+    let sent = Instant::now();
+    a.signal(Signal::SIGTERM);
+    assert_eq!(a.wait_exit(SOON), 42);
+    let (at, _) = b.wait_event("elected", SOON);
+    assert!(at - sent < Duration::from_secs(1));
+}
+
+/// An operator deletes the leader's znode: its tree (which dies on SIGTERM)
+/// is dead before the successor is elected, and the old leader campaigns
+/// again with exactly one znode.
+#[test]
+fn znode_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
+    let zk = Ensemble::start();
+    let pids_file = scratch("del").join("pids");
+    let script = format!(
+        "echo $$ > {p}.tmp; sleep 1000 & echo $! >> {p}.tmp; mv {p}.tmp {p}; wait",
+        p = pids_file.display()
+    );
+    let mut a = run(&zk, "/del", "a", &script);
+    a.wait_event("elected", SOON);
+    let pids = read_pids(&pids_file, 2);
+    let mut b = campaign_zk(&zk.endpoints, "/del", "b", "2s");
+    eventually("b's znode", SOON, || {
+        (zk.children("/del").len() == 2).then_some(())
+    });
+    let deaths = DeathWatch::start(pids, SOON);
+    let a_node = zk
+        .children("/del")
+        .into_iter()
+        .min_by_key(|n| n[n.len() - 10..].to_owned())
+        .unwrap();
+    zk.delete(&format!("/del/{a_node}"));
+    let (elected_at, _) = b.wait_event("elected", SOON);
+    for (what, at) in ["command", "grandchild"].iter().zip(deaths.join()) {
+        assert!(
+            at < elected_at,
+            "{what} died {:?} after b was elected",
+            at - elected_at
+        );
+    }
+    a.wait_event("demoted", SOON);
+    eventually("a queued again, once", SOON, || {
+        let c = zk.children("/del");
+        (c.len() == 2 && !c.contains(&a_node)).then_some(())
+    });
+    b.signal(Signal::SIGTERM);
+    a.wait_event("elected", SOON);
+}
