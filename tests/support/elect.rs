@@ -122,6 +122,15 @@ impl Proc {
         (line.at, line.json().unwrap())
     }
 
+    /// The next `leader` event naming `id`.
+    pub fn wait_leader(&mut self, id: &str, within: Duration) -> Value {
+        let line = self.wait_line(&format!("{id} as leader"), within, |l| {
+            l.json()
+                .is_some_and(|v| v["event"] == "leader" && v["leader"] == id)
+        });
+        line.json().unwrap()
+    }
+
     /// Whether a line with `event` arrives within `within`.
     pub fn sees_event(&mut self, event: &str, within: Duration) -> bool {
         let until = Instant::now() + within;

@@ -1,0 +1,52 @@
+// A Curator LeaderLatch participant for elect's interop tests.
+//
+// Usage: java LatchDriver <connect string> <latch path> <id>
+// Prints "SEES <id>" whenever the leader it sees changes and "LEADER" when
+// it leads. SIGTERM closes the latch (deleting its znode) and the client.
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
+import org.apache.curator.retry.RetryOneTime;
+
+public class LatchDriver {
+    public static void main(String[] args) throws Exception {
+        String connect = args[0], path = args[1], id = args[2];
+        CuratorFramework client =
+                CuratorFrameworkFactory.newClient(connect, 2000, 2000, new RetryOneTime(100));
+        client.start();
+        LeaderLatch latch = new LeaderLatch(client, path, id);
+        latch.addListener(new LeaderLatchListener() {
+            public void isLeader() { say("LEADER"); }
+            public void notLeader() { say("NOT_LEADER"); }
+        });
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            try {
+                latch.close();
+            } catch (Exception e) {
+                say("CLOSE_FAILED " + e);
+            }
+            client.close();
+        }));
+        latch.start();
+        String seen = "";
+        while (true) {
+            try {
+                String leader = latch.getLeader().getId();
+                if (!leader.equals(seen)) {
+                    seen = leader;
+                    say("SEES " + leader);
+                }
+            } catch (Exception e) {
+                // No participant yet, or a transient connection problem.
+            }
+            Thread.sleep(20);
+        }
+    }
+
+    static synchronized void say(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+}

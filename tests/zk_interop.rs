@@ -1,0 +1,105 @@
+//! `elect` with the JVM's and Python's ZooKeeper election recipes, on a
+//! real ensemble: a Curator `LeaderLatch` (Debian's libcurator-recipes-java,
+//! driven by tests/interop/LatchDriver.java compiled here) and kazoo's
+//! `Election` (Debian's python3-kazoo).
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use support::elect::{Proc, campaign_zk, elect_zk};
+use support::eventually;
+use support::zk::Ensemble;
+
+const SOON: Duration = Duration::from_secs(20);
+const CURATOR: &str = "/usr/share/java/curator-recipes.jar";
+
+/// Compiles the Curator driver; returns the directory of its classes.
+fn compile_latch_driver() -> PathBuf {
+    let out = std::env::temp_dir().join(format!("elect-curator-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    let status = Command::new("javac")
+        .args(["-cp", CURATOR, "-d"])
+        .arg(&out)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/interop/LatchDriver.java"
+        ))
+        .status()
+        .expect("javac");
+    assert!(status.success(), "compiling LatchDriver.java");
+    out
+}
+
+fn curator_latch(classes: &std::path::Path, endpoints: &str, path: &str, id: &str) -> Proc {
+    let mut cmd = Command::new("java");
+    cmd.args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp"])
+        .arg(format!("{}:{CURATOR}", classes.display()))
+        .args(["LatchDriver", endpoints, path, id]);
+    Proc::spawn(&format!("curator {id}"), cmd)
+}
+
+/// elect, Curator, elect join in that order; each side sees the other lead
+/// in turn.
+#[test]
+fn curator_leader_latch_and_elect_take_turns() {
+    let zk = Ensemble::start();
+    let classes = compile_latch_driver();
+    let joined = |n: usize| {
+        eventually(&format!("{n} participants"), SOON, || {
+            (zk.children("/latch").len() == n).then_some(())
+        })
+    };
+    let mut a = campaign_zk(&zk.endpoints, "/latch", "a", "2s");
+    a.wait_event("elected", SOON);
+    let mut curator = curator_latch(&classes, &zk.endpoints, "/latch", "curator");
+    joined(2);
+    curator.wait_line("Curator sees a", SOON, |l| l.text == "SEES a");
+    let mut b = campaign_zk(&zk.endpoints, "/latch", "b", "2s");
+    joined(3);
+
+    a.signal(Signal::SIGTERM);
+    assert_eq!(a.wait_exit(SOON), 0);
+    curator.wait_line("Curator leads", SOON, |l| l.text == "LEADER");
+    b.wait_leader("curator", SOON);
+
+    curator.signal(Signal::SIGTERM);
+    let (_, elected) = b.wait_event("elected", SOON);
+    assert_eq!(elected["leader"], "b");
+    b.signal(Signal::SIGTERM);
+    assert_eq!(b.wait_exit(SOON), 0);
+    eventually("no znode left", SOON, || {
+        zk.children("/latch").is_empty().then_some(())
+    });
+}
+
+#[test]
+fn elect_observes_a_kazoo_election() {
+    let zk = Ensemble::start();
+    let script = format!(
+        "import sys, time\nfrom kazoo.client import KazooClient\n\
+         zk = KazooClient(hosts={:?})\nzk.start(timeout=15)\n\
+         def lead():\n    print('ELECTED', flush=True)\n    time.sleep(1000)\n\
+         zk.Election('/kazoo', 'kazoo-a').run(lead)\n",
+        zk.endpoints
+    );
+    let mut cmd = Command::new("/usr/bin/python3");
+    cmd.arg("-c").arg(script);
+    let mut kazoo = Proc::spawn("kazoo", cmd);
+    kazoo.wait_line("kazoo elected", SOON, |l| l.text == "ELECTED");
+    let children = zk.children("/kazoo");
+    assert!(children[0].contains("__lock__"), "{children:?}");
+
+    let mut observer = elect_zk(
+        "observer",
+        &zk.endpoints,
+        &["observe", "--election", "/kazoo"],
+    );
+    let (_, seen) = observer.wait_event("leader", SOON);
+    assert_eq!(seen["leader"], "kazoo-a");
+    kazoo.signal(Signal::SIGKILL);
+    observer.wait_event("none", SOON);
+}
