@@ -8,7 +8,8 @@
 //! 2. wait on the predecessor only (the participant just before ours):
 //!    one watch, woken only when that znode goes (no herd effect);
 //! 3. claim leadership only after reading our znode back with
-//!    `ephemeralOwner` = our session (CURATOR-696);
+//!    `ephemeralOwner` = our session (CURATOR-696), in the same round trip
+//!    as the listing that shows us first;
 //! 4. lead while connected: every T/3 our znode is read again, and the
 //!    deadline is the send time of the last such read + the negotiated
 //!    session timeout - margin. Deletion of our znode ends leadership at
@@ -181,18 +182,8 @@ impl Session<'_> {
                 .step(wait_for_turn(client, &self.cfg.election, path))
                 .await?
             {
-                Ok(true) => {}
-                Ok(false) => return Err(End::NodeGone),
-                Err(e) => {
-                    warn!("{e}; retrying");
-                    self.step(sleep(Duration::from_millis(100))).await?;
-                    continue;
-                }
-            }
-            let sent = Instant::now();
-            match self.step(owns(client, path)).await? {
-                Ok(true) => return Ok(sent),
-                Ok(false) => {
+                Ok(Turn::Ours(sent)) => return Ok(sent),
+                Ok(Turn::Gone) => {
                     warn!("our znode is gone or not our session's; campaigning again");
                     return Err(End::NodeGone);
                 }
@@ -404,17 +395,30 @@ async fn create_node(client: &Client, election: &str, id: &str) -> Result<String
     }
 }
 
-/// Waits until our znode is the first participant: `Ok(true)`; `Ok(false)`
-/// if our znode is gone.
-async fn wait_for_turn(client: &Client, election: &str, path: &str) -> Result<bool> {
+/// What [`wait_for_turn`] found.
+enum Turn {
+    /// Our znode leads the queue and belongs to our session, as read by
+    /// requests sent at this instant.
+    Ours(Instant),
+    /// Our znode is gone, or is not our session's.
+    Gone,
+}
+
+/// Waits until our znode is the first participant and confirms it is ours.
+async fn wait_for_turn(client: &Client, election: &str, path: &str) -> Result<Turn> {
     let own = path.rsplit('/').next().unwrap_or_default();
     loop {
-        let queue = list_queue(client, election).await?;
+        // The queue and our znode's owner in one round trip: a session's
+        // requests are answered in order, so both reads see the same state
+        // or the stat a later one.
+        let sent = Instant::now();
+        let (queue, ours) = tokio::join!(list_queue(client, election), owns(client, path));
+        let (queue, ours) = (queue?, ours?);
         let Some(at) = queue.iter().position(|p| p.name == own) else {
-            return Ok(false);
+            return Ok(Turn::Gone);
         };
         if at == 0 {
-            return Ok(true);
+            return Ok(if ours { Turn::Ours(sent) } else { Turn::Gone });
         }
         let predecessor = format!("{election}/{}", queue[at - 1].name);
         match client.check_and_watch_stat(&predecessor).await {
