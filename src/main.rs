@@ -21,6 +21,11 @@ use tracing_subscriber::EnvFilter;
 const NO_LEADER: u8 = 3;
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(supervise::watchdog::SUBCOMMAND) {
+        let code = supervise::watchdog::main(&args[2..]);
+        return ExitCode::from(code.clamp(0, 255) as u8);
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -135,6 +140,7 @@ async fn run(
     let env = ChildEnv {
         election: cfg.election.clone(),
         backend: cfg.backend.name(),
+        watchdog: std::env::current_exe().context("finding elect's own executable")?,
     };
     let finish = supervise::run(&child, &env, campaign.leadership(), &busy_tx, &mut shutdown).await;
     // The command's group is gone by now on every path; resigning is safe.

@@ -1,30 +1,31 @@
-//! The wrapped command as a process group we can signal, reap and prove
-//! empty.
+//! The wrapped command, seen from `elect`: a [watchdog](super::watchdog)
+//! process that owns the command's process group and enforces the deadline
+//! even when `elect` cannot.
 //!
-//! The child leads its own process group, so one `killpg` reaches every
-//! descendant that stayed in it (a shell's background jobs, for example;
-//! consul #2022 is what happens when only the child's pid is signalled).
-//! `elect` is a child subreaper, so grandchildren orphaned by the child are
-//! re-parented to us, stay in the group, and are reaped here with
-//! `waitid(P_PGID)`, which touches no other process of ours.
+//! `elect` talks to it over a pipe (deadline extensions, forwarded signals,
+//! stop requests) and learns the command's end from the watchdog's exit,
+//! which comes only once the command's whole group is gone.
 
+use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
-use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+use nix::fcntl::OFlag;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::time::sleep;
+use tokio::time::{Instant, sleep};
 use tracing::{debug, info, warn};
 
+use super::watchdog::{self, Control, to_monotonic};
 use crate::error::{Error, Result};
 
-/// How often group membership is re-checked when no SIGCHLD arrives
-/// (a grandchild that dies while its parent lives signals its parent, not us).
-const POLL: Duration = Duration::from_millis(10);
+/// How often the watchdog's exit is checked when no SIGCHLD arrives.
+const POLL: Duration = Duration::from_millis(20);
 
 /// Makes this process the reaper of its orphaned descendants.
 ///
@@ -34,7 +35,7 @@ pub fn become_subreaper() -> Result<()> {
         .map_err(|e| Error::io("becoming a child subreaper", e.into()))
 }
 
-/// How the child ended, as a shell would report it.
+/// How a process ended, as a shell would report it.
 pub fn exit_code(status: WaitStatus) -> Option<i32> {
     match status {
         WaitStatus::Exited(_, code) => Some(code),
@@ -44,113 +45,137 @@ pub fn exit_code(status: WaitStatus) -> Option<i32> {
 }
 
 pub struct Child {
+    /// The watchdog's pid.
     pid: Pid,
+    control: std::fs::File,
     exit: Option<i32>,
     sigchld: tokio::signal::unix::Signal,
 }
 
 impl Child {
-    /// Starts `command` as the leader of a new process group.
+    /// Starts `command` under a watchdog (`watchdog` is the `elect`
+    /// executable) that kills its group at `deadline` unless extended.
     ///
-    /// Errors: [`Error::Spawn`] when the command cannot be started.
-    pub fn spawn(command: &[String], env: &[(&str, String)]) -> Result<Child> {
+    /// Errors: the watchdog could not be started. A command that cannot be
+    /// started makes the watchdog exit with 127.
+    pub fn spawn(
+        watchdog: &Path,
+        command: &[String],
+        env: &[(&str, String)],
+        grace: Duration,
+        deadline: Instant,
+    ) -> Result<Child> {
         // Registered before the fork so no SIGCHLD can be missed.
         let sigchld =
             signal(SignalKind::child()).map_err(|e| Error::io("listening for SIGCHLD", e))?;
-        let child = Command::new(&command[0])
-            .args(&command[1..])
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .process_group(0)
-            .spawn()
-            .map_err(|source| Error::Spawn {
-                command: command.join(" "),
-                source,
-            })?;
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+            .map_err(|e| Error::io("creating the watchdog's pipe", e.into()))?;
+        let read_fd = read.as_raw_fd();
+        let mut cmd = Command::new(watchdog);
+        cmd.arg(watchdog::SUBCOMMAND)
+            .args(["--grace", &grace.as_nanos().to_string()])
+            .args(["--deadline", &to_monotonic(deadline).to_string()])
+            .arg("--")
+            .args(command)
+            .envs(env.iter().map(|(k, v)| (k, v)));
+        // SAFETY: dup2 and fcntl are async-signal-safe; this runs in the
+        // forked child before exec. The duplicate on fd 3 has close-on-exec
+        // cleared (dup2 does not clear it when the fds are equal).
+        unsafe {
+            cmd.pre_exec(move || {
+                let target = watchdog::CONTROL_FD;
+                let ok = if read_fd == target {
+                    libc::fcntl(target, libc::F_SETFD, 0) >= 0
+                } else {
+                    libc::dup2(read_fd, target) >= 0
+                };
+                if ok {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        let child = cmd.spawn().map_err(|source| Error::Spawn {
+            command: command.join(" "),
+            source,
+        })?;
+        drop(read);
         let pid = Pid::from_raw(child.id() as i32);
-        // We reap it ourselves (waitid on its group); std's handle is not needed.
+        // Reaped with waitpid below; std's handle is not needed.
         drop(child);
-        info!(pid = pid.as_raw(), "started {}", command.join(" "));
+        info!(watchdog = pid.as_raw(), "started {}", command.join(" "));
         Ok(Child {
             pid,
+            control: std::fs::File::from(write),
             exit: None,
             sigchld,
         })
     }
 
-    pub fn pid(&self) -> Pid {
-        self.pid
-    }
-
-    /// Sends `sig` to the whole group. A group already gone is not an error.
-    pub fn signal_group(&self, sig: Signal) {
-        match killpg(self.pid, sig) {
-            Ok(()) | Err(Errno::ESRCH) => {}
-            Err(e) => warn!("signalling process group {}: {e}", self.pid),
+    fn send(&mut self, message: Control) {
+        // A closed pipe means the watchdog is gone, which `exited` reports.
+        if let Err(e) = self.control.write_all(message.encode().as_bytes()) {
+            debug!("watchdog control: {e}");
         }
     }
 
-    /// Whether any process of the group is still alive (zombies we have not
-    /// reaped yet count as alive).
-    pub fn group_alive(&self) -> bool {
-        !matches!(killpg(self.pid, None), Err(Errno::ESRCH))
+    /// Lets the command run until `deadline`.
+    pub fn extend(&mut self, deadline: Instant) {
+        self.send(Control::Deadline(to_monotonic(deadline)));
     }
 
-    /// Reaps every exited member of the group, remembering the child's code.
-    fn reap(&mut self) {
-        loop {
-            match waitid(
-                Id::PGid(self.pid),
-                WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG,
-            ) {
-                Ok(WaitStatus::StillAlive) | Err(_) => return,
-                Ok(status) => {
-                    if status.pid() == Some(self.pid) {
-                        self.exit = exit_code(status);
-                        info!(code = ?self.exit, "command exited");
-                    } else {
-                        debug!(?status, "reaped a descendant");
-                    }
-                }
-            }
-        }
+    /// Forwards `sig` to the command's group.
+    pub fn forward(&mut self, sig: Signal) {
+        self.send(Control::Signal(sig as i32));
     }
 
-    /// Waits for the child itself to exit; returns its exit code.
-    /// Cancel safe.
+    /// Asks for the group to stop: SIGTERM now, SIGKILL once `grace` has
+    /// passed or at `kill_by`, whichever is first. Asking again can only
+    /// bring SIGKILL closer.
+    pub fn stop(&mut self, grace: Duration, kill_by: Instant) {
+        self.send(Control::Stop {
+            grace: grace.as_nanos() as u64,
+            kill_by: to_monotonic(kill_by),
+        });
+    }
+
+    /// Waits until the command's whole group is gone; returns the command's
+    /// exit code. Cancel safe.
     pub async fn exited(&mut self) -> i32 {
         loop {
-            self.reap();
             if let Some(code) = self.exit {
                 return code;
             }
-            self.next_event().await;
-        }
-    }
-
-    /// Waits until no process of the group is left. Cancel safe.
-    pub async fn group_gone(&mut self) {
-        loop {
-            self.reap();
-            if !self.group_alive() {
-                return;
+            match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => {}
+                Ok(status) => {
+                    self.exit = exit_code(status);
+                    info!(code = ?self.exit, "command ended");
+                    continue;
+                }
+                Err(e) => {
+                    warn!("waiting for the watchdog: {e}");
+                    self.exit = Some(1);
+                    continue;
+                }
             }
-            self.next_event().await;
-        }
-    }
-
-    async fn next_event(&mut self) {
-        tokio::select! {
-            _ = self.sigchld.recv() => {}
-            _ = sleep(POLL) => {}
+            tokio::select! {
+                _ = self.sigchld.recv() => {}
+                () = sleep(POLL) => {}
+            }
         }
     }
 }
 
 impl Drop for Child {
     fn drop(&mut self) {
-        // Never leave the work running behind us, whatever path got here.
-        if self.group_alive() {
-            self.signal_group(Signal::SIGKILL);
+        if self.exit.is_none() {
+            // Whatever path got here, the work must not outlive us: kill now.
+            self.send(Control::Stop {
+                grace: 0,
+                kill_by: 0,
+            });
         }
     }
 }
