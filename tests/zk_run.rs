@@ -118,3 +118,51 @@ fn znode_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
     b.signal(Signal::SIGTERM);
     a.wait_event("elected", SOON);
 }
+
+/// Only the leading `elect` is frozen (SIGSTOP) past its session timeout:
+/// its watchdog kills the command's tree by the deadline, before the
+/// successor is elected; after SIGCONT the old leader does not think it
+/// leads.
+#[test]
+fn a_frozen_leader_loses_its_command_before_the_successor_leads() {
+    let zk = Ensemble::start();
+    let pids_file = scratch("pause").join("pids");
+    let script = format!(
+        "echo $$ > {p}.tmp; sleep 1000 & echo $! >> {p}.tmp; mv {p}.tmp {p}; wait",
+        p = pids_file.display()
+    );
+    let mut a = run(&zk, "/pause", "a", &script);
+    a.wait_event("elected", SOON);
+    let pids = read_pids(&pids_file, 2);
+    let mut b = campaign_zk(&zk.endpoints, "/pause", "b", "2s");
+    eventually("b's znode", SOON, || {
+        (zk.children("/pause").len() == 2).then_some(())
+    });
+
+    let deaths = DeathWatch::start(pids, SOON);
+    a.signal(Signal::SIGSTOP);
+    let (elected_at, _) = b.wait_event("elected", SOON);
+    for (what, at) in ["command", "grandchild"].iter().zip(deaths.join()) {
+        assert!(
+            at < elected_at,
+            "{what} died {:?} after b was elected",
+            at - elected_at
+        );
+    }
+    a.signal(Signal::SIGCONT);
+    a.wait_event("demoted", SOON);
+    assert!(
+        !a.sees_event("elected", Duration::from_secs(3)),
+        "the old leader leads again"
+    );
+    let (code, out, _, _) = support::elect::elect_once(&[
+        "leader",
+        "--backend",
+        "zk",
+        "--endpoints",
+        &zk.endpoints,
+        "--election",
+        "/pause",
+    ]);
+    assert_eq!((code, out.trim()), (0, "b"));
+}
