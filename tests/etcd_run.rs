@@ -3,23 +3,15 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use support::elect::{Proc, campaign, elect};
 use support::etcd::Cluster;
 use support::eventually;
-use support::proc::{DeathWatch, read_pids};
+use support::proc::{DeathWatch, read_pids, scratch, tree_script};
 
 const SOON: Duration = Duration::from_secs(10);
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("elect-run-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// `elect run` wrapping `sh -c script`.
 fn run(etcd: &Cluster, election: &str, id: &str, extra: &[&str], script: &str) -> Proc {
@@ -27,16 +19,6 @@ fn run(etcd: &Cluster, election: &str, id: &str, extra: &[&str], script: &str) -
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--", "sh", "-c", script]);
     elect(id, &etcd.endpoints, &args)
-}
-
-/// A command that records its pid and its grandchild's, then waits.
-/// With `stubborn`, both ignore SIGTERM and only SIGKILL ends them.
-fn tree_script(pids: &std::path::Path, stubborn: bool) -> String {
-    let trap = if stubborn { "trap '' TERM; " } else { "" };
-    format!(
-        "{trap}echo $$ > {p}.tmp; sleep 1000 & echo $! >> {p}.tmp; mv {p}.tmp {p}; wait",
-        p = pids.display()
-    )
 }
 
 #[test]

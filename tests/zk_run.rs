@@ -7,17 +7,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use support::elect::{Proc, campaign_zk, elect_zk};
 use support::eventually;
-use support::proc::{DeathWatch, read_pids};
+use support::proc::{DeathWatch, read_pids, scratch, tree_script};
 use support::zk::Ensemble;
 
 const SOON: Duration = Duration::from_secs(15);
-
-fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("elect-zkrun-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn run(zk: &Ensemble, election: &str, id: &str, script: &str) -> Proc {
     elect_zk(
@@ -84,10 +77,7 @@ fn sigterm_is_forwarded_then_we_resign_and_the_successor_runs() {
 fn znode_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
     let zk = Ensemble::start();
     let pids_file = scratch("del").join("pids");
-    let script = format!(
-        "echo $$ > {p}.tmp; sleep 1000 & echo $! >> {p}.tmp; mv {p}.tmp {p}; wait",
-        p = pids_file.display()
-    );
+    let script = tree_script(&pids_file, false);
     let mut a = run(&zk, "/del", "a", &script);
     a.wait_event("elected", SOON);
     let pids = read_pids(&pids_file, 2);
@@ -127,10 +117,7 @@ fn znode_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
 fn a_frozen_leader_loses_its_command_before_the_successor_leads() {
     let zk = Ensemble::start();
     let pids_file = scratch("pause").join("pids");
-    let script = format!(
-        "echo $$ > {p}.tmp; sleep 1000 & echo $! >> {p}.tmp; mv {p}.tmp {p}; wait",
-        p = pids_file.display()
-    );
+    let script = tree_script(&pids_file, false);
     let mut a = run(&zk, "/pause", "a", &script);
     a.wait_event("elected", SOON);
     let pids = read_pids(&pids_file, 2);

@@ -15,6 +15,30 @@ pub trait Observed: Clone + Send + Sync {
     fn to_leadership(&self) -> Leadership;
 }
 
+/// Replaces the value behind `tx` with `next`, waking receivers only if it
+/// differs.
+pub fn publish_if_changed<T: PartialEq>(tx: &watch::Sender<T>, next: T) {
+    tx.send_if_modified(|cur| {
+        let changed = *cur != next;
+        *cur = next;
+        changed
+    });
+}
+
+/// Republishes an observer's views as snapshots until either side is gone.
+pub async fn publish_views<V: Observed>(
+    mut views: watch::Receiver<V>,
+    out: watch::Sender<Leadership>,
+) {
+    loop {
+        let next = views.borrow_and_update().to_leadership();
+        publish_if_changed(&out, next);
+        if views.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// Publishes a candidate's snapshots.
 pub struct Reporter<V> {
     out: watch::Sender<Leadership>,
@@ -35,11 +59,7 @@ impl<V: Observed> Reporter<V> {
     }
 
     pub fn publish(&self, next: Leadership) {
-        self.out.send_if_modified(|cur| {
-            let changed = *cur != next;
-            *cur = next;
-            changed
-        });
+        publish_if_changed(&self.out, next);
     }
 
     /// Shows who leads while we do not.

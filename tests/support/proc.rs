@@ -67,3 +67,22 @@ pub fn read_pids(path: &std::path::Path, count: usize) -> Vec<i32> {
         (pids.len() >= count).then_some(pids)
     })
 }
+
+/// A fresh scratch directory for one test.
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("elect-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A shell script that records its pid and its grandchild's in `pids`
+/// (read them with [`read_pids`]), then waits. With `stubborn`, both ignore
+/// SIGTERM and only SIGKILL ends them.
+pub fn tree_script(pids: &std::path::Path, stubborn: bool) -> String {
+    let trap = if stubborn { "trap '' TERM; " } else { "" };
+    format!(
+        "{trap}echo $$ > {p}.tmp; sleep 1000 & echo $! >> {p}.tmp; mv {p}.tmp {p}; wait",
+        p = pids.display()
+    )
+}

@@ -20,7 +20,7 @@ use etcd_client::{Client, ConnectOptions};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::report::Observed;
+use crate::backend::report::{self, Observed};
 use crate::backend::{Campaign, Observation};
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
@@ -93,21 +93,11 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
     let client = connect(cfg).await?;
     let prefix = layout::prefix(&cfg.election);
     let first = first_contact(cfg, observe::read_leader(&client, &prefix)).await?;
-    let (view_tx, mut view_rx) = watch::channel(first.clone());
+    let (view_tx, view_rx) = watch::channel(first.clone());
     let (out, leadership) = watch::channel(first.to_leadership());
     let task = tokio::spawn(async move {
         let follower = observe::follow(client, prefix, first, view_tx);
-        let mapper = async move {
-            while view_rx.changed().await.is_ok() {
-                let next = view_rx.borrow_and_update().to_leadership();
-                out.send_if_modified(|cur| {
-                    let changed = *cur != next;
-                    *cur = next;
-                    changed
-                });
-            }
-        };
-        tokio::join!(follower, mapper);
+        tokio::join!(follower, report::publish_views(view_rx, out));
     });
     Ok(Observation::new(leadership, task))
 }

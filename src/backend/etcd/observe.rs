@@ -15,7 +15,7 @@ use tracing::debug;
 
 use super::etcd_error;
 use super::layout::CandidateKey;
-use crate::backend::report::Observed;
+use crate::backend::report::{Observed, publish_if_changed};
 use crate::error::Result;
 use crate::leadership::Leadership;
 
@@ -82,20 +82,12 @@ pub async fn follow(client: Client, prefix: String, first: View, out: watch::Sen
     let mut view = first;
     let mut backoff = Backoff::new();
     loop {
-        out.send_if_modified(|v| replace(v, view.clone()));
+        publish_if_changed(&out, view.clone());
         match watch_until_change(&client, &prefix, &view, &out).await {
             Ok(()) => backoff.reset(),
             Err(e) => {
                 debug!("observer: {e}");
-                out.send_if_modified(|v| {
-                    replace(
-                        v,
-                        View {
-                            current: false,
-                            ..v.clone()
-                        },
-                    )
-                });
+                mark_stale(&out);
                 if out.is_closed() {
                     return;
                 }
@@ -110,15 +102,7 @@ pub async fn follow(client: Client, prefix: String, first: View, out: watch::Sen
                 Ok(v) => break v,
                 Err(e) => {
                     debug!("observer: {e}");
-                    out.send_if_modified(|v| {
-                        replace(
-                            v,
-                            View {
-                                current: false,
-                                ..v.clone()
-                            },
-                        )
-                    });
+                    mark_stale(&out);
                     backoff.wait().await;
                 }
             }
@@ -126,12 +110,9 @@ pub async fn follow(client: Client, prefix: String, first: View, out: watch::Sen
     }
 }
 
-fn replace(slot: &mut View, new: View) -> bool {
-    if *slot == new {
-        return false;
-    }
-    *slot = new;
-    true
+/// Keeps the last view but marks it as not current.
+fn mark_stale(out: &watch::Sender<View>) {
+    out.send_if_modified(|v| std::mem::replace(&mut v.current, false));
 }
 
 /// Watches from just after `view.revision` and returns once the leader may
@@ -171,7 +152,7 @@ async fn watch_until_change(
                     let mut next = view.clone();
                     next.leader = Some(CandidateKey::from(kv));
                     next.revision = kv.mod_revision();
-                    out.send_if_modified(|v| replace(v, next));
+                    publish_if_changed(out, next);
                 }
                 (EventType::Put, _, None) | (EventType::Delete, _, _) => return Ok(()),
                 (EventType::Put, None, Some(_)) => {}

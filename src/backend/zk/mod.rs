@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use zookeeper_client::Client;
 
-use crate::backend::report::Observed;
+use crate::backend::report::{self, Observed};
 use crate::backend::{Campaign, Observation};
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
@@ -121,7 +121,7 @@ pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
 /// established. Later failures show as an unknown leader and are retried.
 pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
     let client = first_contact(cfg).await?;
-    let (view_tx, mut view_rx) = watch::channel(View::unknown());
+    let (view_tx, view_rx) = watch::channel(View::unknown());
     let (out, leadership) = watch::channel(Leadership::unknown());
     let cfg = cfg.clone();
     let task = tokio::spawn(async move {
@@ -136,17 +136,7 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
                 }
             }
         };
-        let mapper = async move {
-            while view_rx.changed().await.is_ok() {
-                let next = view_rx.borrow_and_update().to_leadership();
-                out.send_if_modified(|cur| {
-                    let changed = *cur != next;
-                    *cur = next;
-                    changed
-                });
-            }
-        };
-        tokio::join!(follower, mapper);
+        tokio::join!(follower, report::publish_views(view_rx, out));
     });
     Ok(Observation::new(leadership, task))
 }

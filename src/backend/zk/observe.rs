@@ -11,7 +11,7 @@ use zookeeper_client::{Client, Error as ZkError, OneshotWatcher, SessionState};
 
 use super::layout::{self, Participant};
 use super::zk_error;
-use crate::backend::report::Observed;
+use crate::backend::report::{Observed, publish_if_changed};
 use crate::error::Result;
 use crate::leadership::Leadership;
 use tokio::sync::watch;
@@ -124,12 +124,12 @@ pub async fn follow(client: Client, election: String, out: watch::Sender<View>) 
         }
         match read_leader(&client, &election).await {
             Ok((view, watcher)) => {
-                out.send_if_modified(|v| replace(v, view));
+                publish_if_changed(&out, view);
                 tokio::select! {
                     event = watcher.changed() => debug!(?event.event_type, "leader may have changed"),
                     () = out.closed() => return,
                     ended = until_disconnected(&mut state) => {
-                        out.send_if_modified(|v| replace(v, View::unknown()));
+                        publish_if_changed(&out, View::unknown());
                         if ended || !until_reconnected(&mut state).await {
                             return;
                         }
@@ -138,7 +138,7 @@ pub async fn follow(client: Client, election: String, out: watch::Sender<View>) 
             }
             Err(e) => {
                 debug!("observer: {e}");
-                out.send_if_modified(|v| replace(v, View::unknown()));
+                publish_if_changed(&out, View::unknown());
                 if is_terminal(state.peek_state()) {
                     return;
                 }
@@ -150,14 +150,6 @@ pub async fn follow(client: Client, election: String, out: watch::Sender<View>) 
             }
         }
     }
-}
-
-fn replace(slot: &mut View, new: View) -> bool {
-    if *slot == new {
-        return false;
-    }
-    *slot = new;
-    true
 }
 
 /// Whether a session in `state` is over for good.
