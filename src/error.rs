@@ -71,6 +71,20 @@ impl Error {
         }
     }
 
+    /// The service of `cfg` did not answer within its connect timeout.
+    pub(crate) fn unreachable(
+        backend: &'static str,
+        cfg: &crate::config::ElectionConfig,
+        detail: impl std::fmt::Display,
+    ) -> Self {
+        Error::Unreachable {
+            backend,
+            endpoints: cfg.endpoints.join(","),
+            timeout: cfg.connect_timeout,
+            detail: detail.to_string(),
+        }
+    }
+
     pub(crate) fn io(action: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
             action: action.into(),

@@ -70,21 +70,27 @@ fn sigterm_is_forwarded_then_we_resign_and_the_successor_runs() {
     assert!(at - sent < Duration::from_secs(1));
 }
 
+/// A leader `a` running a command tree (pids recorded in a scratch file)
+/// and a waiting candidate `b`; returns both and the tree's pids.
+fn leader_with_tree_and_successor(zk: &Ensemble, election: &str) -> (Proc, Proc, Vec<i32>) {
+    let pids_file = scratch(&election[1..]).join("pids");
+    let mut a = run(zk, election, "a", &tree_script(&pids_file, false));
+    a.wait_event("elected", SOON);
+    let pids = read_pids(&pids_file, 2);
+    let b = campaign_zk(&zk.endpoints, election, "b", "2s");
+    eventually("b's znode", SOON, || {
+        (zk.children(election).len() == 2).then_some(())
+    });
+    (a, b, pids)
+}
+
 /// An operator deletes the leader's znode: its tree (which dies on SIGTERM)
 /// is dead before the successor is elected, and the old leader campaigns
 /// again with exactly one znode.
 #[test]
 fn znode_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
     let zk = Ensemble::start();
-    let pids_file = scratch("del").join("pids");
-    let script = tree_script(&pids_file, false);
-    let mut a = run(&zk, "/del", "a", &script);
-    a.wait_event("elected", SOON);
-    let pids = read_pids(&pids_file, 2);
-    let mut b = campaign_zk(&zk.endpoints, "/del", "b", "2s");
-    eventually("b's znode", SOON, || {
-        (zk.children("/del").len() == 2).then_some(())
-    });
+    let (mut a, mut b, pids) = leader_with_tree_and_successor(&zk, "/del");
     let deaths = DeathWatch::start(pids, SOON);
     let a_node = zk
         .children("/del")
@@ -116,15 +122,7 @@ fn znode_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
 #[test]
 fn a_frozen_leader_loses_its_command_before_the_successor_leads() {
     let zk = Ensemble::start();
-    let pids_file = scratch("pause").join("pids");
-    let script = tree_script(&pids_file, false);
-    let mut a = run(&zk, "/pause", "a", &script);
-    a.wait_event("elected", SOON);
-    let pids = read_pids(&pids_file, 2);
-    let mut b = campaign_zk(&zk.endpoints, "/pause", "b", "2s");
-    eventually("b's znode", SOON, || {
-        (zk.children("/pause").len() == 2).then_some(())
-    });
+    let (mut a, mut b, pids) = leader_with_tree_and_successor(&zk, "/pause");
 
     let deaths = DeathWatch::start(pids, SOON);
     a.signal(Signal::SIGSTOP);

@@ -53,12 +53,7 @@ async fn connect(cfg: &ElectionConfig) -> Result<Client> {
 }
 
 fn unreachable(cfg: &ElectionConfig, detail: impl std::fmt::Display) -> Error {
-    Error::Unreachable {
-        backend: BACKEND,
-        endpoints: cfg.endpoints.join(","),
-        timeout: cfg.connect_timeout,
-        detail: detail.to_string(),
-    }
+    Error::unreachable(BACKEND, cfg, detail)
 }
 
 /// Runs the first request of a command within the connect timeout; any

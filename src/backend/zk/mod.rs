@@ -41,12 +41,7 @@ pub(crate) fn zk_error(action: &'static str, e: impl std::fmt::Display) -> Error
 }
 
 fn unreachable(cfg: &ElectionConfig, detail: impl std::fmt::Display) -> Error {
-    Error::Unreachable {
-        backend: BACKEND,
-        endpoints: cfg.endpoints.join(","),
-        timeout: cfg.connect_timeout,
-        detail: detail.to_string(),
-    }
+    Error::unreachable(BACKEND, cfg, detail)
 }
 
 /// Opens a session with the requested timeout.
