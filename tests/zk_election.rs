@@ -138,3 +138,34 @@ fn a_connect_string_with_a_chroot_works() {
     a.wait_event("elected", SOON);
     assert_eq!(zk.children("/apps/jobs").len(), 1);
 }
+
+/// The member the leader is connected to crashes: the leader steps down at
+/// once (it cannot tell whether its session lives), reconnects to another
+/// member within the session, finds its znode still its own and leads
+/// again with the same token; the other candidate never leads meanwhile.
+#[test]
+fn a_leader_that_reconnects_within_its_session_leads_again() {
+    let mut zk = Ensemble::start();
+    let mut a = campaign_zk(&zk.endpoints, "/reconnect", "a", "4s");
+    let (_, elected) = a.wait_event("elected", SOON);
+    let mut b = campaign_zk(&zk.endpoints, "/reconnect", "b", "4s");
+    wait_for_candidates(&zk, "/reconnect", 2);
+    let session = a
+        .stderr()
+        .split("session=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("a logs its session id")
+        .to_owned();
+    let member = zk
+        .member_serving(&session)
+        .expect("a member serves a's session");
+    zk.kill(member);
+    a.wait_event("demoted", SOON);
+    let (_, again) = a.wait_event("elected", SOON);
+    assert_eq!(
+        again["token"], elected["token"],
+        "the same znode leads again"
+    );
+    assert!(!b.sees_event("elected", Duration::ZERO), "b never led");
+}

@@ -99,6 +99,20 @@ impl Ensemble {
         self.members.iter().map(|m| m.client.as_str())
     }
 
+    /// Index of the member serving session `sid` (as `0x...`), from `cons`.
+    pub fn member_serving(&self, sid: &str) -> Option<usize> {
+        self.members()
+            .position(|m| four_letter(m, "cons").contains(&format!("sid={sid}")))
+    }
+
+    /// Kills member `i` (SIGKILL), as a crash would.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut p) = self.members[i].process.take() {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+    }
+
     /// Sends a four-letter word to every member and joins the answers.
     pub fn four_letter_all(&self, word: &str) -> String {
         self.members()
