@@ -99,12 +99,14 @@ impl Candidate {
                 state: client.state_watcher(),
             };
             let end = session.campaign().await;
+            drop(session);
             follower.abort();
+            // The follower's clone of the client goes with its task.
+            let _ = follower.await;
             match end {
                 End::Resigned => {
-                    // Closing the session (dropping the last client) also
-                    // removes anything ephemeral we might have left.
                     self.out.send_replace(Leadership::unknown());
+                    close(client, self.cfg.connect_timeout).await;
                     return Ok(());
                 }
                 End::NodeGone => unreachable!("handled within the session"),
@@ -118,6 +120,24 @@ impl Candidate {
                 }
             }
         }
+    }
+}
+
+/// Closes the session: dropping the last clone of the client makes the
+/// library send CloseSession, which also removes anything ephemeral we
+/// might have left; waits (at most `within`) until the server confirmed.
+async fn close(client: Client, within: Duration) {
+    let mut state = client.state_watcher();
+    drop(client);
+    let closed = async {
+        while !observe::is_terminal(state.state()) {
+            state.changed().await;
+        }
+    };
+    if tokio::time::timeout(within, closed).await.is_err() {
+        warn!("closing the ZooKeeper session timed out; it will expire");
+    } else {
+        debug!("ZooKeeper session closed");
     }
 }
 
