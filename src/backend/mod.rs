@@ -6,6 +6,7 @@
 //! depends only on the snapshots, never on a backend.
 
 pub mod etcd;
+pub mod raft;
 pub mod report;
 pub mod zk;
 

@@ -1,0 +1,784 @@
+//! The Raft-vote state machine, sans I/O.
+//!
+//! Only Raft's leader election, no log: terms, votes, PreVote, CheckQuorum,
+//! a leader lease and leadership transfer. The node is fed [`Node::tick`]
+//! and [`Node::step`] with the current time (any monotonic origin) and
+//! returns a [`Ready`]: the hard state to persist (before any message is
+//! sent) and the messages to send. It owns no clock, socket or global RNG,
+//! so the same code runs in the tokio driver and in the deterministic
+//! simulator of the tests.
+//!
+//! Safety of the lease: a leader acts as leader only until `t + T x (1 -
+//! drift)`, where `t` is the send time of the last heartbeat round a
+//! majority acknowledged and `T` the election timeout. Every peer that
+//! acknowledged that round heard the leader at or after `t` and refuses
+//! (pre)votes for `T` after hearing it, and any majority that could elect
+//! someone else includes one of them; so nobody else can lead before `t +
+//! T`, give or take clock-rate error, which the drift margin covers. The
+//! one exception, a TimeoutNow transfer, is sent only by a leader that has
+//! already given its lease up.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Time since an arbitrary, fixed origin.
+pub type Time = Duration;
+
+/// What peers tell each other. Every message carries the sender's term
+/// (for votes: the term being asked for).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    /// "Would you vote for me in `term`?", without anyone changing term.
+    PreVote {
+        term: u64,
+    },
+    PreVoteReply {
+        term: u64,
+        granted: bool,
+    },
+    /// A real vote request; `transfer` campaigns (after TimeoutNow) pass
+    /// the lease check, because the old leader gave its lease up.
+    Vote {
+        term: u64,
+        transfer: bool,
+    },
+    VoteReply {
+        term: u64,
+        granted: bool,
+    },
+    /// The leader's heartbeat round `round`.
+    Heartbeat {
+        term: u64,
+        round: u64,
+    },
+    HeartbeatReply {
+        term: u64,
+        round: u64,
+    },
+    /// "Campaign now": leadership transfer from a leader stepping down.
+    TimeoutNow {
+        term: u64,
+    },
+}
+
+impl Message {
+    pub fn term(&self) -> u64 {
+        match *self {
+            Message::PreVote { term }
+            | Message::PreVoteReply { term, .. }
+            | Message::Vote { term, .. }
+            | Message::VoteReply { term, .. }
+            | Message::Heartbeat { term, .. }
+            | Message::HeartbeatReply { term, .. }
+            | Message::TimeoutNow { term } => term,
+        }
+    }
+}
+
+/// What must be on disk before a vote reply leaves the node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HardState {
+    pub term: u64,
+    pub voted_for: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub id: String,
+    /// Every peer's id, this one included.
+    pub peers: Vec<String>,
+    /// T: timeouts are drawn from [T, 2T).
+    pub election_timeout: Duration,
+    /// T/10 by default.
+    pub heartbeat_interval: Duration,
+    /// Fraction of T the lease gives up for clock-rate error.
+    pub lease_drift: f64,
+    pub seed: u64,
+}
+
+impl Config {
+    pub fn new(id: &str, peers: &[String], election_timeout: Duration, seed: u64) -> Config {
+        Config {
+            id: id.to_owned(),
+            peers: peers.to_vec(),
+            election_timeout,
+            heartbeat_interval: election_timeout / 10,
+            lease_drift: 0.05,
+            seed,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Follower,
+    PreCandidate,
+    Candidate,
+    Leader,
+}
+
+/// What the driver must do after a call: persist first, then send.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Ready {
+    pub persist: Option<HardState>,
+    pub messages: Vec<(String, Message)>,
+}
+
+/// Who leads, as this node sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub leader: Option<String>,
+    /// The leader's term: the fencing token.
+    pub term: u64,
+    /// This node leads, until `lease_until`.
+    pub is_self: bool,
+    pub lease_until: Option<Time>,
+}
+
+pub struct Node {
+    cfg: Config,
+    hard: HardState,
+    role: Role,
+    leader: Option<String>,
+    rng: u64,
+    /// Followers and candidates time out at this instant.
+    election_due: Time,
+    /// Last time a leader of the current term was heard.
+    heard_leader_at: Option<Time>,
+    /// No vote is cast (nor campaign started) before this instant: a peer
+    /// that lost its hard state must not vote twice in a term.
+    quiet_until: Time,
+    /// Granted (pre)votes in the current campaign.
+    votes: BTreeSet<String>,
+    leader_state: Option<LeaderState>,
+}
+
+struct LeaderState {
+    round: u64,
+    heartbeat_due: Time,
+    /// Send time of each round that may still extend the lease.
+    sent_at: BTreeMap<u64, Time>,
+    /// Highest round each peer acknowledged, and when.
+    acked: BTreeMap<String, (u64, Time)>,
+    since: Time,
+    lease_until: Option<Time>,
+}
+
+impl Node {
+    /// A node at `now`. `hard` is what was persisted; `None` when there is
+    /// no durable state (no data dir), which keeps the node from voting for
+    /// one election timeout.
+    pub fn new(cfg: Config, hard: Option<HardState>, now: Time) -> Node {
+        let quiet_until = if hard.is_none() {
+            now + cfg.election_timeout
+        } else {
+            now
+        };
+        let mut node = Node {
+            rng: cfg.seed ^ 0x9e37_79b9_7f4a_7c15,
+            hard: hard.unwrap_or_default(),
+            role: Role::Follower,
+            leader: None,
+            election_due: now,
+            heard_leader_at: None,
+            quiet_until,
+            votes: BTreeSet::new(),
+            leader_state: None,
+            cfg,
+        };
+        node.reset_election_timer(now);
+        node
+    }
+
+    pub fn id(&self) -> &str {
+        &self.cfg.id
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    pub fn term(&self) -> u64 {
+        self.hard.term
+    }
+
+    pub fn hard_state(&self) -> &HardState {
+        &self.hard
+    }
+
+    /// Who leads as of `now`.
+    pub fn status(&self, now: Time) -> Status {
+        if let Some(ls) = &self.leader_state {
+            let leading = ls.lease_until.is_some_and(|until| now < until);
+            return Status {
+                leader: leading.then(|| self.cfg.id.clone()),
+                term: self.hard.term,
+                is_self: leading,
+                lease_until: ls.lease_until.filter(|_| leading),
+            };
+        }
+        let fresh = self
+            .heard_leader_at
+            .is_some_and(|at| now < at + self.cfg.election_timeout);
+        Status {
+            leader: self.leader.clone().filter(|_| fresh),
+            term: self.hard.term,
+            is_self: false,
+            lease_until: None,
+        }
+    }
+
+    /// The next instant `tick` has something to do.
+    pub fn next_deadline(&self) -> Time {
+        match &self.leader_state {
+            Some(ls) => ls.heartbeat_due,
+            None => self.election_due,
+        }
+    }
+
+    fn majority(&self) -> usize {
+        self.cfg.peers.len() / 2 + 1
+    }
+
+    fn others(&self) -> impl Iterator<Item = &String> {
+        self.cfg.peers.iter().filter(move |p| **p != self.cfg.id)
+    }
+
+    fn random(&mut self) -> u64 {
+        // splitmix64: deterministic per seed, good enough for timeouts.
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn reset_election_timer(&mut self, now: Time) {
+        let t = self.cfg.election_timeout;
+        let jitter = self.random() % (t.as_nanos() as u64).max(1);
+        self.election_due = now + t + Duration::from_nanos(jitter);
+    }
+
+    /// Whether a leader was heard recently enough that (pre)votes must be
+    /// refused (CheckQuorum's lease on the voter side).
+    fn in_lease(&self, now: Time) -> bool {
+        self.role == Role::Leader
+            || (self.leader.is_some()
+                && self
+                    .heard_leader_at
+                    .is_some_and(|at| now < at + self.cfg.election_timeout))
+    }
+
+    fn become_follower(&mut self, ready: &mut Ready, now: Time, term: u64, leader: Option<String>) {
+        if term > self.hard.term {
+            self.hard.term = term;
+            self.hard.voted_for = None;
+            ready.persist = Some(self.hard.clone());
+            self.heard_leader_at = None;
+        }
+        self.role = Role::Follower;
+        self.leader_state = None;
+        self.votes.clear();
+        if leader.is_some() {
+            self.heard_leader_at = Some(now);
+        }
+        self.leader = leader;
+        self.reset_election_timer(now);
+    }
+
+    /// Advances timers.
+    pub fn tick(&mut self, now: Time) -> Ready {
+        let mut ready = Ready::default();
+        if self.role == Role::Leader {
+            self.tick_leader(&mut ready, now);
+        } else if now >= self.election_due {
+            if now < self.quiet_until {
+                self.reset_election_timer(now);
+            } else {
+                self.pre_campaign(&mut ready, now);
+            }
+        }
+        ready
+    }
+
+    fn tick_leader(&mut self, ready: &mut Ready, now: Time) {
+        let t = self.cfg.election_timeout;
+        let majority = self.majority();
+        let lease = self.lease_length();
+        let ls = self.leader_state.as_mut().expect("leader");
+        // CheckQuorum: a leader that has not heard a majority for T steps down.
+        if now >= ls.since + t {
+            let recent = ls.acked.values().filter(|(_, at)| *at + t > now).count() + 1;
+            if recent < majority {
+                let term = self.hard.term;
+                self.become_follower(ready, now, term, None);
+                return;
+            }
+        }
+        if now >= ls.heartbeat_due {
+            ls.round += 1;
+            ls.sent_at.insert(ls.round, now);
+            ls.heartbeat_due = now + self.cfg.heartbeat_interval;
+            let (term, round) = (self.hard.term, ls.round);
+            if self.cfg.peers.len() == 1 {
+                // Alone, every round is acknowledged by a majority: us.
+                ls.lease_until = Some(now + lease);
+            }
+            let to: Vec<String> = self.others().cloned().collect();
+            for peer in to {
+                ready
+                    .messages
+                    .push((peer, Message::Heartbeat { term, round }));
+            }
+        }
+    }
+
+    fn lease_length(&self) -> Duration {
+        self.cfg
+            .election_timeout
+            .mul_f64(1.0 - self.cfg.lease_drift)
+    }
+
+    fn pre_campaign(&mut self, ready: &mut Ready, now: Time) {
+        self.role = Role::PreCandidate;
+        self.leader = None;
+        self.votes = BTreeSet::from([self.cfg.id.clone()]);
+        self.reset_election_timer(now);
+        if self.votes.len() >= self.majority() {
+            self.campaign(ready, now, false);
+            return;
+        }
+        let term = self.hard.term + 1;
+        let to: Vec<String> = self.others().cloned().collect();
+        for peer in to {
+            ready.messages.push((peer, Message::PreVote { term }));
+        }
+    }
+
+    fn campaign(&mut self, ready: &mut Ready, now: Time, transfer: bool) {
+        self.role = Role::Candidate;
+        self.leader = None;
+        self.hard.term += 1;
+        self.hard.voted_for = Some(self.cfg.id.clone());
+        ready.persist = Some(self.hard.clone());
+        self.votes = BTreeSet::from([self.cfg.id.clone()]);
+        self.reset_election_timer(now);
+        if self.votes.len() >= self.majority() {
+            self.become_leader(now);
+            self.tick_leader(ready, now);
+            return;
+        }
+        let term = self.hard.term;
+        let to: Vec<String> = self.others().cloned().collect();
+        for peer in to {
+            ready
+                .messages
+                .push((peer, Message::Vote { term, transfer }));
+        }
+    }
+
+    fn become_leader(&mut self, now: Time) {
+        self.role = Role::Leader;
+        self.leader = Some(self.cfg.id.clone());
+        self.votes.clear();
+        self.leader_state = Some(LeaderState {
+            round: 0,
+            heartbeat_due: now,
+            sent_at: BTreeMap::new(),
+            acked: BTreeMap::new(),
+            since: now,
+            lease_until: None,
+        });
+    }
+
+    /// Handles a message from peer `from`.
+    pub fn step(&mut self, now: Time, from: &str, msg: Message) -> Ready {
+        let mut ready = Ready::default();
+        if from == self.cfg.id || !self.cfg.peers.iter().any(|p| p == from) {
+            return ready;
+        }
+        let reply = |ready: &mut Ready, msg| ready.messages.push((from.to_owned(), msg));
+        match msg {
+            Message::PreVote { term } => {
+                let granted =
+                    term > self.hard.term && !self.in_lease(now) && now >= self.quiet_until;
+                let term = if granted { term } else { self.hard.term };
+                reply(&mut ready, Message::PreVoteReply { term, granted });
+            }
+            Message::Vote { term, transfer } => {
+                if !transfer && self.in_lease(now) {
+                    // Ignored: a leader we heard recently still holds its lease.
+                    return ready;
+                }
+                if term > self.hard.term {
+                    self.become_follower(&mut ready, now, term, None);
+                }
+                let free = self.hard.voted_for.as_deref().is_none_or(|v| v == from);
+                let granted = term == self.hard.term && free && now >= self.quiet_until;
+                if granted {
+                    self.hard.voted_for = Some(from.to_owned());
+                    ready.persist = Some(self.hard.clone());
+                    self.reset_election_timer(now);
+                }
+                reply(
+                    &mut ready,
+                    Message::VoteReply {
+                        term: self.hard.term,
+                        granted,
+                    },
+                );
+            }
+            Message::PreVoteReply { term, granted } => {
+                if granted {
+                    if self.role == Role::PreCandidate && term == self.hard.term + 1 {
+                        self.votes.insert(from.to_owned());
+                        if self.votes.len() >= self.majority() {
+                            self.campaign(&mut ready, now, false);
+                        }
+                    }
+                } else if term > self.hard.term {
+                    self.become_follower(&mut ready, now, term, None);
+                }
+            }
+            Message::VoteReply { term, granted } => {
+                if term > self.hard.term {
+                    self.become_follower(&mut ready, now, term, None);
+                } else if granted && self.role == Role::Candidate && term == self.hard.term {
+                    self.votes.insert(from.to_owned());
+                    if self.votes.len() >= self.majority() {
+                        self.become_leader(now);
+                        self.tick_leader(&mut ready, now);
+                    }
+                }
+            }
+            Message::Heartbeat { term, round } => {
+                if term < self.hard.term {
+                    // A stale leader learns our term from the reply.
+                    reply(
+                        &mut ready,
+                        Message::HeartbeatReply {
+                            term: self.hard.term,
+                            round,
+                        },
+                    );
+                    return ready;
+                }
+                self.become_follower(&mut ready, now, term, Some(from.to_owned()));
+                reply(&mut ready, Message::HeartbeatReply { term, round });
+            }
+            Message::HeartbeatReply { term, round } => {
+                if term > self.hard.term {
+                    self.become_follower(&mut ready, now, term, None);
+                } else if term == self.hard.term && self.role == Role::Leader {
+                    self.acknowledge(now, from, round);
+                }
+            }
+            Message::TimeoutNow { term } => {
+                if term == self.hard.term
+                    && self.leader.as_deref() == Some(from)
+                    && now >= self.quiet_until
+                {
+                    self.campaign(&mut ready, now, true);
+                }
+            }
+        }
+        ready
+    }
+
+    /// Records an acknowledged round and extends the lease to the send time
+    /// of the newest round a majority has acknowledged, plus T(1 - drift).
+    fn acknowledge(&mut self, now: Time, from: &str, round: u64) {
+        let majority = self.majority();
+        let lease = self.lease_length();
+        let ls = self.leader_state.as_mut().expect("leader");
+        let entry = ls.acked.entry(from.to_owned()).or_insert((0, now));
+        if round >= entry.0 {
+            *entry = (round, now);
+        }
+        // The newest round acknowledged by `majority - 1` peers (plus us).
+        let mut rounds: Vec<u64> = ls.acked.values().map(|(r, _)| *r).collect();
+        rounds.sort_unstable_by(|a, b| b.cmp(a));
+        let Some(&quorum_round) = rounds.get(majority - 2) else {
+            return;
+        };
+        if let Some(&sent) = ls.sent_at.get(&quorum_round) {
+            let until = sent + lease;
+            if ls.lease_until.is_none_or(|u| until > u) {
+                ls.lease_until = Some(until);
+            }
+        }
+        ls.sent_at.retain(|r, _| *r >= quorum_round);
+    }
+
+    /// Hands leadership to the most responsive peer: the lease is given up
+    /// first (nothing may act as leader here any more), then TimeoutNow
+    /// makes the target campaign at once, without waiting for a timeout.
+    pub fn transfer_leadership(&mut self, now: Time) -> Ready {
+        let mut ready = Ready::default();
+        let Some(ls) = self.leader_state.take() else {
+            return ready;
+        };
+        let target = ls
+            .acked
+            .iter()
+            .max_by_key(|(_, (round, at))| (*round, *at))
+            .map(|(peer, _)| peer.clone());
+        let term = self.hard.term;
+        self.role = Role::Follower;
+        self.leader = None;
+        // Give the target room to win before we would time out ourselves.
+        self.election_due = now + self.cfg.election_timeout * 2;
+        if let Some(target) = target {
+            ready.messages.push((target, Message::TimeoutNow { term }));
+        }
+        ready
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Duration = Duration::from_millis(100);
+
+    fn peers(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("n{i}")).collect()
+    }
+
+    fn ms(n: u64) -> Time {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_single_node_elects_itself_and_holds_a_lease() {
+        let mut n = Node::new(
+            Config::new("n0", &peers(1), T, 1),
+            Some(HardState::default()),
+            ms(0),
+        );
+        let r = n.tick(ms(250));
+        assert_eq!(n.role(), Role::Leader);
+        assert_eq!(r.persist.unwrap().term, 1);
+        assert!(n.status(ms(250)).is_self);
+    }
+
+    #[test]
+    fn votes_are_refused_while_a_leader_is_fresh() {
+        let p = peers(3);
+        let mut n = Node::new(
+            Config::new("n1", &p, T, 1),
+            Some(HardState::default()),
+            ms(0),
+        );
+        n.step(ms(10), "n0", Message::Heartbeat { term: 1, round: 1 });
+        let r = n.step(
+            ms(20),
+            "n2",
+            Message::Vote {
+                term: 2,
+                transfer: false,
+            },
+        );
+        assert!(r.messages.is_empty(), "ignored in lease");
+        assert_eq!(n.term(), 1, "no term inflation");
+        let r = n.step(ms(20), "n2", Message::PreVote { term: 2 });
+        assert_eq!(
+            r.messages,
+            vec![(
+                "n2".into(),
+                Message::PreVoteReply {
+                    term: 1,
+                    granted: false
+                }
+            )]
+        );
+        // A transfer campaign passes the lease check.
+        let r = n.step(
+            ms(30),
+            "n2",
+            Message::Vote {
+                term: 2,
+                transfer: true,
+            },
+        );
+        assert_eq!(
+            r.messages,
+            vec![(
+                "n2".into(),
+                Message::VoteReply {
+                    term: 2,
+                    granted: true
+                }
+            )]
+        );
+        assert_eq!(r.persist.unwrap().voted_for.as_deref(), Some("n2"));
+    }
+
+    #[test]
+    fn one_vote_per_term_and_it_is_persisted_before_the_reply() {
+        let p = peers(3);
+        let mut n = Node::new(
+            Config::new("n1", &p, T, 1),
+            Some(HardState::default()),
+            ms(0),
+        );
+        let r = n.step(
+            ms(300),
+            "n0",
+            Message::Vote {
+                term: 1,
+                transfer: false,
+            },
+        );
+        assert_eq!(
+            r.persist,
+            Some(HardState {
+                term: 1,
+                voted_for: Some("n0".into())
+            })
+        );
+        let r = n.step(
+            ms(301),
+            "n2",
+            Message::Vote {
+                term: 1,
+                transfer: false,
+            },
+        );
+        assert_eq!(
+            r.messages,
+            vec![(
+                "n2".into(),
+                Message::VoteReply {
+                    term: 1,
+                    granted: false
+                }
+            )]
+        );
+    }
+
+    #[test]
+    fn without_durable_state_a_node_stays_quiet_for_one_timeout() {
+        let p = peers(3);
+        let mut n = Node::new(Config::new("n1", &p, T, 1), None, ms(0));
+        let r = n.step(
+            ms(50),
+            "n0",
+            Message::Vote {
+                term: 1,
+                transfer: false,
+            },
+        );
+        assert_eq!(
+            r.messages,
+            vec![(
+                "n0".into(),
+                Message::VoteReply {
+                    term: 1,
+                    granted: false
+                }
+            )]
+        );
+        assert!(n.tick(ms(99)).messages.is_empty());
+        let r = n.step(
+            ms(150),
+            "n2",
+            Message::Vote {
+                term: 2,
+                transfer: false,
+            },
+        );
+        assert_eq!(
+            r.messages,
+            vec![(
+                "n2".into(),
+                Message::VoteReply {
+                    term: 2,
+                    granted: true
+                }
+            )]
+        );
+    }
+
+    #[test]
+    fn the_lease_follows_the_send_time_of_the_majority_round() {
+        let p = peers(3);
+        let mut n = Node::new(
+            Config::new("n0", &p, T, 1),
+            Some(HardState::default()),
+            ms(0),
+        );
+        let r = n.tick(ms(250));
+        assert_eq!(n.role(), Role::PreCandidate);
+        assert_eq!(r.messages.len(), 2);
+        n.step(
+            ms(251),
+            "n1",
+            Message::PreVoteReply {
+                term: 1,
+                granted: true,
+            },
+        );
+        assert_eq!(n.role(), Role::Candidate);
+        let r = n.step(
+            ms(252),
+            "n1",
+            Message::VoteReply {
+                term: 1,
+                granted: true,
+            },
+        );
+        assert_eq!(n.role(), Role::Leader);
+        assert!(
+            !n.status(ms(252)).is_self,
+            "no lease before a round is acknowledged"
+        );
+        assert!(
+            r.messages
+                .iter()
+                .any(|(_, m)| matches!(m, Message::Heartbeat { round: 1, .. }))
+        );
+        n.step(ms(260), "n2", Message::HeartbeatReply { term: 1, round: 1 });
+        let s = n.status(ms(260));
+        assert!(s.is_self);
+        assert_eq!(s.lease_until, Some(ms(252) + T.mul_f64(0.95)));
+    }
+
+    #[test]
+    fn transfer_gives_the_lease_up_before_timeout_now() {
+        let p = peers(3);
+        let mut n = Node::new(
+            Config::new("n0", &p, T, 1),
+            Some(HardState::default()),
+            ms(0),
+        );
+        n.tick(ms(250));
+        n.step(
+            ms(251),
+            "n1",
+            Message::PreVoteReply {
+                term: 1,
+                granted: true,
+            },
+        );
+        n.step(
+            ms(252),
+            "n1",
+            Message::VoteReply {
+                term: 1,
+                granted: true,
+            },
+        );
+        n.step(ms(253), "n1", Message::HeartbeatReply { term: 1, round: 1 });
+        assert!(n.status(ms(253)).is_self);
+        let r = n.transfer_leadership(ms(254));
+        assert!(!n.status(ms(254)).is_self);
+        assert_eq!(
+            r.messages,
+            vec![("n1".into(), Message::TimeoutNow { term: 1 })]
+        );
+    }
+}
