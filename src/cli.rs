@@ -35,7 +35,8 @@ pub struct CommonArgs {
     pub backend: BackendKind,
 
     /// etcd: host:port,... (an http:// scheme is accepted);
-    /// zk: host:port,...[/chroot] [default: 127.0.0.1:2379 for etcd, 127.0.0.1:2181 for zk].
+    /// zk: host:port,...[/chroot]; raft: id=host:port,... for every peer
+    /// [default: 127.0.0.1:2379 for etcd, 127.0.0.1:2181 for zk].
     #[arg(long, env = "ELECT_ENDPOINTS", global = true)]
     pub endpoints: Option<String>,
 
@@ -71,6 +72,12 @@ pub struct CommonArgs {
         global = true
     )]
     pub format: Format,
+
+    /// raft: keep term and vote in this directory (fsynced before any vote
+    /// is sent). Without it a restarted peer does not vote for one election
+    /// timeout.
+    #[arg(long, env = "ELECT_DATA_DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
 
     /// Keep the current leader's id in this file (replaced atomically; empty
     /// while no leader is known).
@@ -116,6 +123,10 @@ impl Cli {
     /// Checks every value; the first bad one is reported with its flag.
     pub fn validate(self) -> Result<Command> {
         let election = self.common.election_config()?;
+        let campaigns = matches!(self.command, CliCommand::Campaign | CliCommand::Run(_));
+        if campaigns && election.backend == BackendKind::Raft {
+            raft_membership(&election, self.common.id.is_some())?;
+        }
         let output = OutputConfig {
             format: self.common.format,
             leader_file: self.common.leader_file,
@@ -140,6 +151,33 @@ impl Cli {
             }
         })
     }
+}
+
+/// A raft candidate must be one of the peers.
+fn raft_membership(cfg: &ElectionConfig, id_given: bool) -> Result<()> {
+    let ids: Vec<&str> = cfg
+        .endpoints
+        .iter()
+        .filter_map(|e| e.split_once('='))
+        .map(|(id, _)| id)
+        .collect();
+    if !id_given {
+        return Err(Error::usage(
+            "--id",
+            format!("is required with --backend raft: one of {}", ids.join(", ")),
+        ));
+    }
+    if !ids.contains(&cfg.id.as_str()) {
+        return Err(Error::usage(
+            "--id",
+            format!(
+                "{:?} is not one of the peers in --endpoints ({})",
+                cfg.id,
+                ids.join(", ")
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl CommonArgs {
@@ -176,6 +214,11 @@ impl CommonArgs {
                 config::zk_path(election)?,
                 config::zk_ttl(ttl)?,
             ),
+            BackendKind::Raft => (
+                config::raft_peers(endpoints)?,
+                config::raft_cluster(election)?,
+                config::raft_ttl(ttl)?,
+            ),
         };
         Ok(ElectionConfig {
             backend,
@@ -184,6 +227,7 @@ impl CommonArgs {
             id,
             ttl,
             connect_timeout,
+            data_dir: self.data_dir.clone(),
         })
     }
 }

@@ -17,6 +17,8 @@ pub enum BackendKind {
     Etcd,
     /// Ephemeral-sequential znodes in ZooKeeper, named as Curator's `LeaderLatch`.
     Zk,
+    /// The `elect` peers elect a leader among themselves with Raft's vote.
+    Raft,
 }
 
 impl BackendKind {
@@ -24,6 +26,7 @@ impl BackendKind {
         match self {
             BackendKind::Etcd => "etcd",
             BackendKind::Zk => "zk",
+            BackendKind::Raft => "raft",
         }
     }
 
@@ -32,6 +35,7 @@ impl BackendKind {
         match self {
             BackendKind::Etcd => "127.0.0.1:2379",
             BackendKind::Zk => "127.0.0.1:2181",
+            BackendKind::Raft => "",
         }
     }
 
@@ -39,6 +43,7 @@ impl BackendKind {
     pub fn default_ttl(self) -> Duration {
         match self {
             BackendKind::Etcd | BackendKind::Zk => Duration::from_secs(10),
+            BackendKind::Raft => Duration::from_secs(1),
         }
     }
 }
@@ -59,6 +64,8 @@ pub struct ElectionConfig {
     pub ttl: Duration,
     /// How long to wait for the first answer of the service.
     pub connect_timeout: Duration,
+    /// raft: where term and vote are kept.
+    pub data_dir: Option<PathBuf>,
 }
 
 /// How changes are reported.
@@ -252,6 +259,73 @@ pub fn zk_ttl(ttl: Duration) -> Result<Duration> {
     Ok(ttl)
 }
 
+/// Checks raft peers `id=host:port,...`: every entry has an id, ids are
+/// unique, addresses are host:port.
+pub fn raft_peers(text: &str) -> Result<Vec<String>> {
+    const FLAG: &str = "--endpoints";
+    if text.trim().is_empty() {
+        return Err(Error::usage(
+            FLAG,
+            "lists no peers; give id=host:port,... for every peer, this one included",
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut peers = Vec::new();
+    for entry in text.split(',').map(str::trim) {
+        let (id, addr) = entry.split_once('=').ok_or_else(|| {
+            Error::usage(
+                FLAG,
+                format!("{entry:?} has no peer id; write id=host:port"),
+            )
+        })?;
+        let id = candidate_id(id).map_err(|_| {
+            Error::usage(FLAG, format!("{entry:?} has an empty or invalid peer id"))
+        })?;
+        let (host, port) = addr
+            .rsplit_once(':')
+            .ok_or_else(|| Error::usage(FLAG, format!("{entry:?}: {addr:?} is not host:port")))?;
+        if host.is_empty()
+            || host.contains([' ', '/', '='])
+            || !matches!(port.parse::<u16>(), Ok(p) if p > 0)
+        {
+            return Err(Error::usage(
+                FLAG,
+                format!("{entry:?}: {addr:?} is not host:port"),
+            ));
+        }
+        if !seen.insert(id.clone()) {
+            return Err(Error::usage(FLAG, format!("peer id {id:?} appears twice")));
+        }
+        peers.push(format!("{id}={addr}"));
+    }
+    Ok(peers)
+}
+
+/// Checks a raft cluster name (`--election`).
+pub fn raft_cluster(name: &str) -> Result<String> {
+    if name.is_empty() || name.chars().any(char::is_control) {
+        return Err(Error::usage(
+            "--election",
+            format!("{name:?} is not a cluster name"),
+        ));
+    }
+    Ok(name.to_owned())
+}
+
+/// Checks a raft election timeout.
+pub fn raft_ttl(ttl: Duration) -> Result<Duration> {
+    if ttl < Duration::from_millis(10) {
+        return Err(Error::usage(
+            "--ttl",
+            format!(
+                "{} is below the 10ms minimum election timeout",
+                humantime::format_duration(ttl)
+            ),
+        ));
+    }
+    Ok(ttl)
+}
+
 /// Checks the id published as leader.
 pub fn candidate_id(id: &str) -> Result<String> {
     const FLAG: &str = "--id";
@@ -408,6 +482,29 @@ mod tests {
             "/zookeeper/x",
         ] {
             assert_eq!(flag_of(zk_path(bad).unwrap_err()), "--election", "{bad}");
+        }
+    }
+
+    #[test]
+    fn raft_peer_lists() {
+        assert_eq!(
+            raft_peers("a=127.0.0.1:7001, b=h:2").unwrap(),
+            vec!["a=127.0.0.1:7001", "b=h:2"]
+        );
+        for bad in [
+            "",
+            "127.0.0.1:7001",
+            "=h:1",
+            "a=h",
+            "a=h:0",
+            "a=h:1,a=h:2",
+            "a=:1",
+        ] {
+            assert_eq!(
+                flag_of(raft_peers(bad).unwrap_err()),
+                "--endpoints",
+                "{bad}"
+            );
         }
     }
 

@@ -128,3 +128,53 @@ fn zookeeper_input_is_checked_before_connecting() {
     assert!(err.contains("cannot reach zk"), "{err}");
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
+
+#[test]
+fn raft_peers_are_checked_before_anything_starts() {
+    let raft = |endpoints: &'static str, id: &'static str| -> Vec<&'static str> {
+        vec![
+            "--backend",
+            "raft",
+            "--election",
+            "c",
+            "--endpoints",
+            endpoints,
+            "--id",
+            id,
+            "campaign",
+        ]
+    };
+    refused(
+        &raft("a=127.0.0.1:7001,a=127.0.0.1:7002", "a"),
+        "--endpoints",
+    );
+    refused(&raft("127.0.0.1:7001,b=127.0.0.1:7002", "b"), "--endpoints");
+    refused(&raft("a=127.0.0.1,b=127.0.0.1:7002", "a"), "--endpoints");
+    refused(&raft("a=127.0.0.1:7001,b=127.0.0.1:7002", "z"), "--id");
+    refused(
+        &[
+            "--backend",
+            "raft",
+            "--election",
+            "c",
+            "--endpoints",
+            "a=127.0.0.1:7001",
+            "campaign",
+        ],
+        "--id",
+    );
+    let (code, _, err, took) = elect_once(&[
+        "--backend",
+        "raft",
+        "--election",
+        "c",
+        "--endpoints",
+        "a=127.0.0.1:1",
+        "--connect-timeout",
+        "1s",
+        "leader",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("cannot reach raft"), "{err}");
+    assert!(took < Duration::from_secs(5));
+}

@@ -90,6 +90,7 @@ pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Resu
     match cfg.backend {
         BackendKind::Etcd => etcd::campaign(cfg, busy).await,
         BackendKind::Zk => zk::campaign(cfg, busy).await,
+        BackendKind::Raft => raft::campaign(cfg, busy).await,
     }
 }
 
@@ -100,6 +101,7 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
     match cfg.backend {
         BackendKind::Etcd => etcd::observe(cfg).await,
         BackendKind::Zk => zk::observe(cfg).await,
+        BackendKind::Raft => raft::observe(cfg).await,
     }
 }
 
@@ -110,5 +112,6 @@ pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
     match cfg.backend {
         BackendKind::Etcd => etcd::leader(cfg).await,
         BackendKind::Zk => zk::leader(cfg).await,
+        BackendKind::Raft => raft::leader(cfg).await,
     }
 }

@@ -131,6 +131,16 @@ impl Proc {
         line.json().unwrap()
     }
 
+    /// A JSON line with `event` already received, without waiting.
+    pub fn try_event(&mut self, event: &str) -> Option<(Instant, Value)> {
+        while let Ok(line) = self.lines.try_recv() {
+            if let Some(v) = line.json().filter(|v| v["event"] == event) {
+                return Some((line.at, v));
+            }
+        }
+        None
+    }
+
     /// Whether a line with `event` arrives within `within`.
     pub fn sees_event(&mut self, event: &str, within: Duration) -> bool {
         let until = Instant::now() + within;

@@ -9,6 +9,7 @@
 pub mod elect;
 pub mod etcd;
 pub mod proc;
+pub mod raft;
 pub mod zk;
 
 use std::time::{Duration, Instant};

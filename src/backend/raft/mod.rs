@@ -2,6 +2,181 @@
 //! themselves with Raft's election (no log), no external service.
 //!
 //! - [`core`]: the sans-IO state machine (PreVote, CheckQuorum, leader
-//!   lease, leadership transfer), tested in a deterministic simulator.
+//!   lease, leadership transfer), tested in a deterministic simulator;
+//! - [`store`]: term and vote on disk, fsynced before any vote reply;
+//! - [`transport`]: TCP frames between peers, and queries from non-peers;
+//! - [`driver`]: the tokio loop that feeds the core.
+//!
+//! The fencing token is the leader's term.
 
 pub mod core;
+pub mod driver;
+pub mod store;
+pub mod transport;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::time::timeout;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use crate::backend::{Campaign, Observation};
+use crate::config::ElectionConfig;
+use crate::error::{Error, Result};
+use crate::leadership::Leadership;
+use transport::{Body, Frame, WireStatus, read_frame, write_frame};
+
+const BACKEND: &str = "raft";
+
+/// Peer id -> address, from validated `--endpoints` (`id=host:port`).
+pub fn peer_addresses(cfg: &ElectionConfig) -> BTreeMap<String, String> {
+    cfg.endpoints
+        .iter()
+        .filter_map(|e| e.split_once('='))
+        .map(|(id, addr)| (id.to_owned(), addr.to_owned()))
+        .collect()
+}
+
+/// Starts this process as a peer: listens on its own address, loads its
+/// term and vote, and runs the election.
+///
+/// Errors: the address cannot be bound, or the stored vote cannot be read.
+pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Result<Campaign> {
+    // `busy` is not needed here: the lease ends before anyone else can be
+    // elected, and the supervisor kills the command by then.
+    let addresses = peer_addresses(cfg);
+    let ids: Vec<String> = addresses.keys().cloned().collect();
+    let own = &addresses[&cfg.id];
+    let listener = TcpListener::bind(own).await.map_err(|e| {
+        Error::io(
+            format!("listening on {own}, the address of --id {}", cfg.id),
+            e,
+        )
+    })?;
+    let store = store::Store::new(cfg.data_dir.as_deref());
+    let hard = store.load()?;
+    if hard.is_none() {
+        info!(
+            "no --data-dir: not voting for one election timeout ({}) after start",
+            humantime::format_duration(cfg.ttl)
+        );
+    }
+    let seed = std::process::id() as u64
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    let node = core::Node::new(
+        core::Config::new(&cfg.id, &ids, cfg.ttl, seed),
+        hard,
+        Duration::ZERO,
+    );
+    let (inbound_tx, inbound) = mpsc::channel(1024);
+    let (status, status_rx) = watch::channel(WireStatus {
+        leader: None,
+        term: node.term(),
+    });
+    tokio::spawn(transport::serve(
+        listener,
+        cfg.election.clone(),
+        ids,
+        inbound_tx,
+        status_rx,
+        cfg.id.clone(),
+    ));
+    let outbound = transport::connect_peers(&cfg.election, &cfg.id, &addresses);
+    let (out, leadership) = watch::channel(Leadership::unknown());
+    let resign = CancellationToken::new();
+    let driver = driver::Driver {
+        node,
+        store: Arc::new(store),
+        cluster: cfg.election.clone(),
+        addresses,
+        inbound,
+        outbound,
+        leadership: out,
+        status,
+        origin: tokio::time::Instant::now(),
+        resign: resign.clone(),
+    };
+    Ok(Campaign::new(
+        leadership,
+        resign,
+        tokio::spawn(driver.run()),
+    ))
+}
+
+/// Opens a query stream to the first peer that answers.
+async fn query(cfg: &ElectionConfig) -> Result<TcpStream> {
+    let mut last = String::from("no peer listed");
+    for (id, addr) in peer_addresses(cfg) {
+        let attempt = timeout(cfg.connect_timeout, async {
+            let mut stream = TcpStream::connect(&addr).await?;
+            let frame = Frame {
+                cluster: cfg.election.clone(),
+                from: cfg.id.clone(),
+                body: Body::Query,
+            };
+            write_frame(&mut stream, &frame).await?;
+            Ok::<_, std::io::Error>(stream)
+        })
+        .await;
+        match attempt {
+            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Err(e)) => last = format!("{id} at {addr}: {e}"),
+            Err(_) => last = format!("{id} at {addr}: no answer"),
+        }
+    }
+    Err(Error::unreachable(BACKEND, cfg, last))
+}
+
+async fn next_status(stream: &mut TcpStream) -> std::io::Result<Leadership> {
+    loop {
+        let frame = read_frame(stream).await?;
+        if let Body::Status(s) = frame.body {
+            return Ok(Leadership::observed(s.leader.map(|l| (l, s.term))));
+        }
+    }
+}
+
+/// Asks any peer who leads.
+///
+/// Errors: [`Error::Unreachable`] when no peer answers within the connect
+/// timeout. Cancel safe.
+pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
+    let mut stream = query(cfg).await?;
+    timeout(cfg.connect_timeout, next_status(&mut stream))
+        .await
+        .map_err(|_| Error::unreachable(BACKEND, cfg, "no status received"))?
+        .map_err(|e| Error::unreachable(BACKEND, cfg, e))
+}
+
+/// Follows who leads through any peer, moving to another when it fails.
+///
+/// Errors: [`Error::Unreachable`] when no peer answers at first.
+pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
+    let mut stream = query(cfg).await?;
+    let (out, leadership) = watch::channel(Leadership::unknown());
+    let cfg = cfg.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            match next_status(&mut stream).await {
+                Ok(snapshot) => crate::backend::report::publish_if_changed(&out, snapshot),
+                Err(e) => {
+                    debug!("observer: {e}");
+                    out.send_replace(Leadership::unknown());
+                    stream = loop {
+                        if let Ok(s) = query(&cfg).await {
+                            break s;
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    };
+                }
+            }
+        }
+    });
+    Ok(Observation::new(leadership, task))
+}

@@ -1,0 +1,142 @@
+//! The tokio side of a Raft-vote peer: owns the clock, the sockets and the
+//! disk, feeds the core, persists before sending, and publishes who leads.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, sleep_until, timeout};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::core::{Message, Node, Ready, Status};
+use super::store::Store;
+use super::transport::{Body, Frame, WireStatus, write_frame};
+use crate::error::{Error, Result};
+use crate::leadership::Leadership;
+
+/// Everything the driver loop owns.
+pub struct Driver {
+    pub node: Node,
+    pub store: Arc<Store>,
+    pub cluster: String,
+    pub addresses: BTreeMap<String, String>,
+    pub inbound: mpsc::Receiver<(String, Message)>,
+    pub outbound: BTreeMap<String, mpsc::Sender<Message>>,
+    pub leadership: watch::Sender<Leadership>,
+    pub status: watch::Sender<WireStatus>,
+    /// The instant the core's time counts from.
+    pub origin: Instant,
+    pub resign: CancellationToken,
+}
+
+impl Driver {
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    /// Runs until resignation is requested, then hands leadership over.
+    ///
+    /// Errors: the vote could not be persisted; continuing would risk
+    /// voting twice in a term.
+    pub async fn run(mut self) -> Result<()> {
+        loop {
+            let next = self.origin + self.node.next_deadline();
+            let ready = tokio::select! {
+                () = sleep_until(next) => {
+                    let now = self.now();
+                    self.node.tick(now)
+                }
+                Some((from, msg)) = self.inbound.recv() => {
+                    let now = self.now();
+                    self.node.step(now, &from, msg)
+                }
+                () = self.resign.cancelled() => {
+                    self.hand_over().await;
+                    return Ok(());
+                }
+            };
+            self.apply(ready).await?;
+            self.publish();
+        }
+    }
+
+    /// Persists, then sends.
+    async fn apply(&mut self, ready: Ready) -> Result<()> {
+        if let Some(hard) = ready.persist {
+            let store = self.store.clone();
+            debug!(term = hard.term, voted_for = ?hard.voted_for, "persisting");
+            tokio::task::spawn_blocking(move || store.save(&hard))
+                .await
+                .map_err(|e| Error::io("persisting the vote", std::io::Error::other(e)))??;
+        }
+        for (to, msg) in ready.messages {
+            if let Message::VoteReply {
+                term,
+                granted: true,
+            } = msg
+            {
+                info!(term, candidate = %to, "voted");
+            }
+            if let Some(queue) = self.outbound.get(&to) {
+                let _ = queue.try_send(msg);
+            }
+        }
+        Ok(())
+    }
+
+    fn publish(&self) {
+        let status = self.node.status(self.now());
+        let snapshot = self.snapshot(&status);
+        crate::backend::report::publish_if_changed(&self.leadership, snapshot);
+        crate::backend::report::publish_if_changed(
+            &self.status,
+            WireStatus {
+                leader: status.leader,
+                term: status.term,
+            },
+        );
+    }
+
+    fn snapshot(&self, status: &Status) -> Leadership {
+        match (status.is_self, status.lease_until) {
+            (true, Some(until)) => {
+                Leadership::elected(self.node.id().to_owned(), status.term, self.origin + until)
+            }
+            _ => Leadership::observed(status.leader.clone().map(|l| (l, status.term))),
+        }
+    }
+
+    /// Gives the lease up and tells the most responsive peer to campaign at
+    /// once. The TimeoutNow goes out on a connection of its own, awaited,
+    /// so it leaves before this process does.
+    async fn hand_over(&mut self) {
+        let now = self.now();
+        let ready = self.node.transfer_leadership(now);
+        self.publish();
+        for (to, msg) in ready.messages {
+            let Some(addr) = self.addresses.get(&to) else {
+                continue;
+            };
+            let frame = Frame {
+                cluster: self.cluster.clone(),
+                from: self.node.id().to_owned(),
+                body: Body::Peer(msg),
+            };
+            let sent = timeout(Duration::from_millis(500), async {
+                let mut stream = TcpStream::connect(addr).await?;
+                stream.set_nodelay(true)?;
+                write_frame(&mut stream, &frame).await
+            })
+            .await;
+            match sent {
+                Ok(Ok(())) => info!(to = %to, "leadership handed over"),
+                _ => {
+                    warn!(to = %to, "could not hand leadership over; it fails over after a timeout")
+                }
+            }
+        }
+    }
+}

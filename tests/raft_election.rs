@@ -1,0 +1,177 @@
+//! Raft-vote with real `elect` processes on loopback: failover, a frozen
+//! leader, crash between vote and restart, graceful transfer.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use support::elect::{Proc, elect_once};
+use support::proc::{DeathWatch, read_pids, scratch, tree_script};
+use support::raft::Cluster;
+
+const T: Duration = Duration::from_millis(300);
+const SOON: Duration = Duration::from_secs(15);
+
+/// Waits until one of `procs` reports `elected`; returns its index, the
+/// instant and the token.
+fn elected(procs: &mut [Proc], skip: &[usize], within: Duration) -> (usize, Instant, u64) {
+    let until = Instant::now() + within;
+    loop {
+        for (i, p) in procs.iter_mut().enumerate() {
+            if skip.contains(&i) {
+                continue;
+            }
+            if let Some((at, v)) = p.try_event("elected") {
+                return (i, at, v["token"].as_u64().unwrap());
+            }
+        }
+        assert!(
+            Instant::now() < until,
+            "nobody was elected within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn failover(n: usize) {
+    let cluster = Cluster::new(n, "300ms");
+    let mut procs = cluster.all();
+    let (leader, _, token) = elected(&mut procs, &[], SOON);
+    let killed = Instant::now();
+    procs[leader].signal(Signal::SIGKILL);
+    let (next, at, next_token) = elected(&mut procs, &[leader], SOON);
+    assert_ne!(next, leader);
+    assert!(next_token > token, "terms only grow");
+    assert!(
+        at - killed < T * 3,
+        "failover took {:?} (> 3T)",
+        at - killed
+    );
+}
+
+#[test]
+fn sigkill_of_the_leader_fails_over_within_3t_with_3_peers() {
+    failover(3);
+}
+
+#[test]
+fn sigkill_of_the_leader_fails_over_within_3t_with_5_peers() {
+    failover(5);
+}
+
+#[test]
+fn a_clean_exit_of_the_leader_hands_over_within_100ms() {
+    let cluster = Cluster::new(3, "1s");
+    let mut procs = cluster.all();
+    let (leader, _, _) = elected(&mut procs, &[], SOON);
+    let sent = Instant::now();
+    procs[leader].signal(Signal::SIGTERM);
+    let (_, at, _) = elected(&mut procs, &[leader], SOON);
+    assert!(
+        at - sent < Duration::from_millis(100),
+        "handover took {:?}",
+        at - sent
+    );
+    assert_eq!(procs[leader].wait_exit(SOON), 0);
+}
+
+/// The leader's `elect` is frozen past T: its lease ends and its watchdog
+/// kills its command before anyone else is elected; after SIGCONT it does
+/// not disrupt the new leader.
+#[test]
+fn a_frozen_leader_steps_down_before_anyone_else_leads_and_does_not_disrupt() {
+    let cluster = Cluster::new(3, "300ms");
+    let dir = scratch("raft-pause");
+    let mut procs: Vec<Proc> = Vec::new();
+    let mut pid_files = Vec::new();
+    for id in &cluster.ids {
+        let pids = dir.join(format!("{id}.pids"));
+        procs.push(cluster.run(id, &tree_script(&pids, false)));
+        pid_files.push(pids);
+    }
+    let (leader, _, _) = elected(&mut procs, &[], SOON);
+    let pids = read_pids(&pid_files[leader], 2);
+    let deaths = DeathWatch::start(pids, SOON);
+    procs[leader].signal(Signal::SIGSTOP);
+    let (next, at, token) = elected(&mut procs, &[leader], SOON);
+    for (what, died) in ["command", "grandchild"].iter().zip(deaths.join()) {
+        assert!(
+            died < at,
+            "{what} died {:?} after the new leader",
+            died - at
+        );
+    }
+    procs[leader].signal(Signal::SIGCONT);
+    std::thread::sleep(T * 4);
+    let (code, out, _, _) = elect_once(&[
+        "--backend",
+        "raft",
+        "--endpoints",
+        &cluster.endpoints,
+        "--election",
+        "test",
+        "leader",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        v["leader"],
+        cluster.ids[next].as_str(),
+        "the new leader still leads"
+    );
+    assert_eq!(v["token"], token, "no term inflation");
+    assert!(
+        !procs[next].sees_event("demoted", Duration::ZERO),
+        "the new leader was never deposed"
+    );
+}
+
+/// Peers are SIGKILLed right after they vote and restarted on the same
+/// data dir: across both lives, no peer votes for two candidates in a term.
+#[test]
+fn a_peer_killed_after_voting_never_votes_twice_in_a_term() {
+    let cluster = Cluster::new(3, "200ms");
+    let mut procs = cluster.all();
+    let mut logs: Vec<String> = vec![String::new(); 3];
+    for _ in 0..4 {
+        let (leader, _, _) = elected(&mut procs, &[], SOON);
+        procs[leader].signal(Signal::SIGKILL);
+        // Kill the first follower that votes in the new election.
+        let voter = support::eventually("a vote", SOON, || {
+            (0..3).find(|&i| i != leader && procs[i].stderr().matches(" voted ").count() > 0)
+        });
+        procs[voter].signal(Signal::SIGKILL);
+        for i in [leader, voter] {
+            let _ = procs[i].wait_exit(SOON);
+            logs[i].push_str(&procs[i].stderr());
+            procs[i] = cluster.campaign(&cluster.ids[i]);
+        }
+    }
+    std::thread::sleep(T * 5);
+    for (i, p) in procs.iter().enumerate() {
+        logs[i].push_str(&p.stderr());
+    }
+    for (i, log) in logs.iter().enumerate() {
+        let mut by_term = std::collections::BTreeMap::new();
+        for line in log.lines().filter(|l| l.contains(" voted ")) {
+            let field = |name: &str| {
+                line.split(&format!("{name}="))
+                    .nth(1)
+                    .and_then(|r| r.split_whitespace().next())
+                    .unwrap()
+                    .to_owned()
+            };
+            if let Some(before) = by_term.insert(field("term"), field("candidate")) {
+                assert_eq!(
+                    before,
+                    field("candidate"),
+                    "{} voted twice in a term",
+                    cluster.ids[i]
+                );
+            }
+        }
+    }
+}

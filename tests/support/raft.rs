@@ -1,0 +1,74 @@
+//! A Raft-vote cluster of real `elect` processes, each on its own loopback
+//! address, with its own data dir.
+
+use std::path::PathBuf;
+
+use super::elect::{BIN, Proc};
+use super::loopback_net;
+
+pub struct Cluster {
+    pub ids: Vec<String>,
+    /// `--endpoints` for every peer.
+    pub endpoints: String,
+    pub ttl: String,
+    dir: PathBuf,
+}
+
+impl Cluster {
+    pub fn new(n: usize, ttl: &str) -> Cluster {
+        let net = loopback_net();
+        let ids: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+        let endpoints = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| format!("{id}={net}.{}:7000", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let dir = std::env::temp_dir().join(format!("elect-raft-{net}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        Cluster {
+            ids,
+            endpoints,
+            ttl: ttl.to_owned(),
+            dir,
+        }
+    }
+
+    fn command(&self, id: &str, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.args([
+            "--backend",
+            "raft",
+            "--endpoints",
+            &self.endpoints,
+            "--election",
+            "test",
+        ])
+        .args(["--format", "json", "--ttl", &self.ttl, "--id", id])
+        .arg("--data-dir")
+        .arg(self.dir.join(id))
+        .args(args)
+        .env("RUST_LOG", "elect=debug,warn");
+        cmd
+    }
+
+    /// `elect campaign` as peer `id`.
+    pub fn campaign(&self, id: &str) -> Proc {
+        Proc::spawn(id, self.command(id, &["campaign"]))
+    }
+
+    /// `elect run -- sh -c script` as peer `id`.
+    pub fn run(&self, id: &str, script: &str) -> Proc {
+        Proc::spawn(id, self.command(id, &["run", "--", "sh", "-c", script]))
+    }
+
+    pub fn all(&self) -> Vec<Proc> {
+        self.ids.iter().map(|id| self.campaign(id)).collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
