@@ -96,6 +96,9 @@ pub enum CliCommand {
     /// Run CMD only while this process leads; kill its process group when
     /// leadership may be lost.
     Run(RunArgs),
+    /// A local 3-peer Raft-vote cluster of real elect processes: election,
+    /// crash failover and graceful handover, timed. Needs no service.
+    Demo,
 }
 
 #[derive(Debug, Args)]
@@ -117,11 +120,16 @@ pub enum Command {
     Observe(ElectionConfig, OutputConfig),
     Leader(ElectionConfig, Format),
     Run(ElectionConfig, OutputConfig, ChildConfig),
+    Demo,
 }
 
 impl Cli {
     /// Checks every value; the first bad one is reported with its flag.
     pub fn validate(self) -> Result<Command> {
+        if matches!(self.command, CliCommand::Demo) {
+            // The demo picks its own cluster; it takes no election flags.
+            return Ok(Command::Demo);
+        }
         let election = self.common.election_config()?;
         let campaigns = matches!(self.command, CliCommand::Campaign | CliCommand::Run(_));
         if campaigns && election.backend == BackendKind::Raft {
@@ -135,6 +143,7 @@ impl Cli {
             CliCommand::Campaign => Command::Campaign(election, output),
             CliCommand::Observe => Command::Observe(election, output),
             CliCommand::Leader => Command::Leader(election, output.format),
+            CliCommand::Demo => unreachable!("handled above"),
             CliCommand::Run(run) => {
                 let grace = parse_duration("--grace", &run.grace)?;
                 if run.command.iter().all(|a| a.is_empty()) {

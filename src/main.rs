@@ -18,6 +18,8 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tracing_subscriber::EnvFilter;
 
+mod demo;
+
 const NO_LEADER: u8 = 3;
 
 fn main() -> ExitCode {
@@ -41,6 +43,16 @@ fn main() -> ExitCode {
             return ExitCode::from(e.exit_code() as u8);
         }
     };
+    if let Command::Demo = command {
+        // Plain processes and threads: the demo needs no async runtime.
+        return match demo::run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("elect demo: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -63,6 +75,7 @@ async fn execute(command: Command) -> anyhow::Result<u8> {
         Command::Observe(cfg, output) => observe(cfg, output).await,
         Command::Campaign(cfg, output) => campaign(cfg, output).await,
         Command::Run(cfg, output, child) => run(cfg, output, child).await,
+        Command::Demo => unreachable!("runs without the runtime"),
     }
 }
 

@@ -51,6 +51,7 @@ impl Driver {
                 }
                 Some((from, msg)) = self.inbound.recv() => {
                     let now = self.now();
+                    tracing::trace!(%from, ?msg, "received");
                     self.node.step(now, &from, msg)
                 }
                 () = self.resign.cancelled() => {

@@ -161,7 +161,27 @@ pub fn connect_peers(
 async fn send_loop(cluster: String, me: String, addr: String, mut rx: mpsc::Receiver<Message>) {
     let mut stream: Option<TcpStream> = None;
     let mut backoff = Duration::from_millis(10);
-    while let Some(msg) = rx.recv().await {
+    loop {
+        let next = match stream.as_mut() {
+            // Peers never write on a connection we opened, so anything
+            // readable means it was closed: drop it now rather than lose
+            // the next message to a peer that restarted.
+            Some(s) => {
+                let mut probe = [0u8; 1];
+                tokio::select! {
+                    msg = rx.recv() => msg,
+                    _ = s.read(&mut probe) => {
+                        debug!(%addr, "connection closed by the peer");
+                        stream = None;
+                        continue;
+                    }
+                }
+            }
+            None => rx.recv().await,
+        };
+        let Some(msg) = next else {
+            return;
+        };
         if stream.is_none() {
             match tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(&addr)).await {
                 Ok(Ok(s)) => {
@@ -169,7 +189,8 @@ async fn send_loop(cluster: String, me: String, addr: String, mut rx: mpsc::Rece
                     stream = Some(s);
                     backoff = Duration::from_millis(10);
                 }
-                _ => {
+                failed => {
+                    debug!(%addr, ?failed, "connect failed");
                     // Drop what queued up meanwhile: it is stale by now.
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_millis(500));
