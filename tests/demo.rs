@@ -29,13 +29,16 @@ fn the_demo_elects_fails_over_hands_over_and_leaves_nothing_running() {
         stdout.contains("is leading, fencing token"),
         "the wrapped command ran:\n{stdout}"
     );
-    let leftovers = Command::new("pgrep")
-        .args(["-f", "election demo --id peer-"])
-        .output()
-        .unwrap();
-    assert!(
-        leftovers.stdout.is_empty(),
-        "peers left running: {}",
-        String::from_utf8_lossy(&leftovers.stdout)
-    );
+    // Peers, and the watchdogs and loops they ran.
+    for pattern in ["election demo --id peer-", "is leading, fencing token"] {
+        let leftovers = Command::new("pgrep")
+            .args(["-f", pattern])
+            .output()
+            .unwrap();
+        assert!(
+            leftovers.stdout.is_empty(),
+            "left running: {}",
+            String::from_utf8_lossy(&leftovers.stdout)
+        );
+    }
 }
