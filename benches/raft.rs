@@ -1,0 +1,175 @@
+//! Raft-vote with real `elect` peers on loopback: crash failover (SIGKILL
+//! of the leader until another peer reports `elected`) at several election
+//! timeouts and cluster sizes, graceful transfer (SIGTERM), and the cost of
+//! an idle peer.
+//!
+//! `cargo bench --bench raft -- [--trials 200] [--ttl 150ms,1s] [--peers 3,5] [--transfers 100]`
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use support::elect::Proc;
+use support::raft::Cluster;
+
+const SOON: Duration = Duration::from_secs(30);
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let trials: usize = arg("--trials").map_or(200, |n| n.parse().unwrap());
+    let transfers: usize = arg("--transfers").map_or(100, |n| n.parse().unwrap());
+    let ttls = arg("--ttl").unwrap_or_else(|| "150ms,1s".into());
+    let peers = arg("--peers").unwrap_or_else(|| "3,5".into());
+
+    println!("crash failover, SIGKILL of the leader until another peer reports elected");
+    println!(
+        "{:<16} {:>10} {:>10} {:>10} {:>8} {:>8} {:>12}",
+        "", "mean", "p99", "max", "mean/T", "p99/T", "terms/fail"
+    );
+    for ttl in ttls.split(',') {
+        let t = humantime::parse_duration(ttl).unwrap();
+        for n in peers.split(',').map(|n| n.parse::<usize>().unwrap()) {
+            let (times, terms) = failovers(n, ttl, trials);
+            report(&format!("T={ttl}, {n} peers"), &times, t, terms);
+        }
+    }
+    let (transfer, _) = handovers(3, "1s", transfers);
+    let mut sorted = transfer.clone();
+    sorted.sort();
+    println!(
+        "\ngraceful transfer (SIGTERM to the leader, 3 peers, T=1s, {transfers} trials): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        ms(sorted[sorted.len() / 2]),
+        ms(sorted[(sorted.len() * 99).div_ceil(100) - 1]),
+        ms(*sorted.last().unwrap())
+    );
+    idle_cost();
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn quiet(cluster: &Cluster, id: &str) -> Proc {
+    let mut p = cluster.campaign(id);
+    p.name = id.to_owned();
+    p
+}
+
+/// Index, instant and token of the next peer (other than `skip`) to report
+/// `elected`.
+fn next_elected(procs: &mut [Proc], skip: Option<usize>) -> (usize, Instant, u64) {
+    let until = Instant::now() + SOON;
+    loop {
+        for (i, p) in procs.iter_mut().enumerate() {
+            if Some(i) == skip {
+                continue;
+            }
+            if let Some((at, v)) = p.try_event("elected") {
+                return (i, at, v["token"].as_u64().unwrap());
+            }
+        }
+        assert!(Instant::now() < until, "no leader");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn failovers(n: usize, ttl: &str, trials: usize) -> (Vec<Duration>, f64) {
+    trial_loop(n, ttl, trials, Signal::SIGKILL)
+}
+
+fn handovers(n: usize, ttl: &str, trials: usize) -> (Vec<Duration>, f64) {
+    trial_loop(n, ttl, trials, Signal::SIGTERM)
+}
+
+/// Signals the leader, times the next election, restarts the old leader
+/// (same data dir) as a follower, and repeats.
+fn trial_loop(n: usize, ttl: &str, trials: usize, signal: Signal) -> (Vec<Duration>, f64) {
+    let cluster = Cluster::new(n, ttl);
+    let mut procs: Vec<Proc> = cluster.ids.iter().map(|id| quiet(&cluster, id)).collect();
+    let (mut leader, _, mut token) = next_elected(&mut procs, None);
+    let mut times = Vec::with_capacity(trials);
+    let mut terms = 0u64;
+    for _ in 0..trials {
+        let sent = Instant::now();
+        procs[leader].signal(signal);
+        let (next, at, next_token) = next_elected(&mut procs, Some(leader));
+        times.push(at - sent);
+        terms += next_token - token;
+        let _ = procs[leader].wait_exit(SOON);
+        procs[leader] = quiet(&cluster, &cluster.ids[leader]);
+        // Back as a follower before the next trial.
+        procs[leader].wait_line("the restarted peer follows", SOON, |l| {
+            l.json().is_some_and(|v| v["event"] == "leader")
+        });
+        leader = next;
+        token = next_token;
+    }
+    (times, terms as f64 / trials as f64)
+}
+
+fn report(name: &str, times: &[Duration], t: Duration, terms: f64) {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    let mean = sorted.iter().sum::<Duration>() / sorted.len() as u32;
+    let p99 = sorted[(sorted.len() * 99).div_ceil(100) - 1];
+    let max = *sorted.last().unwrap();
+    println!(
+        "{name:<16} {:>8.1}ms {:>8.1}ms {:>8.1}ms {:>8.2} {:>8.2} {:>12.2}",
+        ms(mean),
+        ms(p99),
+        ms(max),
+        mean.as_secs_f64() / t.as_secs_f64(),
+        p99.as_secs_f64() / t.as_secs_f64(),
+        terms
+    );
+}
+
+/// CPU time (utime + stime, in clock ticks) and RSS (kB) of a process.
+fn usage(pid: i32) -> (u64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .parse()
+        .unwrap();
+    (ticks, rss)
+}
+
+fn idle_cost() {
+    let cluster = Cluster::new(3, "1s");
+    let mut procs: Vec<Proc> = cluster.ids.iter().map(|id| quiet(&cluster, id)).collect();
+    let (leader, _, _) = next_elected(&mut procs, None);
+    let follower = (leader + 1) % 3;
+    std::thread::sleep(Duration::from_secs(2));
+    let window = Duration::from_secs(10);
+    let before: Vec<(u64, u64)> = procs.iter().map(|p| usage(p.pid())).collect();
+    std::thread::sleep(window);
+    let after: Vec<(u64, u64)> = procs.iter().map(|p| usage(p.pid())).collect();
+    let hz = 100.0; // USER_HZ on Linux
+    for (role, i) in [("leader", leader), ("follower", follower)] {
+        let cpu = (after[i].0 - before[i].0) as f64 / hz / window.as_secs_f64();
+        println!(
+            "idle {role} (3 peers, T=1s): RSS {} kB, CPU {:.2} ms per second",
+            after[i].1,
+            cpu * 1e3
+        );
+    }
+}
