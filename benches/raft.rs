@@ -3,7 +3,9 @@
 //! timeouts and cluster sizes, graceful transfer (SIGTERM), and the cost of
 //! an idle peer.
 //!
-//! `cargo bench --bench raft -- [--trials 200] [--ttl 150ms,1s] [--peers 3,5] [--transfers 100]`
+//! `cargo bench --bench raft -- [--trials 200] [--ttl 150ms,1s] [--peers 3,5] [--transfers 100] [--etcd-trials 20]`
+//!
+//! Beside it, etcd's own Raft leader election with the same timing.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -50,7 +52,38 @@ fn main() {
         ms(sorted[(sorted.len() * 99).div_ceil(100) - 1]),
         ms(*sorted.last().unwrap())
     );
+    let etcd_trials: usize = arg("--etcd-trials").map_or(20, |n| n.parse().unwrap());
+    println!(
+        "\netcd's own Raft leader election, 3 members, heartbeat T/10, election timeout T (SIGKILL of the leader member)"
+    );
+    for ttl in ttls.split(',') {
+        let t = humantime::parse_duration(ttl).unwrap();
+        let times = etcd_failovers(t, etcd_trials);
+        report(&format!("etcd T={ttl}"), &times, t, f64::NAN);
+    }
     idle_cost();
+}
+
+/// SIGKILL of an etcd cluster's leader member until a survivor knows a new
+/// leader, on a fresh cluster each trial.
+fn etcd_failovers(t: Duration, trials: usize) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(trials);
+    for _ in 0..trials {
+        let ms = t.as_millis() as u64;
+        let mut etcd = support::etcd::Cluster::start_with_timing((ms / 10).max(1), ms);
+        let leader = support::eventually("an etcd leader", SOON, || etcd.leader_member());
+        let old = etcd.leader_seen_by(leader).unwrap();
+        let killed = Instant::now();
+        etcd.kill(leader);
+        let survivor = (leader + 1) % 3;
+        // Polled every millisecond: `eventually`'s 10 ms would blur T=150ms.
+        while etcd.leader_seen_by(survivor).is_none_or(|l| l == old) {
+            assert!(killed.elapsed() < SOON, "etcd elected no new leader");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        times.push(killed.elapsed());
+    }
+    times
 }
 
 fn ms(d: Duration) -> f64 {

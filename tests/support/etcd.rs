@@ -25,6 +25,12 @@ impl Cluster {
     /// serves linearizable requests. Heartbeat 100 ms, election timeout
     /// 1 s (etcd's defaults), so the minimum lease TTL is 2 s.
     pub fn start() -> Cluster {
+        Cluster::start_with_timing(100, 1000)
+    }
+
+    /// Like [`Cluster::start`] with etcd's Raft heartbeat and election
+    /// timeout (milliseconds).
+    pub fn start_with_timing(heartbeat_ms: u64, election_ms: u64) -> Cluster {
         let net = loopback_net();
         let dir = std::env::temp_dir().join(format!("elect-etcd-{net}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -53,7 +59,7 @@ impl Cluster {
             endpoints,
         };
         for i in 0..cluster.members.len() {
-            cluster.spawn_member(i, &initial);
+            cluster.spawn_member(i, &initial, heartbeat_ms, election_ms);
         }
         eventually("etcd cluster healthy", Duration::from_secs(30), || {
             cluster
@@ -66,7 +72,7 @@ impl Cluster {
         cluster
     }
 
-    fn spawn_member(&mut self, i: usize, initial: &str) {
+    fn spawn_member(&mut self, i: usize, initial: &str, heartbeat_ms: u64, election_ms: u64) {
         let m = &self.members[i];
         let data = self.dir.join(&m.name);
         let log = std::fs::File::create(self.dir.join(format!("{}.log", m.name))).unwrap();
@@ -84,12 +90,67 @@ impl Cluster {
             .args(["--initial-cluster", initial])
             .args(["--initial-cluster-state", "new"])
             .args(["--initial-cluster-token", &self.endpoints])
-            .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
+            .args(["--heartbeat-interval", &heartbeat_ms.to_string()])
+            .args(["--election-timeout", &election_ms.to_string()])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("etcd (Debian etcd-server) is installed; run the README's test command");
         self.members[i].process = Some(child);
+    }
+
+    pub fn members(&self) -> impl Iterator<Item = &str> {
+        self.members.iter().map(|m| m.client.as_str())
+    }
+
+    /// Member `i`'s answer to the maintenance Status call, through the HTTP
+    /// gateway: cheap enough to poll every millisecond.
+    fn status(&self, i: usize) -> Option<String> {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(&self.members[i].client).ok()?;
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .ok()?;
+        let request = "POST /v3/maintenance/status HTTP/1.1\r\nHost: etcd\r\n\
+                       Content-Length: 2\r\nConnection: close\r\n\r\n{}";
+        stream.write_all(request.as_bytes()).ok()?;
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        Some(response)
+    }
+
+    fn status_field(response: &str, name: &str) -> Option<String> {
+        let value = response
+            .split(&format!("\"{name}\":\""))
+            .nth(1)?
+            .split('"')
+            .next()?;
+        Some(value.to_owned())
+    }
+
+    /// The Raft leader member `i` knows of (`None` while it knows none or
+    /// does not answer).
+    pub fn leader_seen_by(&self, i: usize) -> Option<String> {
+        let leader = Self::status_field(&self.status(i)?, "leader")?;
+        (leader != "0").then_some(leader)
+    }
+
+    /// The index of the member that is the Raft leader.
+    pub fn leader_member(&self) -> Option<usize> {
+        (0..self.members.len()).find(|&i| {
+            self.status(i).is_some_and(|r| {
+                Self::status_field(&r, "leader").is_some()
+                    && Self::status_field(&r, "leader") == Self::status_field(&r, "member_id")
+            })
+        })
+    }
+
+    /// Kills member `i` (SIGKILL), as a crash would.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut p) = self.members[i].process.take() {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
     }
 
     /// Runs `etcdctl` (API v3) against the whole cluster.
