@@ -23,15 +23,11 @@ const SOON: Duration = Duration::from_secs(20);
 const ZK_SESSION: Duration = Duration::from_secs(2);
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-    };
+    let arg = support::bench_arg;
     let trials = arg("--trials").map_or(100, |n| n.parse().expect("--trials N"));
     let crash_trials = arg("--crash-trials").map_or(20, |n| n.parse().expect("--crash-trials N"));
-    let backend = arg("--backend").map(String::as_str);
+    let backend = arg("--backend");
+    let backend = backend.as_deref();
 
     println!(
         "{:<34} {:>9} {:>9} {:>9} {:>9}",

@@ -19,13 +19,7 @@ use support::raft::Cluster;
 const SOON: Duration = Duration::from_secs(30);
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let arg = support::bench_arg;
     let trials: usize = arg("--trials").map_or(200, |n| n.parse().unwrap());
     let transfers: usize = arg("--transfers").map_or(100, |n| n.parse().unwrap());
     let ttls = arg("--ttl").unwrap_or_else(|| "150ms,1s".into());

@@ -147,10 +147,7 @@ impl Cluster {
 
     /// Kills member `i` (SIGKILL), as a crash would.
     pub fn kill(&mut self, i: usize) {
-        if let Some(mut p) = self.members[i].process.take() {
-            let _ = p.kill();
-            let _ = p.wait();
-        }
+        super::kill_and_reap(&mut self.members[i].process);
     }
 
     /// Runs `etcdctl` (API v3) against the whole cluster.
@@ -210,15 +207,8 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         for m in &mut self.members {
-            if let Some(mut p) = m.process.take() {
-                let _ = p.kill();
-                let _ = p.wait();
-            }
+            super::kill_and_reap(&mut m.process);
         }
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        } else {
-            eprintln!("etcd logs kept in {}", self.dir.display());
-        }
+        super::remove_unless_panicking(&self.dir, "etcd");
     }
 }

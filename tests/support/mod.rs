@@ -43,3 +43,30 @@ pub fn loopback_net() -> String {
     let b = 1 + ((seed >> 8) % 250);
     format!("127.{a}.{b}")
 }
+
+/// Kills (SIGKILL) and reaps the process in `slot`, if any.
+pub fn kill_and_reap(slot: &mut Option<std::process::Child>) {
+    if let Some(mut p) = slot.take() {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+}
+
+/// Removes a launcher's directory, unless the test failed: then its logs
+/// are kept and named.
+pub fn remove_unless_panicking(dir: &std::path::Path, what: &str) {
+    if std::thread::panicking() {
+        eprintln!("{what} logs kept in {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// The value after `--name` in a benchmark's arguments.
+pub fn bench_arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}

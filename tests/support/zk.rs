@@ -107,10 +107,7 @@ impl Ensemble {
 
     /// Kills member `i` (SIGKILL), as a crash would.
     pub fn kill(&mut self, i: usize) {
-        if let Some(mut p) = self.members[i].process.take() {
-            let _ = p.kill();
-            let _ = p.wait();
-        }
+        super::kill_and_reap(&mut self.members[i].process);
     }
 
     /// Sends a four-letter word to every member and joins the answers.
@@ -179,15 +176,8 @@ pub fn four_letter(addr: &str, word: &str) -> String {
 impl Drop for Ensemble {
     fn drop(&mut self) {
         for m in &mut self.members {
-            if let Some(mut p) = m.process.take() {
-                let _ = p.kill();
-                let _ = p.wait();
-            }
+            super::kill_and_reap(&mut m.process);
         }
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        } else {
-            eprintln!("ZooKeeper logs kept in {}", self.dir.display());
-        }
+        super::remove_unless_panicking(&self.dir, "ZooKeeper");
     }
 }

@@ -552,6 +552,18 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    fn vote(term: u64) -> Message {
+        Message::Vote {
+            term,
+            transfer: false,
+        }
+    }
+
+    /// The one message `ready` should send: `msg` to `peer`.
+    fn only(peer: &str, msg: Message) -> Vec<(String, Message)> {
+        vec![(peer.to_owned(), msg)]
+    }
+
     #[test]
     fn a_single_node_elects_itself_and_holds_a_lease() {
         let mut n = Node::new(
@@ -574,26 +586,19 @@ mod tests {
             ms(0),
         );
         n.step(ms(10), "n0", Message::Heartbeat { term: 1, round: 1 });
-        let r = n.step(
-            ms(20),
-            "n2",
-            Message::Vote {
-                term: 2,
-                transfer: false,
-            },
-        );
+        let r = n.step(ms(20), "n2", vote(2));
         assert!(r.messages.is_empty(), "ignored in lease");
         assert_eq!(n.term(), 1, "no term inflation");
         let r = n.step(ms(20), "n2", Message::PreVote { term: 2 });
         assert_eq!(
             r.messages,
-            vec![(
-                "n2".into(),
+            only(
+                "n2",
                 Message::PreVoteReply {
                     term: 1,
                     granted: false
                 }
-            )]
+            )
         );
         // A transfer campaign passes the lease check.
         let r = n.step(
@@ -606,13 +611,13 @@ mod tests {
         );
         assert_eq!(
             r.messages,
-            vec![(
-                "n2".into(),
+            only(
+                "n2",
                 Message::VoteReply {
                     term: 2,
                     granted: true
                 }
-            )]
+            )
         );
         assert_eq!(r.persist.unwrap().voted_for.as_deref(), Some("n2"));
     }
@@ -625,14 +630,7 @@ mod tests {
             Some(HardState::default()),
             ms(0),
         );
-        let r = n.step(
-            ms(300),
-            "n0",
-            Message::Vote {
-                term: 1,
-                transfer: false,
-            },
-        );
+        let r = n.step(ms(300), "n0", vote(1));
         assert_eq!(
             r.persist,
             Some(HardState {
@@ -640,23 +638,16 @@ mod tests {
                 voted_for: Some("n0".into())
             })
         );
-        let r = n.step(
-            ms(301),
-            "n2",
-            Message::Vote {
-                term: 1,
-                transfer: false,
-            },
-        );
+        let r = n.step(ms(301), "n2", vote(1));
         assert_eq!(
             r.messages,
-            vec![(
-                "n2".into(),
+            only(
+                "n2",
                 Message::VoteReply {
                     term: 1,
                     granted: false
                 }
-            )]
+            )
         );
     }
 
@@ -664,42 +655,28 @@ mod tests {
     fn without_durable_state_a_node_stays_quiet_for_one_timeout() {
         let p = peers(3);
         let mut n = Node::new(Config::new("n1", &p, T, 1), None, ms(0));
-        let r = n.step(
-            ms(50),
-            "n0",
-            Message::Vote {
-                term: 1,
-                transfer: false,
-            },
-        );
+        let r = n.step(ms(50), "n0", vote(1));
         assert_eq!(
             r.messages,
-            vec![(
-                "n0".into(),
+            only(
+                "n0",
                 Message::VoteReply {
                     term: 1,
                     granted: false
                 }
-            )]
+            )
         );
         assert!(n.tick(ms(99)).messages.is_empty());
-        let r = n.step(
-            ms(150),
-            "n2",
-            Message::Vote {
-                term: 2,
-                transfer: false,
-            },
-        );
+        let r = n.step(ms(150), "n2", vote(2));
         assert_eq!(
             r.messages,
-            vec![(
-                "n2".into(),
+            only(
+                "n2",
                 Message::VoteReply {
                     term: 2,
                     granted: true
                 }
-            )]
+            )
         );
     }
 
@@ -776,9 +753,6 @@ mod tests {
         assert!(n.status(ms(253)).is_self);
         let r = n.transfer_leadership(ms(254));
         assert!(!n.status(ms(254)).is_self);
-        assert_eq!(
-            r.messages,
-            vec![("n1".into(), Message::TimeoutNow { term: 1 })]
-        );
+        assert_eq!(r.messages, only("n1", Message::TimeoutNow { term: 1 }));
     }
 }
