@@ -6,7 +6,23 @@
 //! this small is what lets those consumers be tested by driving a sender by
 //! hand, and what lets three very different backends share them.
 
+use std::time::Duration;
+
 use tokio::time::Instant;
+
+/// How long before a lease or session could expire on the server we stop
+/// acting on it: 2% of the TTL for clock-rate error plus 20 ms to kill the
+/// work.
+pub fn safety_margin(ttl: Duration) -> Duration {
+    ttl / 50 + Duration::from_millis(20)
+}
+
+/// The local leadership deadline bought by a renewal sent at `sent` that
+/// the server acknowledged with `ttl`: the server's expiry clock starts when
+/// it receives the renewal, never before `sent`.
+pub fn deadline_after(sent: Instant, ttl: Duration) -> Instant {
+    sent + ttl - safety_margin(ttl)
+}
 
 /// A full snapshot of what this process knows about an election.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,7 +142,6 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn events_follow_the_transitions() {
@@ -151,6 +166,18 @@ mod tests {
         assert!(us.leads_at(now));
         assert!(!us.leads_at(now + Duration::from_millis(10)));
         assert!(!Leadership::observed(Some(("a".into(), 1))).leads_at(now));
+    }
+
+    #[test]
+    fn deadline_is_before_server_expiry() {
+        let sent = Instant::now();
+        for secs in [1, 2, 10, 60] {
+            let ttl = Duration::from_secs(secs);
+            let d = deadline_after(sent, ttl);
+            assert!(d < sent + ttl);
+            // and leaves most of the TTL usable
+            assert!(d > sent + ttl * 9 / 10, "{secs}s");
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use tracing::{debug, info, warn};
 
 use super::etcd_error;
 use crate::error::Result;
+use crate::leadership::deadline_after;
 
 /// The low 16 bits of every lease id `elect` chooses ("e1ec"). An `elect`
 /// leader that loses its key keeps its lease until its work is dead and
@@ -38,18 +39,6 @@ fn fresh_lease_id() -> i64 {
         .build_hasher()
         .finish() as i64;
     (random & 0x7fff_ffff_ffff_0000) | ELECT_LEASE_TAG
-}
-
-/// How long before the server could expire the lease we stop acting on it:
-/// 2% of the TTL for clock-rate error plus 20 ms to kill the work.
-pub fn safety_margin(ttl: Duration) -> Duration {
-    ttl / 50 + Duration::from_millis(20)
-}
-
-/// The local instant until which a lease renewed by a ping sent at `sent`
-/// with `ttl` granted is surely still ours.
-pub fn deadline_after(sent: Instant, ttl: Duration) -> Instant {
-    sent + ttl - safety_margin(ttl)
 }
 
 /// What the keepalive loop knows about the lease.
@@ -222,17 +211,5 @@ mod tests {
             !granted_by_elect(0x694d7d4a0c3e7b0d),
             "a server-assigned id"
         );
-    }
-
-    #[test]
-    fn deadline_is_before_server_expiry() {
-        let sent = Instant::now();
-        for secs in [1, 2, 10, 60] {
-            let ttl = Duration::from_secs(secs);
-            let d = deadline_after(sent, ttl);
-            assert!(d < sent + ttl);
-            // and leaves most of the TTL usable
-            assert!(d > sent + ttl * 9 / 10, "{secs}s");
-        }
     }
 }

@@ -30,11 +30,10 @@ use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, EventType, St
 use super::layout;
 use super::observe::{self, View, list_queue, until_disconnected, until_reconnected};
 use super::zk_error;
-use crate::backend::etcd::lease::deadline_after;
 use crate::backend::report::Reporter;
 use crate::config::ElectionConfig;
 use crate::error::Result;
-use crate::leadership::Leadership;
+use crate::leadership::{Leadership, deadline_after};
 
 /// How one stretch of leadership ended.
 enum Term {
