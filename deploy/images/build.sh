@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds elect's container images from Debian packages alone, so it works
+# where no container registry can be reached:
+#   elect-base:bookworm  a debootstrapped Debian bookworm root with
+#                        etcd-server, etcd-client, zookeeper and a headless
+#                        JRE, imported with `docker import`;
+#   elect:latest         elect-base plus the elect binary.
+# Idempotent: the base image is built once (ELECT_REBUILD_BASE=1 forces
+# it); the elect image is rebuilt from the current binary every time.
+# Prints how long it took.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+BASE=elect-base:bookworm
+PACKAGES=etcd-server,etcd-client,zookeeper,default-jre-headless,iproute2,procps,ca-certificates
+started=$(date +%s)
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+docker info >/dev/null 2>&1 || { echo "build.sh: the Docker engine is not usable" >&2; exit 1; }
+
+if [ "${ELECT_REBUILD_BASE:-0}" = 1 ] || ! docker image inspect "$BASE" >/dev/null 2>&1; then
+  command -v debootstrap >/dev/null || as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
+  root=$(mktemp -d /tmp/elect-rootfs.XXXXXX)
+  trap 'as_root rm -rf "$root"' EXIT
+  echo "debootstrap bookworm ($PACKAGES) from $MIRROR"
+  as_root debootstrap --variant=minbase --include="$PACKAGES" bookworm "$root" "$MIRROR" >/dev/null
+  as_root chroot "$root" apt-get clean
+  as_root rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin
+  as_root tar -C "$root" -c . | docker import --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin' - "$BASE" >/dev/null
+  echo "built $BASE"
+fi
+
+cargo build --release --locked --bin elect
+context=$(mktemp -d /tmp/elect-image.XXXXXX)
+cp target/release/elect "$context/elect"
+cat > "$context/Dockerfile" <<DOCKERFILE
+FROM $BASE
+COPY elect /usr/local/bin/elect
+ENTRYPOINT ["/usr/local/bin/elect"]
+DOCKERFILE
+docker build -q -t elect:latest "$context" >/dev/null
+rm -rf "$context"
+echo "built elect:latest"
+echo "images ready in $(( $(date +%s) - started ))s"
