@@ -127,18 +127,6 @@ pub enum Event {
     Demoted,
 }
 
-impl Event {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Event::Leader => "leader",
-            Event::None => "none",
-            Event::Unknown => "unknown",
-            Event::Elected => "elected",
-            Event::Demoted => "demoted",
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -145,7 +145,6 @@ async fn run(
     output: OutputConfig,
     child: elect::config::ChildConfig,
 ) -> anyhow::Result<u8> {
-    supervise::child::become_subreaper()?;
     let mut shutdown = shutdown_signals()?;
     let (busy_tx, busy) = watch::channel(false);
     let campaign = backend::campaign(&cfg, busy).await?;

@@ -5,6 +5,7 @@
 //! [`leader`] reads once. Everything downstream (`supervise`, `export`)
 //! depends only on the snapshots, never on a backend.
 
+pub mod backoff;
 pub mod etcd;
 pub mod raft;
 pub mod report;

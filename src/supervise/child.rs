@@ -27,14 +27,6 @@ use crate::error::{Error, Result};
 /// How often the watchdog's exit is checked when no SIGCHLD arrives.
 const POLL: Duration = Duration::from_millis(20);
 
-/// Makes this process the reaper of its orphaned descendants.
-///
-/// Errors: the `prctl` call failed.
-pub fn become_subreaper() -> Result<()> {
-    nix::sys::prctl::set_child_subreaper(true)
-        .map_err(|e| Error::io("becoming a child subreaper", e.into()))
-}
-
 /// How a process ended, as a shell would report it.
 pub fn exit_code(status: WaitStatus) -> Option<i32> {
     match status {

@@ -99,10 +99,6 @@ impl Cluster {
         self.members[i].process = Some(child);
     }
 
-    pub fn members(&self) -> impl Iterator<Item = &str> {
-        self.members.iter().map(|m| m.client.as_str())
-    }
-
     /// Member `i`'s answer to the maintenance Status call, through the HTTP
     /// gateway: cheap enough to poll every millisecond.
     fn status(&self, i: usize) -> Option<String> {

@@ -7,14 +7,13 @@
 //! never from a cached value, so a paused process never reports an old
 //! leader as current (etcd 3.4's stale-read bug, #20418).
 
-use std::time::Duration;
-
 use etcd_client::{Client, EventType, GetOptions, SortOrder, SortTarget, WatchOptions};
 use tokio::sync::watch;
 use tracing::debug;
 
 use super::etcd_error;
 use super::layout::CandidateKey;
+use crate::backend::backoff::Backoff;
 use crate::backend::report::{Observed, publish_if_changed};
 use crate::error::Result;
 use crate::leadership::Leadership;
@@ -158,28 +157,5 @@ async fn watch_until_change(
                 (EventType::Put, None, Some(_)) => {}
             }
         }
-    }
-}
-
-/// Exponential backoff from 50 ms to 1 s for retrying requests
-/// (`Default` starts at the bottom).
-#[derive(Default)]
-pub struct Backoff {
-    next: Duration,
-}
-
-impl Backoff {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    pub fn reset(&mut self) {
-        *self = Backoff::new();
-    }
-
-    pub async fn wait(&mut self) {
-        let delay = self.next.max(Duration::from_millis(50));
-        tokio::time::sleep(delay).await;
-        self.next = (delay * 2).min(Duration::from_secs(1));
     }
 }

@@ -205,10 +205,6 @@ impl Node {
         self.hard.term
     }
 
-    pub fn hard_state(&self) -> &HardState {
-        &self.hard
-    }
-
     /// Who leads as of `now`.
     pub fn status(&self, now: Time) -> Status {
         if let Some(ls) = &self.leader_state {

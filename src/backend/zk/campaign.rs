@@ -30,6 +30,7 @@ use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, EventType, St
 use super::layout;
 use super::observe::{self, View, list_queue, until_disconnected, until_reconnected};
 use super::zk_error;
+use crate::backend::backoff::Backoff;
 use crate::backend::report::Reporter;
 use crate::config::ElectionConfig;
 use crate::error::Result;
@@ -385,7 +386,7 @@ async fn create_node(client: &Client, election: &str, id: &str) -> Result<String
     let prefix = layout::candidate_prefix(election, &uuid);
     let ephemeral = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
     let parent = CreateMode::Persistent.with_acls(Acls::anyone_all());
-    let mut delay = Duration::from_millis(50);
+    let mut backoff = Backoff::new();
     loop {
         match client.create(&prefix, id.as_bytes(), &ephemeral).await {
             Ok((_stat, sequence)) => return Ok(format!("{prefix}{sequence}")),
@@ -409,8 +410,7 @@ async fn create_node(client: &Client, election: &str, id: &str) -> Result<String
             }
             Err(e) => warn!("creating our znode: {e}; retrying"),
         }
-        sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(1));
+        backoff.wait().await;
     }
 }
 

@@ -16,13 +16,13 @@ pub mod layout;
 pub mod observe;
 
 use std::future::Future;
-use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 use zookeeper_client::Client;
 
+use crate::backend::backoff::Backoff;
 use crate::backend::report::{self, Observed};
 use crate::backend::{Campaign, Observation};
 use crate::config::ElectionConfig;
@@ -83,7 +83,7 @@ async fn first_contact(cfg: &ElectionConfig) -> Result<Client> {
 /// until it works or `stop` resolves (then `None`).
 async fn reconnect(cfg: &ElectionConfig, stop: impl Future<Output = ()>) -> Option<Client> {
     tokio::pin!(stop);
-    let mut delay = Duration::from_millis(50);
+    let mut backoff = Backoff::new();
     loop {
         tokio::select! {
             () = &mut stop => return None,
@@ -94,9 +94,8 @@ async fn reconnect(cfg: &ElectionConfig, stop: impl Future<Output = ()>) -> Opti
         }
         tokio::select! {
             () = &mut stop => return None,
-            () = tokio::time::sleep(delay) => {}
+            () = backoff.wait() => {}
         }
-        delay = (delay * 2).min(Duration::from_secs(1));
     }
 }
 
