@@ -5,7 +5,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use support::elect::{campaign, elect, elect_once};
+use support::elect::{campaign, elect, leader_once};
 use support::etcd::Cluster;
 use support::eventually;
 
@@ -40,13 +40,7 @@ fn one_candidate_is_elected_with_its_key_in_go_layout() {
     let rev: serde_json::Value = serde_json::from_str(&rev).unwrap();
     assert_eq!(elected["token"], rev["kvs"][0]["create_revision"]);
 
-    let (code, out, _, _) = elect_once(&[
-        "leader",
-        "--endpoints",
-        &etcd.endpoints,
-        "--election",
-        "jobs",
-    ]);
+    let (code, out) = leader_once("etcd", &etcd.endpoints, "jobs", "text");
     assert_eq!((code, out.trim()), (0, "node-a"));
 }
 
@@ -125,13 +119,7 @@ fn sigkill_of_the_leader_fails_over_within_ttl_plus_two_seconds() {
 #[test]
 fn observe_reports_changes_and_leader_exits_3_without_one() {
     let etcd = Cluster::start();
-    let (code, out, _, _) = elect_once(&[
-        "leader",
-        "--endpoints",
-        &etcd.endpoints,
-        "--election",
-        "obs",
-    ]);
+    let (code, out) = leader_once("etcd", &etcd.endpoints, "obs", "text");
     assert_eq!((code, out.as_str()), (3, ""));
 
     let mut observer = elect(

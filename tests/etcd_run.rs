@@ -112,13 +112,8 @@ fn key_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
     let deleted = Instant::now();
     etcd.etcdctl_ok(&["del", &a_key]);
     let (elected_at, _) = b.wait_event("elected", SOON);
-    let died = deaths.join();
+    let died = deaths.assert_all_died_before(elected_at, "b was elected", "");
     for (what, at) in ["command", "grandchild"].iter().zip(&died) {
-        assert!(
-            *at < elected_at,
-            "{what} died {:?} after b was elected",
-            *at - elected_at
-        );
         assert!(
             *at - deleted >= Duration::from_millis(900),
             "{what} got its grace"
@@ -162,16 +157,16 @@ fn lease_revoked_the_tree_dies_before_the_successor_leads() {
     let lease = a_key.strip_prefix("revoke/").unwrap();
     etcd.etcdctl_ok(&["lease", "revoke", lease]);
     let (elected_at, _) = b.wait_event("elected", SOON);
-    let died = deaths.join();
-    for (what, at) in ["command", "grandchild"].iter().zip(&died) {
-        assert!(
-            *at < elected_at,
-            "{what} died {:?} after b was elected\na:\n{}\nb:\n{}",
-            *at - elected_at,
-            a.stderr(),
-            b.stderr()
-        );
-    }
+    let context = format!(
+        "
+a:
+{}
+b:
+{}",
+        a.stderr(),
+        b.stderr()
+    );
+    deaths.assert_all_died_before(elected_at, "b was elected", &context);
     a.wait_event("demoted", SOON);
     drop(a);
     drop(b);

@@ -6,7 +6,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use support::elect::{Proc, elect_once};
+use support::elect::{Proc, leader_once};
 use support::proc::{DeathWatch, read_pids, scratch, tree_script};
 use support::raft::Cluster;
 
@@ -95,26 +95,10 @@ fn a_frozen_leader_steps_down_before_anyone_else_leads_and_does_not_disrupt() {
     let deaths = DeathWatch::start(pids, SOON);
     procs[leader].signal(Signal::SIGSTOP);
     let (next, at, token) = elected(&mut procs, &[leader], SOON);
-    for (what, died) in ["command", "grandchild"].iter().zip(deaths.join()) {
-        assert!(
-            died < at,
-            "{what} died {:?} after the new leader",
-            died - at
-        );
-    }
+    deaths.assert_all_died_before(at, "the new leader", "");
     procs[leader].signal(Signal::SIGCONT);
     std::thread::sleep(T * 4);
-    let (code, out, _, _) = elect_once(&[
-        "--backend",
-        "raft",
-        "--endpoints",
-        &cluster.endpoints,
-        "--election",
-        "test",
-        "leader",
-        "--format",
-        "json",
-    ]);
+    let (code, out) = leader_once("raft", &cluster.endpoints, "test", "json");
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(

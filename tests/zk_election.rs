@@ -5,7 +5,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use support::elect::{campaign_zk, elect_once, elect_zk};
+use support::elect::{campaign_zk, elect_zk, leader_once};
 use support::eventually;
 use support::zk::{Ensemble, TICK};
 
@@ -39,15 +39,7 @@ fn one_candidate_is_elected_with_a_curator_latch_znode() {
         "the negotiated timeout is logged"
     );
 
-    let (code, out, _, _) = elect_once(&[
-        "leader",
-        "--backend",
-        "zk",
-        "--endpoints",
-        &zk.endpoints,
-        "--election",
-        "/elect/jobs",
-    ]);
+    let (code, out) = leader_once("zk", &zk.endpoints, "/elect/jobs", "text");
     assert_eq!((code, out.trim()), (0, "node-a"));
 }
 
@@ -104,16 +96,8 @@ fn sigkill_fails_over_within_the_session_timeout_plus_a_tick_plus_a_second() {
 #[test]
 fn observe_reports_changes_and_leader_exits_3_without_one() {
     let zk = Ensemble::start();
-    let (code, out, err, _) = elect_once(&[
-        "leader",
-        "--backend",
-        "zk",
-        "--endpoints",
-        &zk.endpoints,
-        "--election",
-        "/obs",
-    ]);
-    assert_eq!((code, out.as_str()), (3, ""), "{err}");
+    let (code, out) = leader_once("zk", &zk.endpoints, "/obs", "text");
+    assert_eq!((code, out.as_str()), (3, ""));
     let mut observer = elect_zk(
         "observer",
         &zk.endpoints,

@@ -99,13 +99,7 @@ fn znode_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
         .unwrap();
     zk.delete(&format!("/del/{a_node}"));
     let (elected_at, _) = b.wait_event("elected", SOON);
-    for (what, at) in ["command", "grandchild"].iter().zip(deaths.join()) {
-        assert!(
-            at < elected_at,
-            "{what} died {:?} after b was elected",
-            at - elected_at
-        );
-    }
+    deaths.assert_all_died_before(elected_at, "b was elected", "");
     a.wait_event("demoted", SOON);
     eventually("a queued again, once", SOON, || {
         let c = zk.children("/del");
@@ -127,27 +121,13 @@ fn a_frozen_leader_loses_its_command_before_the_successor_leads() {
     let deaths = DeathWatch::start(pids, SOON);
     a.signal(Signal::SIGSTOP);
     let (elected_at, _) = b.wait_event("elected", SOON);
-    for (what, at) in ["command", "grandchild"].iter().zip(deaths.join()) {
-        assert!(
-            at < elected_at,
-            "{what} died {:?} after b was elected",
-            at - elected_at
-        );
-    }
+    deaths.assert_all_died_before(elected_at, "b was elected", "");
     a.signal(Signal::SIGCONT);
     a.wait_event("demoted", SOON);
     assert!(
         !a.sees_event("elected", Duration::from_secs(3)),
         "the old leader leads again"
     );
-    let (code, out, _, _) = support::elect::elect_once(&[
-        "leader",
-        "--backend",
-        "zk",
-        "--endpoints",
-        &zk.endpoints,
-        "--election",
-        "/pause",
-    ]);
+    let (code, out) = support::elect::leader_once("zk", &zk.endpoints, "/pause", "text");
     assert_eq!((code, out.trim()), (0, "b"));
 }

@@ -259,6 +259,21 @@ pub fn elect_once(args: &[&str]) -> (i32, String, String, Duration) {
     )
 }
 
+/// `elect leader` once; returns its exit code and stdout.
+pub fn leader_once(backend: &str, endpoints: &str, election: &str, format: &str) -> (i32, String) {
+    let args = [
+        "leader",
+        "--backend",
+        backend,
+        "--endpoints",
+        endpoints,
+        "--election",
+        election,
+    ];
+    let (code, out, _, _) = elect_once(&[&args[..], &["--format", format]].concat());
+    (code, out)
+}
+
 /// `etcdctl elect <election> <proposal>` (or `-l` to observe).
 pub fn etcdctl_elect(endpoints: &str, args: &[&str]) -> Proc {
     let mut cmd = Command::new("etcdctl");

@@ -47,6 +47,21 @@ impl DeathWatch {
         DeathWatch { handles }
     }
 
+    /// Asserts that the command (first pid) and its grandchild (second)
+    /// died before `at`, when `what` happened; `context` is added to the
+    /// failure message. Returns when each died.
+    pub fn assert_all_died_before(self, at: Instant, what: &str, context: &str) -> Vec<Instant> {
+        let died = self.join();
+        for (whose, when) in ["command", "grandchild"].iter().zip(&died) {
+            assert!(
+                *when < at,
+                "{whose} died {:?} after {what}{context}",
+                *when - at
+            );
+        }
+        died
+    }
+
     /// When each pid died, in the order given.
     pub fn join(self) -> Vec<Instant> {
         self.handles
