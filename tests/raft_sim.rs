@@ -41,6 +41,16 @@ struct Faults {
     max_delay: Duration,
 }
 
+impl Faults {
+    /// Every message arrives, within `max_delay`.
+    fn lossless(max_delay: Duration) -> Faults {
+        Faults {
+            drop: 0.0,
+            max_delay,
+        }
+    }
+}
+
 struct Sim {
     ids: Vec<String>,
     nodes: Vec<Option<Node>>,
@@ -266,10 +276,7 @@ fn safety_holds_over_thousands_of_seeds_with_faults() {
         }
         // Liveness once the faults stop: a leader with a lease.
         sim.heal();
-        sim.faults = Faults {
-            drop: 0.0,
-            max_delay: Duration::from_millis(2),
-        };
+        sim.faults = Faults::lossless(Duration::from_millis(2));
         for i in 0..n {
             if sim.nodes[i].is_none() {
                 sim.restart(i, true);
@@ -295,14 +302,7 @@ fn leader_election_with_prevote() {
         (3, 2, false),
         (5, 3, false),
     ] {
-        let mut sim = Sim::new(
-            n,
-            7,
-            Faults {
-                drop: 0.0,
-                max_delay: ms(1),
-            },
-        );
+        let mut sim = Sim::new(n, 7, Faults::lossless(ms(1)));
         for i in 0..down {
             sim.crash(n - 1 - i);
         }
@@ -323,14 +323,7 @@ fn leader_election_with_prevote() {
 #[test]
 fn dueling_candidates() {
     for seed in 0..50 {
-        let mut sim = Sim::new(
-            3,
-            seed,
-            Faults {
-                drop: 0.0,
-                max_delay: ms(2),
-            },
-        );
+        let mut sim = Sim::new(3, seed, Faults::lossless(ms(2)));
         sim.cut.insert((0, 2));
         sim.cut.insert((2, 0));
         sim.run_until(T * 10);
@@ -351,14 +344,7 @@ fn dueling_candidates() {
 #[test]
 fn prevote_with_split_vote() {
     for seed in 0..100 {
-        let mut sim = Sim::new(
-            5,
-            seed,
-            Faults {
-                drop: 0.0,
-                max_delay: ms(5),
-            },
-        );
+        let mut sim = Sim::new(5, seed, Faults::lossless(ms(5)));
         sim.run_until(T * 10);
         let leader = sim.leader().expect("a leader");
         // Kill it so the followers race again.
@@ -378,14 +364,7 @@ fn prevote_with_split_vote() {
 #[test]
 fn leader_steps_down_when_quorum_is_lost() {
     for seed in 0..50 {
-        let mut sim = Sim::new(
-            3,
-            seed,
-            Faults {
-                drop: 0.0,
-                max_delay: ms(1),
-            },
-        );
+        let mut sim = Sim::new(3, seed, Faults::lossless(ms(1)));
         sim.run_until(T * 10);
         let leader = sim.leader().unwrap();
         sim.isolate(leader);
@@ -416,14 +395,7 @@ fn leader_steps_down_when_quorum_is_lost() {
 #[test]
 fn a_rejoining_node_does_not_disrupt_the_leader() {
     for seed in 0..50 {
-        let mut sim = Sim::new(
-            3,
-            seed,
-            Faults {
-                drop: 0.0,
-                max_delay: ms(1),
-            },
-        );
+        let mut sim = Sim::new(3, seed, Faults::lossless(ms(1)));
         sim.run_until(T * 10);
         let leader = sim.leader().unwrap();
         let term = sim.node(leader).term();
@@ -451,14 +423,7 @@ fn a_rejoining_node_does_not_disrupt_the_leader() {
 #[test]
 fn transfer_hands_over_in_round_trips() {
     for seed in 0..50 {
-        let mut sim = Sim::new(
-            3,
-            seed,
-            Faults {
-                drop: 0.0,
-                max_delay: ms(1),
-            },
-        );
+        let mut sim = Sim::new(3, seed, Faults::lossless(ms(1)));
         sim.run_until(T * 10);
         let leader = sim.leader().unwrap();
         let now = sim.now;
