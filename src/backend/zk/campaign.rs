@@ -49,7 +49,14 @@ enum Term {
     },
 }
 
-/// Why a candidacy or a session ended.
+/// Why a session's campaign ended.
+enum SessionEnd {
+    Resigned,
+    /// The session expired or was closed: a new one is needed.
+    Ended,
+}
+
+/// Why a candidacy ended.
 enum End {
     Resigned,
     /// Our znode is gone; the session lives: campaign again in it.
@@ -104,13 +111,12 @@ impl Candidate {
             // The follower's clone of the client goes with its task.
             let _ = follower.await;
             match end {
-                End::Resigned => {
+                SessionEnd::Resigned => {
                     self.out.send_replace(Leadership::unknown());
                     close(client, self.cfg.connect_timeout).await;
                     return Ok(());
                 }
-                End::NodeGone => unreachable!("handled within the session"),
-                End::SessionEnded => {
+                SessionEnd::Ended => {
                     warn!("ZooKeeper session ended; opening a new one");
                     self.out.send_replace(Leadership::unknown());
                     match super::reconnect(&self.cfg, self.resign.cancelled()).await {
@@ -152,13 +158,14 @@ struct Session<'a> {
 }
 
 impl Session<'_> {
-    async fn campaign(&mut self) -> End {
+    /// Candidacies follow each other until we resign or the session ends.
+    async fn campaign(&mut self) -> SessionEnd {
         let timeout = self.client.session_timeout();
         loop {
-            let end = self.candidacy(timeout).await;
-            match end {
+            match self.candidacy(timeout).await {
                 End::NodeGone => continue,
-                other => return other,
+                End::Resigned => return SessionEnd::Resigned,
+                End::SessionEnded => return SessionEnd::Ended,
             }
         }
     }
