@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{
-    self, BackendKind, ChildConfig, ElectionConfig, Format, OutputConfig, parse_duration,
+    self, BackendKind, ChildConfig, ElectionConfig, Format, OutputConfig, Restart, parse_duration,
 };
 use crate::error::{Error, Result};
 
@@ -83,6 +83,11 @@ pub struct CommonArgs {
     /// while no leader is known).
     #[arg(long, env = "ELECT_LEADER_FILE", global = true)]
     pub leader_file: Option<PathBuf>,
+
+    /// Serve /leader, /healthz, /readyz and /metrics on this address
+    /// (IP:PORT, e.g. 0.0.0.0:4040).
+    #[arg(long, env = "ELECT_HTTP", global = true, value_name = "ADDR")]
+    pub http: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -107,6 +112,16 @@ pub struct RunArgs {
     /// extends past the leadership deadline.
     #[arg(long, env = "ELECT_GRACE", default_value = "5s")]
     pub grace: String,
+
+    /// Whether the command is started again when it exits while this
+    /// process leads (with backoff from 100 ms to 10 s).
+    #[arg(long, env = "ELECT_RESTART", value_enum, default_value = "never")]
+    pub restart: Restart,
+
+    /// Exit (code 1) once leadership is lost and the command is dead,
+    /// instead of campaigning again.
+    #[arg(long, env = "ELECT_EXIT_ON_LOSS")]
+    pub exit_on_loss: bool,
 
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -138,6 +153,12 @@ impl Cli {
         let output = OutputConfig {
             format: self.common.format,
             leader_file: self.common.leader_file,
+            http: self
+                .common
+                .http
+                .as_deref()
+                .map(config::http_addr)
+                .transpose()?,
         };
         Ok(match self.command {
             CliCommand::Campaign => Command::Campaign(election, output),
@@ -155,6 +176,8 @@ impl Cli {
                     ChildConfig {
                         command: run.command,
                         grace,
+                        restart: run.restart,
+                        exit_on_loss: run.exit_on_loss,
                     },
                 )
             }

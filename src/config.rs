@@ -81,6 +81,8 @@ pub enum Format {
 pub struct OutputConfig {
     pub format: Format,
     pub leader_file: Option<PathBuf>,
+    /// Where to serve the HTTP endpoints, if anywhere.
+    pub http: Option<std::net::SocketAddr>,
 }
 
 /// The command `run` wraps.
@@ -90,6 +92,33 @@ pub struct ChildConfig {
     /// Time between SIGTERM and SIGKILL when leadership is lost (capped by
     /// the leadership deadline).
     pub grace: Duration,
+    /// Whether a command that exits while we lead is started again.
+    pub restart: Restart,
+    /// Exit once leadership is lost instead of campaigning again.
+    pub exit_on_loss: bool,
+}
+
+/// `run --restart`: what happens when the command exits while we lead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Restart {
+    /// `elect run` exits with the command's code (and resigns).
+    Never,
+    /// Start it again, with backoff, if it exited with a non-zero code or
+    /// by a signal; exit with code 0 like `never`.
+    OnFailure,
+    /// Start it again, with backoff, whatever its code.
+    Always,
+}
+
+impl Restart {
+    /// Whether a command that exited with `code` is started again.
+    pub fn restarts(self, code: i32) -> bool {
+        match self {
+            Restart::Never => false,
+            Restart::OnFailure => code != 0,
+            Restart::Always => true,
+        }
+    }
 }
 
 /// Longest id we accept: ids are published in keys' values, output lines,
@@ -244,15 +273,11 @@ pub fn zk_path(path: &str) -> Result<String> {
 
 /// Checks a ZooKeeper session timeout: ZooKeeper counts in milliseconds.
 pub fn zk_ttl(ttl: Duration) -> Result<Duration> {
-    if ttl < Duration::from_millis(100) {
-        return Err(Error::usage(
-            "--ttl",
-            format!(
-                "{} is too short for a ZooKeeper session",
-                humantime::format_duration(ttl)
-            ),
-        ));
-    }
+    ttl_at_least(
+        ttl,
+        Duration::from_millis(100),
+        "is too short for a ZooKeeper session",
+    )?;
     if ttl > Duration::from_secs(i32::MAX as u64 / 1000) {
         return Err(Error::usage("--ttl", "is too long for a ZooKeeper session"));
     }
@@ -314,16 +339,23 @@ pub fn raft_cluster(name: &str) -> Result<String> {
 
 /// Checks a raft election timeout.
 pub fn raft_ttl(ttl: Duration) -> Result<Duration> {
-    if ttl < Duration::from_millis(10) {
+    ttl_at_least(
+        ttl,
+        Duration::from_millis(10),
+        "is below the 10ms minimum election timeout",
+    )?;
+    Ok(ttl)
+}
+
+/// `--ttl` below `min` is refused with "<ttl> <why>".
+fn ttl_at_least(ttl: Duration, min: Duration, why: &str) -> Result<()> {
+    if ttl < min {
         return Err(Error::usage(
             "--ttl",
-            format!(
-                "{} is below the 10ms minimum election timeout",
-                humantime::format_duration(ttl)
-            ),
+            format!("{} {why}", humantime::format_duration(ttl)),
         ));
     }
-    Ok(ttl)
+    Ok(())
 }
 
 /// Checks the id published as leader.
@@ -349,15 +381,11 @@ pub fn candidate_id(id: &str) -> Result<String> {
 
 /// Checks an etcd TTL: leases are granted in whole seconds, at least one.
 pub fn etcd_ttl(ttl: Duration) -> Result<Duration> {
-    if ttl < Duration::from_secs(1) {
-        return Err(Error::usage(
-            "--ttl",
-            format!(
-                "{} is below etcd's lease granularity of 1s",
-                humantime::format_duration(ttl)
-            ),
-        ));
-    }
+    ttl_at_least(
+        ttl,
+        Duration::from_secs(1),
+        "is below etcd's lease granularity of 1s",
+    )?;
     if ttl.subsec_nanos() != 0 {
         return Err(Error::usage(
             "--ttl",
@@ -368,6 +396,16 @@ pub fn etcd_ttl(ttl: Duration) -> Result<Duration> {
         ));
     }
     Ok(ttl)
+}
+
+/// Checks `--http`: an IP address and a port.
+pub fn http_addr(text: &str) -> Result<std::net::SocketAddr> {
+    text.trim().parse().map_err(|_| {
+        Error::usage(
+            "--http",
+            format!("{text:?} is not IP:PORT (e.g. 0.0.0.0:4040 or [::1]:4040)"),
+        )
+    })
 }
 
 /// The default `--id`: `hostname-pid`, unique per process on one host.

@@ -83,10 +83,12 @@ impl Leadership {
     /// Whether this snapshot tells the same story to a reader as `other`:
     /// equal but for the deadline, which moves with every renewal.
     pub fn same_view(&self, other: &Leadership) -> bool {
-        self.leader == other.leader
-            && self.token == other.token
-            && self.is_self == other.is_self
-            && self.current == other.current
+        self.same_leader(other) && self.is_self == other.is_self && self.current == other.current
+    }
+
+    /// Whether both name the same leader in the same term (fencing token).
+    pub fn same_leader(&self, other: &Leadership) -> bool {
+        self.leader == other.leader && self.token == other.token
     }
 
     /// Whether this process may act as leader at `now`.

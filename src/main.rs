@@ -5,18 +5,20 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Parser;
 use elect::backend;
 use elect::cli::{Cli, Command};
 use elect::config::{ElectionConfig, Format, OutputConfig};
-use elect::export::{self, lines};
+use elect::export::{self, Exported, Metrics, lines};
 use elect::supervise::{self, ChildEnv, Finish};
 use nix::sys::signal::Signal;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::prelude::*;
 
 mod demo;
 
@@ -29,12 +31,17 @@ fn main() -> ExitCode {
         return ExitCode::from(code.clamp(0, 255) as u8);
     }
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,elect=info")),
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,elect=info"));
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal())
+                .with_filter(filter),
         )
+        // Unfiltered: RUST_LOG must not change what the metrics count.
+        .with(export::metrics::BackendErrors)
         .init();
     let command = match cli.validate() {
         Ok(c) => c,
@@ -113,30 +120,119 @@ async fn leader(cfg: ElectionConfig, format: Format) -> anyhow::Result<u8> {
     })
 }
 
+/// The exporters of one command: lines, leader file, metrics and, with
+/// `--http`, the HTTP server (bound before the backend is contacted, so a
+/// taken port fails the command before it campaigns).
+struct Exports {
+    metrics: Arc<Metrics>,
+    listener: Option<tokio::net::TcpListener>,
+    ctx: export::Context,
+    output: OutputConfig,
+}
+
+/// The running exporters; [`Running::finish`] waits for the last line.
+struct Running {
+    exporter: tokio::task::JoinHandle<()>,
+    server: Option<tokio::task::JoinHandle<()>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Exports {
+    async fn prepare(cfg: &ElectionConfig, output: OutputConfig) -> anyhow::Result<Exports> {
+        let listener = match output.http {
+            Some(addr) => Some(export::http::bind(addr).await?),
+            None => None,
+        };
+        Ok(Exports {
+            metrics: Arc::new(Metrics::new()),
+            listener,
+            ctx: context(cfg),
+            output,
+        })
+    }
+
+    fn start(self, leadership: watch::Receiver<elect::Leadership>) -> Running {
+        let (state, exported) = Exported::channel();
+        let server = self.listener.map(|listener| {
+            tokio::spawn(export::http::serve(
+                listener,
+                exported,
+                self.metrics.clone(),
+                self.ctx.clone(),
+            ))
+        });
+        let exporter = tokio::spawn(export::run(
+            leadership,
+            self.ctx,
+            self.output,
+            self.metrics.clone(),
+            state,
+        ));
+        Running {
+            exporter,
+            server,
+            metrics: self.metrics,
+        }
+    }
+}
+
+impl Running {
+    /// Waits for the exporter to write what the backend last said, then
+    /// stops serving.
+    async fn finish(self) -> anyhow::Result<()> {
+        let result = self.exporter.await.context("exporter");
+        if let Some(server) = self.server {
+            server.abort();
+        }
+        result
+    }
+
+    /// Stops at once.
+    fn abort(self) {
+        self.exporter.abort();
+        if let Some(server) = self.server {
+            server.abort();
+        }
+    }
+}
+
 async fn observe(cfg: ElectionConfig, output: OutputConfig) -> anyhow::Result<u8> {
     let mut shutdown = shutdown_signals()?;
+    let exports = Exports::prepare(&cfg, output).await?;
     let observation = backend::observe(&cfg).await?;
-    let exporter = tokio::spawn(export::run(observation.leadership(), context(&cfg), output));
+    let running = exports.start(observation.leadership());
     shutdown.recv().await;
     drop(observation);
-    exporter.abort();
+    running.abort();
     Ok(0)
+}
+
+/// Resigns, timing the handover when we were leading.
+async fn resign(campaign: backend::Campaign, metrics: &Metrics) -> anyhow::Result<()> {
+    let leading = campaign.leadership().borrow().is_self;
+    let started = std::time::Instant::now();
+    campaign.resign().await?;
+    if leading {
+        metrics.record_handover(started.elapsed());
+    }
+    Ok(())
 }
 
 async fn campaign(cfg: ElectionConfig, output: OutputConfig) -> anyhow::Result<u8> {
     let mut shutdown = shutdown_signals()?;
+    let exports = Exports::prepare(&cfg, output).await?;
     // No work runs under our leadership, so nothing ever keeps us busy.
     let (_idle, busy) = watch::channel(false);
     let campaign = backend::campaign(&cfg, busy).await?;
-    let exporter = tokio::spawn(export::run(campaign.leadership(), context(&cfg), output));
+    let running = exports.start(campaign.leadership());
     let mut leadership = campaign.leadership();
     tokio::select! {
         sig = shutdown.recv() => tracing::info!("{:?}: resigning", sig),
         // The campaign task publishes until it ends; ending by itself is a failure.
         _ = async { while leadership.changed().await.is_ok() {} } => {}
     }
-    campaign.resign().await?;
-    exporter.await.context("exporter")?;
+    resign(campaign, &running.metrics).await?;
+    running.finish().await?;
     Ok(0)
 }
 
@@ -145,10 +241,18 @@ async fn run(
     output: OutputConfig,
     child: elect::config::ChildConfig,
 ) -> anyhow::Result<u8> {
-    let mut shutdown = shutdown_signals()?;
+    // SIGINT and SIGTERM stop us; these are only passed on to the command.
+    let forwarded = [
+        (SignalKind::hangup(), Signal::SIGHUP),
+        (SignalKind::quit(), Signal::SIGQUIT),
+        (SignalKind::user_defined1(), Signal::SIGUSR1),
+        (SignalKind::user_defined2(), Signal::SIGUSR2),
+    ];
+    let mut shutdown = signals(&[SHUTDOWN_SIGNALS.as_slice(), &forwarded].concat())?;
+    let exports = Exports::prepare(&cfg, output).await?;
     let (busy_tx, busy) = watch::channel(false);
     let campaign = backend::campaign(&cfg, busy).await?;
-    let exporter = tokio::spawn(export::run(campaign.leadership(), context(&cfg), output));
+    let running = exports.start(campaign.leadership());
     let env = ChildEnv {
         election: cfg.election.clone(),
         backend: cfg.backend.name(),
@@ -156,22 +260,30 @@ async fn run(
     };
     let finish = supervise::run(&child, &env, campaign.leadership(), &busy_tx, &mut shutdown).await;
     // The command's group is gone by now on every path; resigning is safe.
-    campaign.resign().await?;
-    exporter.await.context("exporter")?;
+    resign(campaign, &running.metrics).await?;
+    running.finish().await?;
     match finish? {
         Finish::Exited(code) => Ok(code.clamp(0, 255) as u8),
         Finish::Signalled(_) => Ok(0),
         Finish::BackendGone => anyhow::bail!("the {} backend stopped", cfg.backend.name()),
+        Finish::Lost => anyhow::bail!("leadership lost; the command is dead (--exit-on-loss)"),
     }
 }
 
+const SHUTDOWN_SIGNALS: [(SignalKind, Signal); 2] = [
+    (SignalKind::interrupt(), Signal::SIGINT),
+    (SignalKind::terminate(), Signal::SIGTERM),
+];
+
 /// SIGINT and SIGTERM, as one stream.
 fn shutdown_signals() -> anyhow::Result<mpsc::UnboundedReceiver<Signal>> {
+    signals(&SHUTDOWN_SIGNALS)
+}
+
+/// `wanted` signals, as one stream.
+fn signals(wanted: &[(SignalKind, Signal)]) -> anyhow::Result<mpsc::UnboundedReceiver<Signal>> {
     let (tx, rx) = mpsc::unbounded_channel();
-    for (kind, sig) in [
-        (SignalKind::interrupt(), Signal::SIGINT),
-        (SignalKind::terminate(), Signal::SIGTERM),
-    ] {
+    for &(kind, sig) in wanted {
         let mut stream = signal(kind).context("installing signal handlers")?;
         let tx = tx.clone();
         tokio::spawn(async move {

@@ -45,27 +45,51 @@ fn malformed_input_names_the_flag_and_exits_2() {
         "--grace",
     );
     refused(&["run", "--election", "jobs"], "CMD");
+    refused(&with(&["--http", "localhost"]), "--http");
+    refused(&with(&["--http", "4040"]), "--http");
+}
+
+#[test]
+fn a_taken_http_port_fails_before_campaigning() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    // The endpoint is unreachable too: the port must be what fails, first.
+    let (code, out, err, took) = elect_once(&[
+        "campaign",
+        "--election",
+        "jobs",
+        "--endpoints",
+        "127.0.0.1:1",
+        "--http",
+        &addr,
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("--http") && err.contains(&addr), "{err}");
+    assert!(
+        took < Duration::from_secs(2),
+        "failed at once, not after the connect timeout: {took:?}"
+    );
+}
+
+/// `args` (with a 1 s connect timeout) fail with exit 1 and `message`
+/// within 5 s.
+fn unreachable(args: &[&str], message: &str) {
+    let args = [args, &["--connect-timeout", "1s"]].concat();
+    let (code, _, err, took) = elect_once(&args);
+    assert_eq!(code, 1, "{args:?}: {err}");
+    assert!(err.contains(message), "{args:?}: {err}");
+    assert!(took < Duration::from_secs(5), "{args:?} took {took:?}");
 }
 
 #[test]
 fn unreachable_endpoint_fails_with_exit_1_in_bounded_time() {
     // Nothing listens on port 1 of loopback.
     for cmd in ["campaign", "observe", "leader"] {
-        let (code, _, err, took) = elect_once(&[
-            cmd,
-            "--election",
-            "jobs",
-            "--endpoints",
-            "127.0.0.1:1",
-            "--connect-timeout",
-            "1s",
-        ]);
-        assert_eq!(code, 1, "{cmd}: {err}");
-        assert!(
-            err.contains("cannot reach etcd at http://127.0.0.1:1"),
-            "{cmd}: {err}"
+        unreachable(
+            &[cmd, "--election", "jobs", "--endpoints", "127.0.0.1:1"],
+            "cannot reach etcd at http://127.0.0.1:1",
         );
-        assert!(took < Duration::from_secs(5), "{cmd} took {took:?}");
     }
     let (code, _, err, _) = elect_once(&[
         "run",
@@ -84,13 +108,13 @@ fn unreachable_endpoint_fails_with_exit_1_in_bounded_time() {
 
 #[test]
 fn zookeeper_input_is_checked_before_connecting() {
-    let zk = |extra: &[&'static str]| -> Vec<&'static str> {
-        ["--backend", "zk", "campaign", "--election", "/jobs"]
-            .iter()
-            .chain(extra)
-            .copied()
-            .collect()
-    };
+    fn zk<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+        [
+            &["--backend", "zk", "campaign", "--election", "/jobs"],
+            extra,
+        ]
+        .concat()
+    }
     for bad in ["jobs", "/jobs/", "/a//b", "/a/../b", "/a\u{1}b"] {
         refused(
             &["--backend", "zk", "campaign", "--election", bad],
@@ -101,18 +125,9 @@ fn zookeeper_input_is_checked_before_connecting() {
     refused(&zk(&["--endpoints", "h:2181//x"]), "--endpoints");
     refused(&zk(&["--ttl", "10ms"]), "--ttl");
     let long_id = "x".repeat(2000);
-    let long_id: &'static str = Box::leak(long_id.into_boxed_str());
-    refused(&zk(&["--id", long_id]), "--id");
+    refused(&zk(&["--id", &long_id]), "--id");
 
-    let (code, _, err, took) = elect_once(&zk(&[
-        "--endpoints",
-        "127.0.0.1:1",
-        "--connect-timeout",
-        "1s",
-    ]));
-    assert_eq!(code, 1, "{err}");
-    assert!(err.contains("cannot reach zk"), "{err}");
-    assert!(took < Duration::from_secs(5), "took {took:?}");
+    unreachable(&zk(&["--endpoints", "127.0.0.1:1"]), "cannot reach zk");
 }
 
 #[test]
@@ -149,18 +164,16 @@ fn raft_peers_are_checked_before_anything_starts() {
         ],
         "--id",
     );
-    let (code, _, err, took) = elect_once(&[
-        "--backend",
-        "raft",
-        "--election",
-        "c",
-        "--endpoints",
-        "a=127.0.0.1:1",
-        "--connect-timeout",
-        "1s",
-        "leader",
-    ]);
-    assert_eq!(code, 1, "{err}");
-    assert!(err.contains("cannot reach raft"), "{err}");
-    assert!(took < Duration::from_secs(5));
+    unreachable(
+        &[
+            "--backend",
+            "raft",
+            "--election",
+            "c",
+            "--endpoints",
+            "a=127.0.0.1:1",
+            "leader",
+        ],
+        "cannot reach raft",
+    );
 }

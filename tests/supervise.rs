@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use elect::Leadership;
-use elect::config::ChildConfig;
+use elect::config::{ChildConfig, Restart};
 use elect::supervise::{ChildEnv, Finish, run};
 use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
@@ -14,6 +14,8 @@ fn sh(script: &str) -> ChildConfig {
     ChildConfig {
         command: vec!["sh".into(), "-c".into(), script.into()],
         grace: Duration::from_secs(5),
+        restart: Restart::Never,
+        exit_on_loss: false,
     }
 }
 
@@ -134,10 +136,132 @@ async fn a_command_that_cannot_start_exits_127() {
     let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
     let cfg = ChildConfig {
         command: vec!["/nonexistent/command".into()],
-        grace: Duration::from_secs(1),
+        ..sh("")
     };
     assert_eq!(
         run(&cfg, &env(), rx, &busy, &mut sigs).await.unwrap(),
         Finish::Exited(127)
     );
+}
+
+/// Counts the lines a command appended to a file.
+fn runs(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
+}
+
+#[tokio::test]
+async fn on_failure_restarts_a_failing_command_with_backoff_and_stops_on_success() {
+    let (_tx, rx) = watch::channel(lead(1, Duration::from_secs(60)));
+    let (busy, _busy_rx) = watch::channel(false);
+    let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
+    let dir = std::env::temp_dir().join(format!("elect-restart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("runs");
+    // Fails twice, then succeeds.
+    let mut cfg = sh(&format!(
+        "echo run >> {0}; test $(wc -l < {0}) -ge 3 || exit 5",
+        log.display()
+    ));
+    cfg.restart = Restart::OnFailure;
+    let started = Instant::now();
+    let finish = run(&cfg, &env(), rx, &busy, &mut sigs).await.unwrap();
+    assert_eq!(finish, Finish::Exited(0));
+    assert_eq!(runs(&log), 3);
+    // Backoff: 100 ms, then 200 ms.
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn always_restarts_until_sigterm_which_is_forwarded_and_ends_it() {
+    let (_tx, rx) = watch::channel(lead(1, Duration::from_secs(60)));
+    let (busy, mut busy_rx) = watch::channel(false);
+    let (sig_tx, mut sigs) = mpsc::unbounded_channel();
+    let dir = std::env::temp_dir().join(format!("elect-always-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("runs");
+    let mut cfg = sh(&format!(
+        "trap 'exit 0' TERM; echo run >> {0}; sleep 0.05 & wait",
+        log.display()
+    ));
+    cfg.restart = Restart::Always;
+    let task = async {
+        for _ in 0..3 {
+            busy_rx.wait_for(|b| *b).await.unwrap();
+            busy_rx.wait_for(|b| !*b).await.unwrap();
+        }
+        busy_rx.wait_for(|b| *b).await.unwrap();
+        // The fourth run has set its trap once it has written its line.
+        while runs(&log) < 4 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        sig_tx.send(Signal::SIGTERM).unwrap();
+    };
+    let env = env();
+    let (finish, ()) = tokio::join!(run(&cfg, &env, rx, &busy, &mut sigs), task);
+    assert_eq!(finish.unwrap(), Finish::Exited(0));
+    assert!(runs(&log) >= 4, "{} runs", runs(&log));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn hup_quit_usr1_usr2_reach_the_command_without_ending_supervision() {
+    let (_tx, rx) = watch::channel(lead(1, Duration::from_secs(60)));
+    let (busy, mut busy_rx) = watch::channel(false);
+    let (sig_tx, mut sigs) = mpsc::unbounded_channel();
+    let dir = std::env::temp_dir().join(format!("elect-fwd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("signals");
+    let cfg = sh(&format!(
+        "for s in HUP QUIT USR1 USR2; do trap \"echo $s >> {0}\" $s; done; \
+         trap 'exit 9' TERM; while :; do sleep 0.01; done",
+        log.display()
+    ));
+    let task = async {
+        busy_rx.wait_for(|b| *b).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for sig in [
+            Signal::SIGHUP,
+            Signal::SIGQUIT,
+            Signal::SIGUSR1,
+            Signal::SIGUSR2,
+        ] {
+            sig_tx.send(sig).unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        sig_tx.send(Signal::SIGTERM).unwrap();
+    };
+    let env = env();
+    let (finish, ()) = tokio::join!(run(&cfg, &env, rx, &busy, &mut sigs), task);
+    assert_eq!(finish.unwrap(), Finish::Exited(9));
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        seen.split_whitespace().collect::<Vec<_>>(),
+        ["HUP", "QUIT", "USR1", "USR2"]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn exit_on_loss_ends_supervision_once_the_command_is_dead() {
+    let (tx, rx) = watch::channel(lead(1, Duration::from_secs(60)));
+    let (busy, mut busy_rx) = watch::channel(false);
+    let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
+    let mut cfg = sh("sleep 1000");
+    cfg.exit_on_loss = true;
+    let task = async {
+        busy_rx.wait_for(|b| *b).await.unwrap();
+        tx.send_replace(Leadership::unknown());
+        busy_rx.wait_for(|b| !*b).await.unwrap();
+        // Leading again must not start anything: supervision is over.
+        tx.send_replace(lead(2, Duration::from_secs(60)));
+    };
+    let env = env();
+    let (finish, ()) = tokio::join!(run(&cfg, &env, rx, &busy, &mut sigs), task);
+    assert_eq!(finish.unwrap(), Finish::Lost);
+    assert!(!*busy_rx.borrow());
 }

@@ -40,7 +40,27 @@ pub enum Finish {
     Signalled(Signal),
     /// The backend stopped publishing.
     BackendGone,
+    /// Leadership was lost and `--exit-on-loss` asked to stop there; the
+    /// command's group is dead.
+    Lost,
 }
+
+/// SIGINT and SIGTERM end `elect run`; the others are only forwarded.
+pub fn is_shutdown(sig: Signal) -> bool {
+    matches!(sig, Signal::SIGINT | Signal::SIGTERM)
+}
+
+/// The wait before starting a command again after `failures` quick exits
+/// in a row: 100 ms, doubling, at most 10 s.
+pub fn restart_delay(failures: u32) -> Duration {
+    let ceiling = Duration::from_secs(10);
+    Duration::from_millis(100)
+        .checked_mul(1 << failures.min(16))
+        .map_or(ceiling, |d| d.min(ceiling))
+}
+
+/// A command that ran at least this long before exiting resets the backoff.
+const STEADY: Duration = Duration::from_secs(10);
 
 /// What the command is told about its election, and where the watchdog
 /// executable is (`elect` itself).
@@ -59,9 +79,11 @@ enum End {
     BackendGone,
 }
 
-/// Supervises `cfg.command` under `leadership` until it exits by itself or
-/// a shutdown signal arrives while it is not running. Signals received
-/// while it runs are forwarded to its group.
+/// Supervises `cfg.command` under `leadership` until it exits by itself
+/// (and `--restart` does not start it again), a shutdown signal arrives
+/// while it is not running, or leadership is lost with `--exit-on-loss`.
+/// Signals received while it runs are forwarded to its group; SIGINT and
+/// SIGTERM also mean that it is not restarted.
 ///
 /// Errors: the watchdog could not be started. Cancel safety: dropping the
 /// future kills the command's group at once.
@@ -72,14 +94,24 @@ pub async fn run(
     busy: &watch::Sender<bool>,
     signals: &mut mpsc::UnboundedReceiver<Signal>,
 ) -> Result<Finish> {
+    let mut quick_exits: u32 = 0;
+    let mut shutting_down = false;
     loop {
-        let snapshot = tokio::select! {
-            s = wait_to_lead(&mut leadership) => match s {
-                Some(s) => s,
-                None => return Ok(Finish::BackendGone),
-            },
-            Some(sig) = signals.recv() => return Ok(Finish::Signalled(sig)),
+        let snapshot = loop {
+            tokio::select! {
+                s = wait_to_lead(&mut leadership) => match s {
+                    Some(s) => break s,
+                    None => return Ok(Finish::BackendGone),
+                },
+                Some(sig) = signals.recv() => {
+                    if is_shutdown(sig) {
+                        return Ok(Finish::Signalled(sig));
+                    }
+                    info!("{sig} while no command runs: ignored");
+                }
+            }
         };
+        let started = Instant::now();
         let token = snapshot.token;
         let mut deadline = snapshot
             .deadline
@@ -131,6 +163,7 @@ pub async fn run(
                 }
                 Some(sig) = signals.recv() => {
                     info!("forwarding {sig} to the command");
+                    shutting_down |= is_shutdown(sig);
                     child.forward(sig);
                 }
             }
@@ -140,12 +173,37 @@ pub async fn run(
                 // The watchdog has already ended whatever the command left
                 // in its group: it exits only once the group is gone.
                 busy.send_replace(false);
-                return Ok(Finish::Exited(code));
+                if shutting_down || !cfg.restart.restarts(code) {
+                    return Ok(Finish::Exited(code));
+                }
+                quick_exits = if started.elapsed() >= STEADY {
+                    0
+                } else {
+                    quick_exits + 1
+                };
+                let delay = restart_delay(quick_exits.saturating_sub(1));
+                warn!(
+                    code,
+                    "the command exited; starting it again in {delay:?} (--restart {:?})",
+                    cfg.restart
+                );
+                let resume = Instant::now() + delay;
+                loop {
+                    tokio::select! {
+                        () = sleep_until(resume) => break,
+                        Some(sig) = signals.recv() => if is_shutdown(sig) {
+                            return Ok(Finish::Exited(code));
+                        },
+                    }
+                }
             }
             End::Lost(kill_by) => {
                 info!("leadership lost: stopping the command");
                 stop(&mut child, cfg.grace, kill_by, &mut leadership).await;
                 busy.send_replace(false);
+                if cfg.exit_on_loss {
+                    return Ok(Finish::Lost);
+                }
             }
             End::BackendGone => {
                 stop(&mut child, Duration::ZERO, Instant::now(), &mut leadership).await;
@@ -213,4 +271,29 @@ fn child_env(env: &ChildEnv, s: &Leadership) -> Vec<(&'static str, String)> {
         ("ELECT_ELECTION", env.election.clone()),
         ("ELECT_BACKEND", env.backend.to_owned()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restarts_back_off_from_100ms_to_10s() {
+        let delays: Vec<u128> = (0..9).map(|n| restart_delay(n).as_millis()).collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 6400, 10000, 10000]);
+        assert_eq!(restart_delay(u32::MAX), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn only_sigint_and_sigterm_shut_down() {
+        assert!(is_shutdown(Signal::SIGTERM) && is_shutdown(Signal::SIGINT));
+        for sig in [
+            Signal::SIGHUP,
+            Signal::SIGQUIT,
+            Signal::SIGUSR1,
+            Signal::SIGUSR2,
+        ] {
+            assert!(!is_shutdown(sig));
+        }
+    }
 }

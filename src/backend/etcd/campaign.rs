@@ -53,6 +53,8 @@ enum Outcome {
 
 pub struct Candidate {
     client: Client,
+    /// One client per endpoint, for lease keepalives.
+    renewers: Vec<Client>,
     cfg: ElectionConfig,
     reporter: Reporter<View>,
     busy: watch::Receiver<bool>,
@@ -62,6 +64,7 @@ pub struct Candidate {
 impl Candidate {
     pub fn new(
         client: Client,
+        renewers: Vec<Client>,
         cfg: ElectionConfig,
         out: watch::Sender<Leadership>,
         view: watch::Receiver<View>,
@@ -70,6 +73,7 @@ impl Candidate {
     ) -> Self {
         Candidate {
             client,
+            renewers,
             cfg,
             reporter: Reporter::new(out, view),
             busy,
@@ -260,7 +264,7 @@ impl Candidate {
             if self.resign.is_cancelled() {
                 return None;
             }
-            let grant = Lease::grant(&self.client, self.cfg.ttl);
+            let grant = Lease::grant(&self.client, &self.renewers, self.cfg.ttl);
             tokio::pin!(grant);
             let granted = loop {
                 tokio::select! {

@@ -60,11 +60,12 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// Grants a lease of `ttl` and starts keeping it alive.
+    /// Grants a lease of `ttl` through `client` and starts keeping it
+    /// alive through `renewers`, one client per endpoint.
     ///
     /// Errors: the grant request failed. Cancel safety: a grant whose reply
     /// is lost leaves a lease that expires after `ttl` on its own.
-    pub async fn grant(client: &Client, ttl: Duration) -> Result<Lease> {
+    pub async fn grant(client: &Client, renewers: &[Client], ttl: Duration) -> Result<Lease> {
         let mut lease_client = client.lease_client();
         let sent = Instant::now();
         let options = LeaseGrantOptions::new().with_id(fresh_lease_id());
@@ -86,7 +87,7 @@ impl Lease {
             deadline: deadline_after(sent, granted),
             expired: false,
         });
-        let keeper = tokio::spawn(keep_alive(client.clone(), resp.id(), granted, sent, tx));
+        let keeper = tokio::spawn(keep_alive(renewers.to_vec(), resp.id(), granted, sent, tx));
         Ok(Lease {
             id: resp.id(),
             ttl: granted,
@@ -132,8 +133,13 @@ impl Drop for Lease {
 }
 
 /// Pings every TTL/3 and publishes the deadline each acknowledged ping buys.
+///
+/// Pings go to one member at a time; one left unanswered for TTL/3 moves
+/// the loop to the next member, so a member cut off from us (its packets
+/// dropped, no reset) costs one interval, not the lease. Candidates start
+/// at different members (chosen by lease id) to spread the load.
 async fn keep_alive(
-    client: Client,
+    renewers: Vec<Client>,
     id: i64,
     ttl: Duration,
     granted_at: Instant,
@@ -142,17 +148,19 @@ async fn keep_alive(
     let interval = ttl / 3;
     let mut next = granted_at + interval;
     let mut stream = None;
+    let mut member = (id >> 16) as usize % renewers.len().max(1);
     loop {
         sleep_until(next).await;
         if stream.is_none() {
-            let mut lease_client = client.lease_client();
+            let mut lease_client = renewers[member].lease_client();
             match timeout(interval, lease_client.keep_alive(id)).await {
                 Ok(Ok(pair)) => stream = Some(pair),
-                Ok(Err(e)) => debug!("keepalive stream: {e}"),
-                Err(_) => debug!("keepalive stream: timed out"),
+                Ok(Err(e)) => debug!(member, "keepalive stream: {e}"),
+                Err(_) => debug!(member, "keepalive stream: timed out"),
             }
         }
         let Some((keeper, responses)) = stream.as_mut() else {
+            member = (member + 1) % renewers.len();
             next = Instant::now() + retry_delay(interval);
             continue;
         };
@@ -183,10 +191,11 @@ async fn keep_alive(
                 // ping: that would move the deadline past the server's expiry.
                 // So the stream is dropped and a new one opened.
                 match outcome {
-                    Ok(Err(e)) => debug!("keepalive failed: {e}"),
-                    _ => debug!("keepalive unanswered"),
+                    Ok(Err(e)) => debug!(member, "keepalive failed: {e}"),
+                    _ => debug!(member, "keepalive unanswered"),
                 }
                 stream = None;
+                member = (member + 1) % renewers.len();
                 next = Instant::now() + retry_delay(interval);
             }
         }

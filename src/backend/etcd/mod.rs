@@ -36,9 +36,30 @@ pub(crate) fn etcd_error(action: &'static str, e: impl std::fmt::Display) -> Err
     }
 }
 
-/// Opens a client. The connection itself is made lazily by the first
-/// request, which callers bound with [`first_contact`].
+/// Opens a client balancing over every endpoint. The connection itself is
+/// made lazily by the first request, which callers bound with
+/// [`first_contact`].
 async fn connect(cfg: &ElectionConfig) -> Result<Client> {
+    connect_to(cfg, &cfg.endpoints).await
+}
+
+/// One client per endpoint, for the keepalive loop (see [`lease`]): it
+/// moves to the next member as soon as one leaves a ping unanswered,
+/// where the balancing client could keep choosing a member that is cut off
+/// until HTTP/2 pings declare that connection dead, longer than a short TTL.
+/// With a single endpoint there is nowhere to move: `client` serves.
+async fn connect_each(cfg: &ElectionConfig, client: &Client) -> Result<Vec<Client>> {
+    if cfg.endpoints.len() == 1 {
+        return Ok(vec![client.clone()]);
+    }
+    let mut clients = Vec::with_capacity(cfg.endpoints.len());
+    for endpoint in &cfg.endpoints {
+        clients.push(connect_to(cfg, std::slice::from_ref(endpoint)).await?);
+    }
+    Ok(clients)
+}
+
+async fn connect_to(cfg: &ElectionConfig, endpoints: &[String]) -> Result<Client> {
     // HTTP/2 pings find a dead connection within ~2 s even while idle, and
     // `require_leader` makes members that lost quorum fail our watches
     // instead of serving them silently.
@@ -47,7 +68,7 @@ async fn connect(cfg: &ElectionConfig) -> Result<Client> {
         .with_keep_alive(Duration::from_secs(1), Duration::from_secs(2))
         .with_keep_alive_while_idle(true)
         .with_require_leader(true);
-    Client::connect(&cfg.endpoints, Some(options))
+    Client::connect(endpoints, Some(options))
         .await
         .map_err(|e| unreachable(cfg, e))
 }
@@ -107,15 +128,17 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 /// the connect timeout. Later failures are retried.
 pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Result<Campaign> {
     let client = connect(cfg).await?;
+    let renewers = connect_each(cfg, &client).await?;
     let prefix = layout::prefix(&cfg.election);
     let first = first_contact(cfg, observe::read_leader(&client, &prefix)).await?;
-    let lease = first_contact(cfg, lease::Lease::grant(&client, cfg.ttl)).await?;
+    let lease = first_contact(cfg, lease::Lease::grant(&client, &renewers, cfg.ttl)).await?;
 
     let (view_tx, view_rx) = watch::channel(first.clone());
     let (out, leadership) = watch::channel(Leadership::unknown());
     let resign = CancellationToken::new();
     let candidate = campaign::Candidate::new(
         client.clone(),
+        renewers,
         cfg.clone(),
         out,
         view_rx,

@@ -9,7 +9,7 @@
 
 use etcd_client::{Client, EventType, GetOptions, SortOrder, SortTarget, WatchOptions};
 use tokio::sync::watch;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::etcd_error;
 use super::layout::CandidateKey;
@@ -85,8 +85,7 @@ pub async fn follow(client: Client, prefix: String, first: View, out: watch::Sen
         match watch_until_change(&client, &prefix, &view, &out).await {
             Ok(()) => backoff.reset(),
             Err(e) => {
-                debug!("observer: {e}");
-                mark_stale(&out);
+                lost_contact(&out, &e);
                 if out.is_closed() {
                     return;
                 }
@@ -100,8 +99,7 @@ pub async fn follow(client: Client, prefix: String, first: View, out: watch::Sen
             match read_leader(&client, &prefix).await {
                 Ok(v) => break v,
                 Err(e) => {
-                    debug!("observer: {e}");
-                    mark_stale(&out);
+                    lost_contact(&out, &e);
                     backoff.wait().await;
                 }
             }
@@ -109,9 +107,15 @@ pub async fn follow(client: Client, prefix: String, first: View, out: watch::Sen
     }
 }
 
-/// Keeps the last view but marks it as not current.
-fn mark_stale(out: &watch::Sender<View>) {
-    out.send_if_modified(|v| std::mem::replace(&mut v.current, false));
+/// Keeps the last view but marks it as not current. The first failure of
+/// a stretch is a warning (and counts as a backend error in the metrics);
+/// the retries that follow are debug noise.
+fn lost_contact(out: &watch::Sender<View>, e: &impl std::fmt::Display) {
+    if out.send_if_modified(|v| std::mem::replace(&mut v.current, false)) {
+        warn!("lost contact with etcd, the leader is unknown until it is back: {e}");
+    } else {
+        debug!("observer: {e}");
+    }
 }
 
 /// Watches from just after `view.revision` and returns once the leader may

@@ -548,6 +548,15 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    /// Node `id` of `n0..n{count}`, started at time 0 with an empty store.
+    fn node(id: &str, count: usize) -> Node {
+        Node::new(
+            Config::new(id, &peers(count), T, 1),
+            Some(HardState::default()),
+            ms(0),
+        )
+    }
+
     fn vote(term: u64) -> Message {
         Message::Vote {
             term,
@@ -562,11 +571,7 @@ mod tests {
 
     #[test]
     fn a_single_node_elects_itself_and_holds_a_lease() {
-        let mut n = Node::new(
-            Config::new("n0", &peers(1), T, 1),
-            Some(HardState::default()),
-            ms(0),
-        );
+        let mut n = node("n0", 1);
         let r = n.tick(ms(250));
         assert_eq!(n.role(), Role::Leader);
         assert_eq!(r.persist.unwrap().term, 1);
@@ -575,12 +580,7 @@ mod tests {
 
     #[test]
     fn votes_are_refused_while_a_leader_is_fresh() {
-        let p = peers(3);
-        let mut n = Node::new(
-            Config::new("n1", &p, T, 1),
-            Some(HardState::default()),
-            ms(0),
-        );
+        let mut n = node("n1", 3);
         n.step(ms(10), "n0", Message::Heartbeat { term: 1, round: 1 });
         let r = n.step(ms(20), "n2", vote(2));
         assert!(r.messages.is_empty(), "ignored in lease");
@@ -620,12 +620,7 @@ mod tests {
 
     #[test]
     fn one_vote_per_term_and_it_is_persisted_before_the_reply() {
-        let p = peers(3);
-        let mut n = Node::new(
-            Config::new("n1", &p, T, 1),
-            Some(HardState::default()),
-            ms(0),
-        );
+        let mut n = node("n1", 3);
         let r = n.step(ms(300), "n0", vote(1));
         assert_eq!(
             r.persist,
@@ -678,12 +673,7 @@ mod tests {
 
     #[test]
     fn the_lease_follows_the_send_time_of_the_majority_round() {
-        let p = peers(3);
-        let mut n = Node::new(
-            Config::new("n0", &p, T, 1),
-            Some(HardState::default()),
-            ms(0),
-        );
+        let mut n = node("n0", 3);
         let r = n.tick(ms(250));
         assert_eq!(n.role(), Role::PreCandidate);
         assert_eq!(r.messages.len(), 2);
@@ -722,12 +712,7 @@ mod tests {
 
     #[test]
     fn transfer_gives_the_lease_up_before_timeout_now() {
-        let p = peers(3);
-        let mut n = Node::new(
-            Config::new("n0", &p, T, 1),
-            Some(HardState::default()),
-            ms(0),
-        );
+        let mut n = node("n0", 3);
         n.tick(ms(250));
         n.step(
             ms(251),

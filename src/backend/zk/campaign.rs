@@ -459,9 +459,16 @@ async fn wait_for_turn(client: &Client, election: &str, path: &str) -> Result<Tu
     }
 }
 
-/// Whether `path` exists and belongs to our session.
+/// Whether `path` exists and belongs to our session, as the quorum knows
+/// it. The `sync` goes through the ZooKeeper leader and the read is
+/// answered after it: a follower cut off from the quorum keeps serving
+/// reads until it notices (up to syncLimit ticks), and must not vouch for a
+/// session the quorum may be expiring. (A listing read before the sync can
+/// only be older, so it can only show more predecessors, never fewer.)
 async fn owns(client: &Client, path: &str) -> Result<bool> {
-    match client.check_stat(path).await {
+    let (synced, stat) = tokio::join!(client.sync(path), client.check_stat(path));
+    synced.map_err(|e| zk_error("syncing with the quorum", e))?;
+    match stat {
         Ok(Some(stat)) => Ok(stat.ephemeral_owner == client.session_id().0),
         Ok(None) => Ok(false),
         Err(e) => Err(zk_error("reading our znode", e)),

@@ -15,7 +15,7 @@ use crate::backend::report::{Observed, publish_if_changed};
 use crate::error::Result;
 use crate::leadership::Leadership;
 use tokio::sync::watch;
-use tracing::debug;
+use tracing::{debug, warn};
 
 /// The leader as last read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +129,7 @@ pub async fn follow(client: Client, election: String, out: watch::Sender<View>) 
                     event = watcher.changed() => debug!(?event.event_type, "leader may have changed"),
                     () = out.closed() => return,
                     ended = until_disconnected(&mut state) => {
+                        warn!("disconnected from ZooKeeper, the leader is unknown until the session is back");
                         publish_if_changed(&out, View::unknown());
                         if ended || !until_reconnected(&mut state).await {
                             return;
@@ -137,7 +138,13 @@ pub async fn follow(client: Client, election: String, out: watch::Sender<View>) 
                 }
             }
             Err(e) => {
-                debug!("observer: {e}");
+                if out.borrow().current {
+                    warn!(
+                        "lost contact with ZooKeeper, the leader is unknown until it is back: {e}"
+                    );
+                } else {
+                    debug!("observer: {e}");
+                }
                 publish_if_changed(&out, View::unknown());
                 if is_terminal(state.peek_state()) {
                     return;
