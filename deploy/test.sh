@@ -4,7 +4,14 @@
 # protobuf-compiler (etcd-client builds its gRPC code with protoc),
 # zookeeper (run with the machine's Java), python3-kazoo and
 # libcurator-recipes-java (the interop peers); then cargo-nextest.
+#
+# By default the ensembles run in containers (ELECT_TEST_MODE=containers):
+# the Docker engine must work, and the images are built first from Debian
+# packages (deploy/images/build.sh). ELECT_TEST_MODE=processes runs them as
+# local processes instead, for machines without Docker; the container-only
+# fault tests then say so and do nothing.
 set -euo pipefail
+started=$(date +%s)
 cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -13,6 +20,8 @@ missing=()
 command -v etcd >/dev/null || missing+=(etcd-server)
 command -v etcdctl >/dev/null || missing+=(etcd-client)
 command -v protoc >/dev/null || missing+=(protobuf-compiler)
+# protoc's well-known types (descriptor.proto), only a Recommends of protoc.
+[ -f /usr/include/google/protobuf/descriptor.proto ] || missing+=(libprotobuf-dev)
 command -v java >/dev/null || missing+=(default-jre-headless)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 [ -f /usr/share/java/curator-recipes.jar ] || missing+=(libcurator-recipes-java)
@@ -29,4 +38,35 @@ cargo nextest --version >/dev/null 2>&1 || cargo install --locked cargo-nextest
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
+
+mode=${ELECT_TEST_MODE:-containers}
+export ELECT_TEST_MODE=$mode
+case "$mode" in
+  containers)
+    if ! docker info >/dev/null 2>&1; then
+      echo "test.sh: container mode needs a working Docker engine:" >&2
+      docker info 2>&1 | tail -3 >&2 || true
+      echo "test.sh: start it, or run ELECT_TEST_MODE=processes deploy/test.sh" >&2
+      exit 1
+    fi
+    # What an interrupted earlier run may have left behind.
+    remove_test_containers() {
+      docker ps -aq --filter label=elect-test | xargs -r docker rm -f -v >/dev/null
+      docker ps -aq --filter name=electdemo | xargs -r docker rm -f -v >/dev/null
+      docker network ls -q --filter label=elect-test | xargs -r docker network rm >/dev/null
+      docker network ls -q --filter name=electdemo | xargs -r docker network rm >/dev/null
+    }
+    remove_test_containers
+    trap remove_test_containers EXIT
+    ELECT_IMAGE_PROFILE=dev deploy/images/build.sh
+    ;;
+  processes) ;;
+  *)
+    echo "test.sh: ELECT_TEST_MODE must be containers or processes, not $mode" >&2
+    exit 2
+    ;;
+esac
+
+echo "running the suite in $mode mode"
 cargo nextest run --locked "$@"
+echo "suite passed in $mode mode; $(( $(date +%s) - started ))s in all"

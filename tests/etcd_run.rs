@@ -21,6 +21,32 @@ fn run(etcd: &Cluster, election: &str, id: &str, extra: &[&str], script: &str) -
     elect(id, &etcd.endpoints, &args)
 }
 
+/// `a` leads running a tree (command and grandchild, both deaf to SIGTERM
+/// when `stubborn`) with `grace`; `b` campaigns behind it. Returns both
+/// and the tree's pids.
+fn leader_with_tree_and_successor(
+    etcd: &Cluster,
+    election: &str,
+    grace: &str,
+    stubborn: bool,
+) -> (Proc, Proc, Vec<i32>) {
+    let pids_file = scratch(election).join("pids");
+    let mut a = run(
+        etcd,
+        election,
+        "a",
+        &["--grace", grace],
+        &tree_script(&pids_file, stubborn),
+    );
+    a.wait_event("elected", SOON);
+    let pids = read_pids(&pids_file, 2);
+    let b = campaign(&etcd.endpoints, election, "b", "5");
+    eventually("b's key", SOON, || {
+        (etcd.candidates(election).len() == 2).then_some(())
+    });
+    (a, b, pids)
+}
+
 #[test]
 fn the_command_sees_its_election_and_its_exit_code_propagates() {
     let etcd = Cluster::start();
@@ -91,21 +117,7 @@ fn sigterm_is_forwarded_then_we_resign_and_the_successor_runs() {
 #[test]
 fn key_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
     let etcd = Cluster::start();
-    let dir = scratch("del");
-    let pids_file = dir.join("pids");
-    let mut a = run(
-        &etcd,
-        "del",
-        "a",
-        &["--grace", "1s"],
-        &tree_script(&pids_file, true),
-    );
-    a.wait_event("elected", SOON);
-    let pids = read_pids(&pids_file, 2);
-    let mut b = campaign(&etcd.endpoints, "del", "b", "5");
-    eventually("b's key", SOON, || {
-        (etcd.candidates("del").len() == 2).then_some(())
-    });
+    let (mut a, mut b, pids) = leader_with_tree_and_successor(&etcd, "del", "1s", true);
 
     let deaths = DeathWatch::start(pids, SOON);
     let (a_key, _) = etcd.candidates("del").remove(0);
@@ -136,21 +148,7 @@ fn key_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
 #[test]
 fn lease_revoked_the_tree_dies_before_the_successor_leads() {
     let etcd = Cluster::start();
-    let dir = scratch("revoke");
-    let pids_file = dir.join("pids");
-    let mut a = run(
-        &etcd,
-        "revoke",
-        "a",
-        &["--grace", "5s"],
-        &tree_script(&pids_file, false),
-    );
-    a.wait_event("elected", SOON);
-    let pids = read_pids(&pids_file, 2);
-    let mut b = campaign(&etcd.endpoints, "revoke", "b", "5");
-    eventually("b's key", SOON, || {
-        (etcd.candidates("revoke").len() == 2).then_some(())
-    });
+    let (mut a, mut b, pids) = leader_with_tree_and_successor(&etcd, "revoke", "5s", false);
 
     let deaths = DeathWatch::start(pids, SOON);
     let (a_key, _) = etcd.candidates("revoke").remove(0);

@@ -159,3 +159,34 @@ fn a_peer_killed_after_voting_never_votes_twice_in_a_term() {
         }
     }
 }
+
+/// The binary's signal wiring: SIGHUP reaches the command and changes
+/// nothing else; SIGTERM then ends the command and `elect run`.
+#[test]
+fn sighup_is_forwarded_to_the_command_and_sigterm_ends_the_run() {
+    let cluster = Cluster::new(1, "1s");
+    let dir = scratch("raft-hup");
+    let log = dir.join("signals");
+    let script = format!(
+        "trap 'echo HUP >> {0}' HUP; trap 'echo TERM >> {0}; exit 0' TERM; echo ready >> {0}; \
+         while :; do sleep 0.01; done",
+        log.display()
+    );
+    let mut peer = cluster.run("p0", &script);
+    peer.wait_event("elected", SOON);
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    support::eventually("the command running", SOON, || {
+        read().contains("ready").then_some(())
+    });
+    peer.signal(Signal::SIGHUP);
+    support::eventually("HUP forwarded", SOON, || {
+        read().contains("HUP").then_some(())
+    });
+    assert!(
+        !peer.sees_event("demoted", Duration::from_millis(300)),
+        "HUP changed nothing"
+    );
+    peer.signal(Signal::SIGTERM);
+    assert_eq!(peer.wait_exit(SOON), 0);
+    assert!(read().contains("TERM"));
+}

@@ -6,8 +6,9 @@
 #                        JRE, imported with `docker import`;
 #   elect:latest         elect-base plus the elect binary.
 # Idempotent: the base image is built once (ELECT_REBUILD_BASE=1 forces
-# it); the elect image is rebuilt from the current binary every time.
-# Prints how long it took.
+# it); the elect image is rebuilt from the current binary every time, a
+# release build unless ELECT_IMAGE_PROFILE=dev (what the test suite uses,
+# to share its build). Prints how long it took.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -32,9 +33,10 @@ if [ "${ELECT_REBUILD_BASE:-0}" = 1 ] || ! docker image inspect "$BASE" >/dev/nu
   echo "built $BASE"
 fi
 
-cargo build --release --locked --bin elect
+profile=${ELECT_IMAGE_PROFILE:-release}
+cargo build --profile "$profile" --locked --bin elect
 context=$(mktemp -d /tmp/elect-image.XXXXXX)
-cp target/release/elect "$context/elect"
+cp "target/$([ "$profile" = dev ] && echo debug || echo "$profile")/elect" "$context/elect"
 cat > "$context/Dockerfile" <<DOCKERFILE
 FROM $BASE
 COPY elect /usr/local/bin/elect

@@ -4,10 +4,26 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use super::{eventually, loopback_net};
+use super::docker::Network;
+use super::{Node, eventually, member_hosts};
+
+/// A member as a local process, its output in `<dir>/<name>.log`.
+fn spawn_process(dir: &std::path::Path, name: &str, args: &[String]) -> Child {
+    let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
+    Command::new("etcd")
+        .arg("--data-dir")
+        .arg(dir.join(name))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("etcd (Debian etcd-server) is installed; run the README's test command")
+}
 
 pub struct Cluster {
     members: Vec<Member>,
+    /// The private network in container mode (dropped after the members).
+    network: Option<Network>,
     dir: PathBuf,
     /// Client endpoints, `host:port,...`.
     pub endpoints: String,
@@ -17,7 +33,7 @@ pub struct Member {
     pub name: String,
     pub client: String,
     pub peer: String,
-    process: Option<Child>,
+    pub node: Node,
 }
 
 impl Cluster {
@@ -31,36 +47,75 @@ impl Cluster {
     /// Like [`Cluster::start`] with etcd's Raft heartbeat and election
     /// timeout (milliseconds).
     pub fn start_with_timing(heartbeat_ms: u64, election_ms: u64) -> Cluster {
-        let net = loopback_net();
-        let dir = std::env::temp_dir().join(format!("elect-etcd-{net}-{}", std::process::id()));
+        let (network, hosts) = member_hosts("etcd", 10);
+        let dir =
+            std::env::temp_dir().join(format!("elect-etcd-{}-{}", hosts[0], std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let members: Vec<Member> = (1..=3)
-            .map(|i| Member {
-                name: format!("m{i}"),
-                client: format!("{net}.{i}:2379"),
-                peer: format!("{net}.{i}:2380"),
-                process: None,
+        let initial = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, host)| format!("m{}=http://{host}:2380", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let endpoints = hosts
+            .iter()
+            .map(|host| format!("{host}:2379"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let members = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, host)| {
+                let name = format!("m{}", i + 1);
+                let client = format!("{host}:2379");
+                let peer = format!("{host}:2380");
+                let args: Vec<String> = [
+                    "--name",
+                    &name,
+                    "--listen-client-urls",
+                    &format!("http://{client}"),
+                    "--advertise-client-urls",
+                    &format!("http://{client}"),
+                    "--listen-peer-urls",
+                    &format!("http://{peer}"),
+                    "--initial-advertise-peer-urls",
+                    &format!("http://{peer}"),
+                    "--initial-cluster",
+                    &initial,
+                    "--initial-cluster-state",
+                    "new",
+                    "--initial-cluster-token",
+                    &endpoints,
+                    "--heartbeat-interval",
+                    &heartbeat_ms.to_string(),
+                    "--election-timeout",
+                    &election_ms.to_string(),
+                ]
+                .map(str::to_owned)
+                .into();
+                let node = match &network {
+                    Some(network) => {
+                        let mut argv = vec!["etcd", "--data-dir", "/data/etcd"];
+                        argv.extend(args.iter().map(String::as_str));
+                        Node::Container(network.run(&name, 11 + i as u8, &argv))
+                    }
+                    None => Node::Process(Some(spawn_process(&dir, &name, &args))),
+                };
+                Member {
+                    name,
+                    client,
+                    peer,
+                    node,
+                }
             })
             .collect();
-        let initial = members
-            .iter()
-            .map(|m| format!("{}=http://{}", m.name, m.peer))
-            .collect::<Vec<_>>()
-            .join(",");
-        let endpoints = members
-            .iter()
-            .map(|m| m.client.clone())
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut cluster = Cluster {
+        let cluster = Cluster {
             members,
+            network,
             dir,
             endpoints,
         };
-        for i in 0..cluster.members.len() {
-            cluster.spawn_member(i, &initial, heartbeat_ms, election_ms);
-        }
         eventually("etcd cluster healthy", Duration::from_secs(30), || {
             cluster
                 .etcdctl(&["put", "/elect-test/health", "ok"])
@@ -72,31 +127,15 @@ impl Cluster {
         cluster
     }
 
-    fn spawn_member(&mut self, i: usize, initial: &str, heartbeat_ms: u64, election_ms: u64) {
-        let m = &self.members[i];
-        let data = self.dir.join(&m.name);
-        let log = std::fs::File::create(self.dir.join(format!("{}.log", m.name))).unwrap();
-        let child = Command::new("etcd")
-            .args(["--name", &m.name])
-            .arg("--data-dir")
-            .arg(&data)
-            .args(["--listen-client-urls", &format!("http://{}", m.client)])
-            .args(["--advertise-client-urls", &format!("http://{}", m.client)])
-            .args(["--listen-peer-urls", &format!("http://{}", m.peer)])
-            .args([
-                "--initial-advertise-peer-urls",
-                &format!("http://{}", m.peer),
-            ])
-            .args(["--initial-cluster", initial])
-            .args(["--initial-cluster-state", "new"])
-            .args(["--initial-cluster-token", &self.endpoints])
-            .args(["--heartbeat-interval", &heartbeat_ms.to_string()])
-            .args(["--election-timeout", &election_ms.to_string()])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("etcd (Debian etcd-server) is installed; run the README's test command");
-        self.members[i].process = Some(child);
+    pub fn member(&self, i: usize) -> &Member {
+        &self.members[i]
+    }
+
+    /// The cluster's private network; panics in process mode.
+    pub fn network(&self) -> &Network {
+        self.network
+            .as_ref()
+            .expect("a container-only test in process mode")
     }
 
     /// Member `i`'s answer to the maintenance Status call, through the HTTP
@@ -143,7 +182,7 @@ impl Cluster {
 
     /// Kills member `i` (SIGKILL), as a crash would.
     pub fn kill(&mut self, i: usize) {
-        super::kill_and_reap(&mut self.members[i].process);
+        self.members[i].node.kill();
     }
 
     /// Runs `etcdctl` (API v3) against the whole cluster.
@@ -203,8 +242,9 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         for m in &mut self.members {
-            super::kill_and_reap(&mut m.process);
+            m.node.stop(&self.dir.join(format!("{}.log", m.name)));
         }
+        self.members.clear();
         super::remove_unless_panicking(&self.dir, "etcd");
     }
 }

@@ -57,9 +57,20 @@ impl Cluster {
         Proc::spawn(id, self.command(id, &["campaign"]))
     }
 
+    /// `elect <extra> campaign` as peer `id`.
+    pub fn campaign_with(&self, id: &str, extra: &[&str]) -> Proc {
+        Proc::spawn(id, self.command(id, &[extra, &["campaign"]].concat()))
+    }
+
     /// `elect run -- sh -c script` as peer `id`.
     pub fn run(&self, id: &str, script: &str) -> Proc {
         Proc::spawn(id, self.command(id, &["run", "--", "sh", "-c", script]))
+    }
+
+    /// `elect run <run_flags> -- argv...` as peer `id`.
+    pub fn run_argv(&self, id: &str, run_flags: &[&str], argv: &[&str]) -> Proc {
+        let args = [&["run"], run_flags, &["--"], argv].concat();
+        Proc::spawn(id, self.command(id, &args))
     }
 
     pub fn all(&self) -> Vec<Proc> {

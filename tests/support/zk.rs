@@ -5,15 +5,24 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 use std::time::Duration;
 
-use super::{eventually, loopback_net};
+use super::docker::Network;
+use super::{Node, eventually, member_hosts};
 
 pub const TICK: Duration = Duration::from_millis(200);
 
+/// A small heap and a quick-starting JIT: three members share two cores.
+const JVM: &str = "-Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Dzookeeper.root.logger=INFO,CONSOLE -Dzookeeper.console.threshold=INFO \
+    -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar";
+const MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+
 pub struct Ensemble {
     members: Vec<Member>,
+    /// The private network in container mode (dropped after the members).
+    network: Option<Network>,
     dir: PathBuf,
     /// The connect string, `host:port,...`.
     pub endpoints: String,
@@ -21,51 +30,65 @@ pub struct Ensemble {
 
 pub struct Member {
     pub client: String,
-    process: Option<Child>,
+    pub node: Node,
 }
 
 impl Ensemble {
     pub fn start() -> Ensemble {
-        let net = loopback_net();
-        let dir = std::env::temp_dir().join(format!("elect-zk-{net}-{}", std::process::id()));
+        let (network, hosts) = member_hosts("zk", 20);
+        let dir =
+            std::env::temp_dir().join(format!("elect-zk-{}-{}", hosts[0], std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let servers: String = (1..=3)
-            .map(|i| format!("server.{i}={net}.{i}:2888:3888\n"))
+        std::fs::create_dir_all(&dir).unwrap();
+        let servers: String = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, host)| format!("server.{}={host}:2888:3888\n", i + 1))
             .collect();
         let mut members = Vec::new();
-        for i in 1..=3 {
-            let data = dir.join(format!("zk{i}"));
-            std::fs::create_dir_all(&data).unwrap();
-            std::fs::write(data.join("myid"), format!("{i}\n")).unwrap();
-            let cfg = data.join("zoo.cfg");
-            std::fs::write(
-                &cfg,
+        for (i, host) in hosts.iter().enumerate() {
+            let id = i + 1;
+            let config = |data: &str| {
                 format!(
-                    "tickTime={}\ninitLimit=50\nsyncLimit=10\ndataDir={}\nclientPort=2181\n\
-                     clientPortAddress={net}.{i}\n4lw.commands.whitelist=*\n\
+                    "tickTime={}\ninitLimit=50\nsyncLimit=10\ndataDir={data}\nclientPort=2181\n\
+                     clientPortAddress={host}\n4lw.commands.whitelist=*\n\
                      admin.enableServer=false\nstandaloneEnabled=false\n{servers}",
                     TICK.as_millis(),
-                    data.display()
-                ),
-            )
-            .unwrap();
-            let log = std::fs::File::create(dir.join(format!("zk{i}.log"))).unwrap();
-            let process = Command::new("java")
-                .args(["-Xmx192m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
-                .args([
-                    "-Dzookeeper.root.logger=INFO,CONSOLE",
-                    "-Dzookeeper.console.threshold=INFO",
-                ])
-                .args(["-cp", "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"])
-                .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
-                .arg(&cfg)
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .expect("java and Debian's zookeeper are installed; run the README's test command");
+                )
+            };
+            let node = match &network {
+                Some(network) => {
+                    let script = format!(
+                        "mkdir -p /data/zk && echo {id} > /data/zk/myid && printf '{}' > /data/zoo.cfg && exec java {JVM} {MAIN} /data/zoo.cfg",
+                        config("/data/zk").replace('\n', "\\n")
+                    );
+                    Node::Container(network.run(
+                        &format!("zk{id}"),
+                        20 + id as u8,
+                        &["sh", "-c", &script],
+                    ))
+                }
+                None => {
+                    let data = dir.join(format!("zk{id}"));
+                    std::fs::create_dir_all(&data).unwrap();
+                    std::fs::write(data.join("myid"), format!("{id}\n")).unwrap();
+                    let cfg = data.join("zoo.cfg");
+                    std::fs::write(&cfg, config(&data.display().to_string())).unwrap();
+                    let log = std::fs::File::create(dir.join(format!("zk{id}.log"))).unwrap();
+                    let process = Command::new("sh")
+                        .arg("-c")
+                        .arg(format!("exec java {JVM} {MAIN} \"$0\""))
+                        .arg(&cfg)
+                        .stdout(log.try_clone().unwrap())
+                        .stderr(log)
+                        .spawn()
+                        .expect("java and Debian's zookeeper are installed; run the README's test command");
+                    Node::Process(Some(process))
+                }
+            };
             members.push(Member {
-                client: format!("{net}.{i}:2181"),
-                process: Some(process),
+                client: format!("{host}:2181"),
+                node,
             });
         }
         let endpoints = members
@@ -75,6 +98,7 @@ impl Ensemble {
             .join(",");
         let ensemble = Ensemble {
             members,
+            network,
             dir,
             endpoints,
         };
@@ -95,6 +119,17 @@ impl Ensemble {
         ensemble
     }
 
+    pub fn member(&self, i: usize) -> &Member {
+        &self.members[i]
+    }
+
+    /// The ensemble's private network; panics in process mode.
+    pub fn network(&self) -> &Network {
+        self.network
+            .as_ref()
+            .expect("a container-only test in process mode")
+    }
+
     pub fn members(&self) -> impl Iterator<Item = &str> {
         self.members.iter().map(|m| m.client.as_str())
     }
@@ -107,7 +142,7 @@ impl Ensemble {
 
     /// Kills member `i` (SIGKILL), as a crash would.
     pub fn kill(&mut self, i: usize) {
-        super::kill_and_reap(&mut self.members[i].process);
+        self.members[i].node.kill();
     }
 
     /// Sends a four-letter word to every member and joins the answers.
@@ -175,9 +210,10 @@ pub fn four_letter(addr: &str, word: &str) -> String {
 
 impl Drop for Ensemble {
     fn drop(&mut self) {
-        for m in &mut self.members {
-            super::kill_and_reap(&mut m.process);
+        for (i, m) in self.members.iter_mut().enumerate() {
+            m.node.stop(&self.dir.join(format!("zk{}.log", i + 1)));
         }
+        self.members.clear();
         super::remove_unless_panicking(&self.dir, "ZooKeeper");
     }
 }

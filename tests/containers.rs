@@ -1,0 +1,297 @@
+//! Faults only containers can stage: a member or an `elect` taken off the
+//! network (`docker network disconnect`), a member frozen (`docker pause`),
+//! and Raft-vote peers partitioned from each other. In process mode these
+//! tests say they need containers and do nothing.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::containers_only;
+use support::docker::{Container, ElectContainer};
+use support::elect::{Proc, campaign, campaign_zk, leader_once};
+use support::proc::DeathWatch;
+use support::{etcd, eventually, zk};
+
+const SOON: Duration = Duration::from_secs(20);
+
+/// How long a member stays cut off or frozen: past etcd's election timeout
+/// (1 s) and the ZooKeeper follower's sync limit (10 ticks of 200 ms).
+const OUTAGE: Duration = Duration::from_secs(3);
+
+type Fault = (&'static str, fn(&Container), fn(&Container));
+
+/// What is done to one member, and how it is undone.
+const MINORITY_FAULTS: [Fault; 2] = [
+    (
+        "network disconnect",
+        Container::disconnect,
+        Container::connect,
+    ),
+    ("docker pause", Container::pause, Container::unpause),
+];
+
+/// One member at a time is disconnected, reconnected, paused and
+/// unpaused. A majority stays up throughout, so the leader keeps leading
+/// (it may step down while its own connection hangs, but nobody else may
+/// lead) and the member rejoins.
+fn minority_faults_leave_the_leader_in_place<'a>(
+    backend: &str,
+    endpoints: &str,
+    member: impl Fn(usize) -> &'a Container,
+    a: &Proc,
+    b: &mut Proc,
+) {
+    for i in 0..3 {
+        for (what, cut, heal) in MINORITY_FAULTS {
+            cut(member(i));
+            std::thread::sleep(OUTAGE);
+            heal(member(i));
+            assert!(
+                !b.sees_event("elected", Duration::ZERO),
+                "b was elected while only member {i} had a fault ({what}); a's log:\n{}\nb's log:\n{}",
+                a.stderr(),
+                b.stderr()
+            );
+            eventually("a leading after the fault", SOON, || {
+                (leader_once(backend, endpoints, "/minority", "text")
+                    .1
+                    .trim()
+                    == "a")
+                    .then_some(())
+            });
+        }
+    }
+    assert!(
+        !b.sees_event("elected", Duration::from_secs(1)),
+        "b never led"
+    );
+}
+
+#[test]
+fn etcd_members_cut_off_or_frozen_one_at_a_time_change_nothing() {
+    if !containers_only("etcd member faults") {
+        return;
+    }
+    let etcd = etcd::Cluster::start();
+    let mut a = campaign(&etcd.endpoints, "/minority", "a", "4s");
+    a.wait_event("elected", SOON);
+    let mut b = campaign(&etcd.endpoints, "/minority", "b", "4s");
+    b.wait_leader("a", SOON);
+    minority_faults_leave_the_leader_in_place(
+        "etcd",
+        &etcd.endpoints,
+        |i| etcd.member(i).node.container(),
+        &a,
+        &mut b,
+    );
+    // Every member serves again.
+    for i in 0..3 {
+        let member = &etcd.member(i).client;
+        eventually("the member serving again", SOON, || {
+            (leader_once("etcd", member, "/minority", "text").1.trim() == "a").then_some(())
+        });
+    }
+}
+
+#[test]
+fn zk_members_cut_off_or_frozen_one_at_a_time_change_nothing() {
+    if !containers_only("ZooKeeper member faults") {
+        return;
+    }
+    let zk = zk::Ensemble::start();
+    let mut a = campaign_zk(&zk.endpoints, "/minority", "a", "4s");
+    a.wait_event("elected", SOON);
+    let mut b = campaign_zk(&zk.endpoints, "/minority", "b", "4s");
+    b.wait_leader("a", SOON);
+    minority_faults_leave_the_leader_in_place(
+        "zk",
+        &zk.endpoints,
+        |i| zk.member(i).node.container(),
+        &a,
+        &mut b,
+    );
+    for i in 0..3 {
+        let member = &zk.member(i).client;
+        eventually("the member serving again", SOON, || {
+            let srvr = zk::four_letter(member, "srvr");
+            (srvr.contains("Mode: leader") || srvr.contains("Mode: follower")).then_some(())
+        });
+    }
+}
+
+/// The container running the leading `elect run` is cut off from the
+/// ensemble past its TTL: the wrapped command is dead before the successor
+/// reports `elected`; reconnected, the old leader follows the new one.
+fn cut_off_leader_dies_first_and_rejoins_as_follower(
+    network: &support::docker::Network,
+    args: &[&str],
+) {
+    let command = ["--", "sh", "-c", "sleep 1000 & wait"];
+    let run = |id: &str, n: u8| -> ElectContainer {
+        let argv = [args, &["--format", "json", "run", "--id", id], &command[..]].concat();
+        network.elect(id, n, &argv)
+    };
+    let mut a = run("a", 41);
+    a.proc.wait_event("elected", SOON);
+    let mut b = run("b", 42);
+    b.proc.wait_leader("a", SOON);
+    let tree = eventually("a's command running", SOON, || {
+        let tree = a.command_tree();
+        // The watchdog, sh and sleep.
+        (tree.len() >= 3).then_some(tree)
+    });
+    let deaths = DeathWatch::start(tree.clone(), SOON);
+
+    let cut = Instant::now();
+    a.container.disconnect();
+    let (elected_at, _) = b.proc.wait_event("elected", SOON);
+    let died = deaths.join();
+    for (pid, at) in tree.iter().zip(&died) {
+        assert!(
+            *at < elected_at,
+            "pid {pid} of a's tree died {:?} after b was elected",
+            *at - elected_at
+        );
+    }
+    let last_death = died.iter().max().unwrap();
+    eprintln!(
+        "a's tree dead {:?} after the cut, {:?} before b was elected",
+        *last_death - cut,
+        elected_at - *last_death
+    );
+    a.proc.wait_event("demoted", SOON);
+
+    a.container.connect();
+    let seen = a.proc.wait_leader("b", SOON);
+    assert_eq!(seen["is_self"], false, "a follows b");
+    assert!(
+        !a.proc.sees_event("elected", Duration::from_secs(1)),
+        "a stays a follower"
+    );
+}
+
+#[test]
+fn etcd_leader_cut_off_past_its_ttl_dies_before_the_successor_and_rejoins() {
+    if !containers_only("etcd leader cut off") {
+        return;
+    }
+    let etcd = etcd::Cluster::start();
+    cut_off_leader_dies_first_and_rejoins_as_follower(
+        etcd.network(),
+        &[
+            "--endpoints",
+            &etcd.endpoints,
+            "--election",
+            "/cut",
+            "--ttl",
+            "2s",
+        ],
+    );
+}
+
+#[test]
+fn zk_leader_cut_off_past_its_session_dies_before_the_successor_and_rejoins() {
+    if !containers_only("ZooKeeper leader cut off") {
+        return;
+    }
+    let zk = zk::Ensemble::start();
+    cut_off_leader_dies_first_and_rejoins_as_follower(
+        zk.network(),
+        &[
+            "--backend",
+            "zk",
+            "--endpoints",
+            &zk.endpoints,
+            "--election",
+            "/cut",
+            "--ttl",
+            "2s",
+        ],
+    );
+}
+
+/// Three Raft-vote peers in containers. The leader is partitioned away:
+/// it steps down before the majority elects a new leader; healed, there is
+/// exactly one leader and PreVote kept the isolated peer from inflating
+/// the term.
+#[test]
+fn raft_partitioned_leader_steps_down_first_and_heals_without_term_inflation() {
+    if !containers_only("Raft-vote partition") {
+        return;
+    }
+    let network = support::docker::Network::create("raft");
+    let ids = ["p1", "p2", "p3"];
+    let endpoints = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| format!("{id}={}:7000", network.ip(31 + i as u8)))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut peers: Vec<ElectContainer> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            network.elect(
+                id,
+                31 + i as u8,
+                &[
+                    "--backend",
+                    "raft",
+                    "--endpoints",
+                    &endpoints,
+                    "--id",
+                    id,
+                    "--election",
+                    "partition",
+                    "--ttl",
+                    "1s",
+                    "--data-dir",
+                    "/data/raft",
+                    "--format",
+                    "json",
+                    "campaign",
+                ],
+            )
+        })
+        .collect();
+    let old = eventually("a Raft-vote leader", SOON, || {
+        peers
+            .iter_mut()
+            .position(|p| p.proc.try_event("elected").is_some())
+    });
+    let (old_id, others): (&str, Vec<usize>) = (ids[old], (0..3).filter(|&i| i != old).collect());
+
+    peers[old].container.disconnect();
+    let (demoted_at, _) = peers[old].proc.wait_event("demoted", SOON);
+    let (new, elected_at, elected) = eventually("a new leader", SOON, || {
+        others
+            .iter()
+            .find_map(|&i| peers[i].proc.try_event("elected").map(|(at, v)| (i, at, v)))
+    });
+    assert!(
+        demoted_at < elected_at,
+        "{old_id} stepped down {:?} after {} was elected",
+        demoted_at - elected_at,
+        ids[new]
+    );
+    let term = elected["token"].as_u64().expect("a term");
+
+    // Isolated for several election timeouts: PreVote must keep it from
+    // raising its term.
+    std::thread::sleep(Duration::from_secs(4));
+    peers[old].container.connect();
+    let seen = peers[old].proc.wait_leader(ids[new], SOON);
+    assert_eq!(seen["token"].as_u64(), Some(term), "no term inflation");
+    for (i, peer) in peers.iter_mut().enumerate() {
+        assert!(
+            !peer.proc.sees_event(
+                "elected",
+                Duration::from_millis(if i == 0 { 3000 } else { 0 })
+            ),
+            "{} was elected after the heal: more than one leader or a new term",
+            ids[i]
+        );
+    }
+    drop(peers);
+}
