@@ -11,6 +11,7 @@
 pub mod docker;
 pub mod elect;
 pub mod etcd;
+pub mod fault;
 pub mod proc;
 pub mod raft;
 pub mod zk;

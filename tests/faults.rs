@@ -1,0 +1,612 @@
+//! The fault suite: real ensembles (or Raft-vote peers), real `elect run`
+//! candidates whose commands write to a fenced store, real faults. After
+//! every scenario: no two tenures overlap (but for the whole-tree pause,
+//! where a frozen process cannot stop itself), no stale write was
+//! accepted, nothing is left behind (keys, leases, znodes, processes).
+//!
+//! Each scenario prints a row of the table (scenario, backend, failovers,
+//! max overlap, stale writes accepted, step-down latency p50/p99) and
+//! appends it to `target/tmp/fault-table.md`.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use support::elect::{Proc, elect};
+use support::fault::{FencedStore, Interval, Mode, Proxy, check, percentiles};
+use support::proc::descendants;
+use support::{etcd, eventually, loopback_net, raft, signal_pid, zk};
+
+const SOON: Duration = Duration::from_secs(30);
+const ELECTION: &str = "/faults";
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Backend {
+    Etcd,
+    Zk,
+    Raft,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Etcd => "etcd",
+            Backend::Zk => "zk",
+            Backend::Raft => "raft",
+        }
+    }
+
+    /// The TTL candidates use: etcd's minimum for a 1 s election timeout,
+    /// ten ZooKeeper ticks, a Raft election timeout.
+    fn ttl(self) -> Duration {
+        match self {
+            Backend::Raft => Duration::from_secs(1),
+            _ => Duration::from_secs(2),
+        }
+    }
+}
+
+/// One scenario's world: the service, the fenced store, the candidates and
+/// a proxy per candidate per member (so one candidate can be cut off).
+struct Rig {
+    backend: Backend,
+    etcd: Option<etcd::Cluster>,
+    zk: Option<zk::Ensemble>,
+    raft: Option<raft::Cluster>,
+    store: FencedStore,
+    net: String,
+    candidates: BTreeMap<String, Proc>,
+    proxies: BTreeMap<String, Vec<Proxy>>,
+    /// Step-down latencies measured by the scenario.
+    step_downs: Vec<Duration>,
+}
+
+impl Rig {
+    fn new(backend: Backend) -> Rig {
+        Rig {
+            backend,
+            etcd: (backend == Backend::Etcd).then(etcd::Cluster::start),
+            zk: (backend == Backend::Zk).then(zk::Ensemble::start),
+            raft: (backend == Backend::Raft).then(|| raft::Cluster::new(3, "1s")),
+            store: FencedStore::start(),
+            net: loopback_net(),
+            candidates: BTreeMap::new(),
+            proxies: BTreeMap::new(),
+            step_downs: Vec::new(),
+        }
+    }
+
+    fn members(&self) -> Vec<String> {
+        let endpoints = match self.backend {
+            Backend::Etcd => &self.etcd.as_ref().unwrap().endpoints,
+            Backend::Zk => &self.zk.as_ref().unwrap().endpoints,
+            Backend::Raft => unreachable!("Raft-vote peers talk to each other"),
+        };
+        endpoints.split(',').map(str::to_owned).collect()
+    }
+
+    /// Starts candidate `id` (for Raft-vote: peer `id`, one of p0..p2).
+    fn start(&mut self, id: &str) {
+        let script = self.store.writer_script();
+        let ttl = format!("{}s", self.backend.ttl().as_secs());
+        let proc = match self.backend {
+            Backend::Raft => self.raft.as_ref().unwrap().run_argv(
+                id,
+                &["--grace", "1s"],
+                &["bash", "-c", &script],
+            ),
+            backend => {
+                if !self.proxies.contains_key(id) {
+                    let n = self.proxies.len() + 1;
+                    let proxies = self
+                        .members()
+                        .iter()
+                        .map(|m| Proxy::start(&format!("{}.{n}:0", self.net), m))
+                        .collect();
+                    self.proxies.insert(id.to_owned(), proxies);
+                }
+                let endpoints = self.proxies[id]
+                    .iter()
+                    .map(|p| p.addr.clone())
+                    .collect::<Vec<_>>()
+                    .join(",");
+                elect(
+                    id,
+                    &endpoints,
+                    &[
+                        "--backend",
+                        backend.name(),
+                        "--election",
+                        ELECTION,
+                        "--id",
+                        id,
+                        "--ttl",
+                        &ttl,
+                        "run",
+                        "--grace",
+                        "1s",
+                        "--",
+                        "bash",
+                        "-c",
+                        &script,
+                    ],
+                )
+            }
+        };
+        self.candidates.insert(id.to_owned(), proc);
+    }
+
+    /// The tenure in progress with the highest token, once there is one.
+    fn leader(&self) -> Interval {
+        let until = Instant::now() + SOON;
+        loop {
+            let open = self
+                .store
+                .intervals()
+                .into_iter()
+                .filter(|i| i.end.is_none());
+            if let Some(leader) = open.max_by_key(|i| i.token) {
+                return leader;
+            }
+            if Instant::now() > until {
+                let logs: Vec<String> = self
+                    .candidates
+                    .iter()
+                    .map(|(id, p)| format!("--- {id}:\n{}", p.stderr()))
+                    .collect();
+                panic!(
+                    "no leader writing to the fenced store within {SOON:?}\n{}",
+                    logs.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Ensemble member `i`.
+    fn member(&self, i: usize) -> &support::Node {
+        match self.backend {
+            Backend::Etcd => &self.etcd.as_ref().unwrap().member(i).node,
+            Backend::Zk => &self.zk.as_ref().unwrap().member(i).node,
+            Backend::Raft => unreachable!("Raft-vote has no ensemble"),
+        }
+    }
+
+    fn proc(&self, id: &str) -> &Proc {
+        &self.candidates[id]
+    }
+
+    /// Waits until `tenure` has ended (its command is dead); returns when.
+    fn ended(&self, tenure: &Interval, within: Duration) -> Instant {
+        eventually("the tenure to end", within, || {
+            self.store
+                .intervals()
+                .into_iter()
+                .find(|i| i.token == tenure.token && i.start == tenure.start)
+                .and_then(|i| i.end)
+        })
+    }
+
+    fn pids_of(&self, id: &str) -> Vec<i32> {
+        let pid = self.proc(id).pid();
+        [vec![pid], descendants(pid)].concat()
+    }
+
+    fn cut_off(&self, id: &str, mode: Mode) {
+        for p in &self.proxies[id] {
+            p.set(mode);
+        }
+    }
+
+    /// Stops every candidate, then checks the history, the store and that
+    /// nothing is left; prints and records the table row.
+    fn finish(mut self, scenario: &str, overlap_allowed: bool) {
+        for (_, p) in std::mem::take(&mut self.candidates) {
+            drop(p);
+        }
+        for p in self.proxies.values().flatten() {
+            p.set(Mode::Pass);
+        }
+        eventually("every command dead", SOON, || {
+            self.store
+                .intervals()
+                .iter()
+                .all(|i| i.end.is_some())
+                .then_some(())
+        });
+        let verdict = check(&self.store.intervals());
+        let stale = self.store.stale_accepted();
+        let (p50, p99) = percentiles(&self.step_downs);
+        let row = format!(
+            "| {scenario} | {} | {} | {} | {stale} | {:.0} / {:.0} ms |",
+            self.backend.name(),
+            verdict.failovers,
+            if verdict.max_overlap.is_zero() {
+                "none".to_owned()
+            } else {
+                format!("{:.1} ms", verdict.max_overlap.as_secs_f64() * 1e3)
+            },
+            p50.as_secs_f64() * 1e3,
+            p99.as_secs_f64() * 1e3,
+        );
+        eprintln!(
+            "{row}  (largest gap {:?}, {} stale writes rejected)",
+            verdict.max_gap,
+            self.store.rejected()
+        );
+        let table = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("fault-table.md");
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(table)
+            .unwrap();
+        std::io::Write::write_all(&mut file, format!("{row}\n").as_bytes()).unwrap();
+
+        assert_eq!(
+            stale,
+            0,
+            "{scenario}/{}: stale writes accepted",
+            self.backend.name()
+        );
+        if !overlap_allowed {
+            assert!(
+                verdict.max_overlap.is_zero(),
+                "{scenario}/{}: two tenures overlapped by {:?}: {:#?}",
+                self.backend.name(),
+                verdict.max_overlap,
+                self.store.intervals()
+            );
+        }
+        self.assert_nothing_left();
+    }
+
+    fn assert_nothing_left(&self) {
+        match self.backend {
+            Backend::Etcd => {
+                let etcd = self.etcd.as_ref().unwrap();
+                eventually("no keys or leases left", SOON, || {
+                    (etcd.candidates(ELECTION).is_empty() && etcd.leases().is_empty()).then_some(())
+                });
+            }
+            Backend::Zk => {
+                let zk = self.zk.as_ref().unwrap();
+                // A SIGKILLed candidate's znode goes with its session.
+                eventually("no znodes left", SOON, || {
+                    zk.children(ELECTION).is_empty().then_some(())
+                });
+            }
+            Backend::Raft => {}
+        }
+    }
+}
+
+/// SIGSTOP the leader's elect, watchdog and command together, past the
+/// TTL; a new leader takes over and writes; SIGCONT: the command is killed
+/// at once and none of its writes is accepted. The one scenario where a tenure may
+/// overlap: a frozen process cannot stop itself; fencing is what holds.
+fn whole_tree_paused(backend: Backend) {
+    let mut rig = Rig::new(backend);
+    start_all(&mut rig);
+    let old = rig.leader();
+    let pids = rig.pids_of(&old.id);
+    for &pid in &pids {
+        signal_pid(pid, Signal::SIGSTOP);
+    }
+    let new = rig.store.wait_new_tenure(old.token, SOON);
+    // The store can only reject the frozen leader's writes once it has
+    // seen the successor's token.
+    rig.store.wait_written(new.token, SOON);
+    let resumed = Instant::now();
+    for &pid in &pids {
+        signal_pid(pid, Signal::SIGCONT);
+    }
+    let ended = rig.ended(&old, Duration::from_secs(5));
+    rig.step_downs
+        .push(ended.saturating_duration_since(resumed));
+    rig.finish("whole tree paused past TTL", true);
+}
+
+/// SIGSTOP of `elect` alone: the watchdog ends the command by the deadline
+/// on its own, before anyone else leads.
+fn only_elect_paused(backend: Backend) {
+    let mut rig = Rig::new(backend);
+    start_all(&mut rig);
+    let old = rig.leader();
+    let elect_pid = rig.proc(&old.id).pid();
+    let paused = Instant::now();
+    signal_pid(elect_pid, Signal::SIGSTOP);
+    let ended = rig.ended(&old, SOON);
+    rig.step_downs.push(ended - paused);
+    rig.store.wait_new_tenure(old.token, SOON);
+    signal_pid(elect_pid, Signal::SIGCONT);
+    rig.finish("only elect paused", false);
+}
+
+/// The leader's connections to every member are blackholed past its TTL:
+/// its command dies by the deadline, another candidate leads; healed, the
+/// old leader follows.
+fn leader_cut_off(backend: Backend) {
+    let mut rig = Rig::new(backend);
+    start_all(&mut rig);
+    let old = rig.leader();
+    let cut = Instant::now();
+    rig.cut_off(&old.id, Mode::Blackhole);
+    let ended = rig.ended(&old, SOON);
+    rig.step_downs.push(ended - cut);
+    let new = rig.store.wait_new_tenure(old.token, SOON);
+    rig.cut_off(&old.id, Mode::Pass);
+    let seen = rig
+        .candidates
+        .get_mut(&old.id)
+        .unwrap()
+        .wait_leader(&new.id, SOON);
+    assert_eq!(seen["is_self"], false, "the old leader follows");
+    rig.finish("leader cut off by the proxy", false);
+}
+
+/// A cut-off shorter than the TTL: the leader may step down (ZooKeeper
+/// does on Disconnected) but no two tenures overlap.
+fn short_cut_off(backend: Backend) {
+    let mut rig = Rig::new(backend);
+    start_all(&mut rig);
+    let old = rig.leader();
+    rig.cut_off(&old.id, Mode::Blackhole);
+    std::thread::sleep(backend.ttl() / 4);
+    rig.cut_off(&old.id, Mode::Pass);
+    // Slow but working: a 50 ms delay each way for a while.
+    rig.cut_off(&old.id, Mode::Delay(Duration::from_millis(50)));
+    std::thread::sleep(backend.ttl());
+    rig.cut_off(&old.id, Mode::Pass);
+    let _ = rig.leader();
+    rig.finish("short cut-off, then delay", false);
+}
+
+/// The reply to a candidate's create (ZooKeeper) or campaign txn (etcd)
+/// is lost: the connection is cut right after the request is forwarded.
+/// The candidate finds its own znode or key again; there is exactly one.
+fn lost_create_reply(backend: Backend) {
+    let mut rig = Rig::new(backend);
+    rig.start("a");
+    let _ = rig.leader();
+    // b's proxies are made by start(); arm them before b creates anything.
+    rig.proxies.insert(
+        "b".into(),
+        rig.members()
+            .iter()
+            .map(|m| Proxy::start(&format!("{}.9:0", rig.net), m))
+            .collect(),
+    );
+    for p in &rig.proxies["b"] {
+        match backend {
+            Backend::Zk => p.cut_after_next_zk_create(),
+            _ => p.cut_after_next_etcd_key_under(&format!("{ELECTION}/")),
+        }
+    }
+    rig.start("b");
+    eventually("b's create cut", SOON, || {
+        (rig.proxies["b"].iter().map(Proxy::cuts).sum::<usize>() >= 1).then_some(())
+    });
+    let registered = || -> Vec<String> {
+        match backend {
+            Backend::Zk => rig.zk.as_ref().unwrap().children(ELECTION),
+            _ => rig
+                .etcd
+                .as_ref()
+                .unwrap()
+                .candidates(ELECTION)
+                .into_iter()
+                .map(|(key, value)| format!("{key}={value}"))
+                .collect(),
+        }
+    };
+    let first = eventually("two candidates registered", SOON, || {
+        let c = registered();
+        (c.len() >= 2).then_some(c)
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let again = registered();
+    assert_eq!(
+        again.len(),
+        2,
+        "exactly one entry each: {first:?} then {again:?}"
+    );
+    // b takes over on a's resignation with its one znode.
+    drop(rig.candidates.remove("a"));
+    eventually(
+        "b leading with the entry it could not see created",
+        SOON,
+        || {
+            rig.store
+                .intervals()
+                .iter()
+                .any(|i| i.id == "b")
+                .then_some(())
+        },
+    );
+    rig.finish("lost create/txn reply", false);
+}
+
+/// The ensemble member the leader's client is connected to is killed.
+fn member_killed(backend: Backend) {
+    let mut rig = Rig::new(backend);
+    start_all(&mut rig);
+    let old = rig.leader();
+    let killed = Instant::now();
+    match backend {
+        Backend::Zk => {
+            let stderr = rig.proc(&old.id).stderr();
+            let session = stderr
+                .split("session=")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .expect("the leader logs its session")
+                .to_owned();
+            let zk = rig.zk.as_mut().unwrap();
+            let member = zk.member_serving(&session).expect("a member serves it");
+            zk.kill(member);
+        }
+        Backend::Etcd => {
+            let etcd = rig.etcd.as_mut().unwrap();
+            let member = eventually("etcd's Raft leader", SOON, || etcd.leader_member());
+            etcd.kill(member);
+        }
+        Backend::Raft => unreachable!(),
+    }
+    // Either the leader rides it out, or it steps down and someone leads.
+    std::thread::sleep(backend.ttl() * 2);
+    let now = rig.leader();
+    if now.token != old.token || now.start != old.start {
+        rig.step_downs.push(rig.ended(&old, SOON) - killed);
+    }
+    rig.finish("member the client uses killed", false);
+}
+
+/// Two of three members frozen (quorum lost) past the TTL, then back.
+fn quorum_lost(backend: Backend) {
+    let mut rig = Rig::new(backend);
+    start_all(&mut rig);
+    let old = rig.leader();
+    let lost = Instant::now();
+    match backend {
+        Backend::Etcd | Backend::Zk => {
+            for i in 0..2 {
+                rig.member(i).pause();
+            }
+        }
+        Backend::Raft => {
+            // Two peers that are not the leader stop; the leader alone has
+            // no quorum and must step down (CheckQuorum).
+            for id in ["p0", "p1", "p2"] {
+                if id != old.id {
+                    signal_pid(rig.proc(id).pid(), Signal::SIGSTOP);
+                }
+            }
+        }
+    }
+    let ended = rig.ended(&old, SOON);
+    rig.step_downs.push(ended - lost);
+    std::thread::sleep(backend.ttl());
+    assert!(
+        rig.store.intervals().iter().all(|i| i.end.is_some()),
+        "nobody can lead without a quorum: {:#?}",
+        rig.store.intervals()
+    );
+    match backend {
+        Backend::Etcd | Backend::Zk => {
+            for i in 0..2 {
+                rig.member(i).resume();
+            }
+        }
+        Backend::Raft => {
+            for id in ["p0", "p1", "p2"] {
+                signal_pid(rig.proc(id).pid(), Signal::SIGCONT);
+            }
+        }
+    }
+    // The old leader may lead again (its session or lease survived).
+    eventually("a leader after recovery", SOON, || {
+        rig.store
+            .intervals()
+            .iter()
+            .any(|i| i.end.is_none())
+            .then_some(())
+    });
+    rig.finish("quorum lost and recovered", false);
+}
+
+/// Candidates join and leave at random (SIGTERM or SIGKILL) for 20 s:
+/// 10 for etcd and ZooKeeper, the 3 peers for Raft-vote.
+fn churn(backend: Backend) {
+    let mut rig = Rig::new(backend);
+    let ids: Vec<String> = match backend {
+        Backend::Raft => (0..3).map(|i| format!("p{i}")).collect(),
+        _ => (0..10).map(|i| format!("c{i}")).collect(),
+    };
+    for id in &ids {
+        rig.start(id);
+    }
+    let mut seed: u64 = std::process::id() as u64 | 1;
+    let mut random = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    let until = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < until {
+        let id = &ids[random(ids.len())];
+        if let Some(mut p) = rig.candidates.remove(id) {
+            let leading = rig
+                .store
+                .intervals()
+                .iter()
+                .any(|i| i.end.is_none() && &i.id == id);
+            let sig = if random(2) == 0 {
+                Signal::SIGTERM
+            } else {
+                Signal::SIGKILL
+            };
+            let at = Instant::now();
+            p.signal(sig);
+            p.wait_exit(SOON);
+            if leading {
+                let tenure = rig
+                    .store
+                    .intervals()
+                    .into_iter()
+                    .filter(|i| &i.id == id)
+                    .max_by_key(|i| i.start)
+                    .unwrap();
+                rig.step_downs
+                    .push(rig.ended(&tenure, SOON).saturating_duration_since(at));
+            }
+        } else {
+            rig.start(id);
+        }
+        std::thread::sleep(Duration::from_millis(200 + random(600) as u64));
+    }
+    rig.finish("churn", false);
+}
+
+fn start_all(rig: &mut Rig) {
+    let ids: &[&str] = match rig.backend {
+        Backend::Raft => &["p0", "p1", "p2"],
+        _ => &["a", "b", "c"],
+    };
+    for id in ids {
+        rig.start(id);
+    }
+}
+
+macro_rules! scenario {
+    ($name:ident, $f:expr, $backend:expr) => {
+        #[test]
+        fn $name() {
+            $f($backend);
+        }
+    };
+}
+
+scenario!(etcd_whole_tree_paused, whole_tree_paused, Backend::Etcd);
+scenario!(zk_whole_tree_paused, whole_tree_paused, Backend::Zk);
+scenario!(raft_whole_tree_paused, whole_tree_paused, Backend::Raft);
+scenario!(etcd_only_elect_paused, only_elect_paused, Backend::Etcd);
+scenario!(zk_only_elect_paused, only_elect_paused, Backend::Zk);
+scenario!(raft_only_elect_paused, only_elect_paused, Backend::Raft);
+scenario!(etcd_leader_cut_off, leader_cut_off, Backend::Etcd);
+scenario!(zk_leader_cut_off, leader_cut_off, Backend::Zk);
+scenario!(etcd_short_cut_off, short_cut_off, Backend::Etcd);
+scenario!(zk_short_cut_off, short_cut_off, Backend::Zk);
+scenario!(etcd_member_killed, member_killed, Backend::Etcd);
+scenario!(zk_member_killed, member_killed, Backend::Zk);
+scenario!(etcd_quorum_lost, quorum_lost, Backend::Etcd);
+scenario!(zk_quorum_lost, quorum_lost, Backend::Zk);
+scenario!(raft_quorum_lost, quorum_lost, Backend::Raft);
+scenario!(etcd_churn, churn, Backend::Etcd);
+scenario!(zk_churn, churn, Backend::Zk);
+scenario!(raft_churn, churn, Backend::Raft);
+
+scenario!(etcd_lost_txn_reply, lost_create_reply, Backend::Etcd);
+scenario!(zk_lost_create_reply, lost_create_reply, Backend::Zk);

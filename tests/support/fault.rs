@@ -1,0 +1,405 @@
+//! The fault suite's instruments: a fenced store the wrapped commands write
+//! to, the leadership history it records, and a TCP fault proxy between
+//! candidates and the ensemble.
+//!
+//! One clock: everything is stamped with the test process's
+//! `Instant::now()` when the store or the proxy sees it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// One tenure as the store saw it: from the command's first contact to the
+/// moment its connection closed (the command's death), or still open.
+#[derive(Debug, Clone)]
+pub struct Interval {
+    pub id: String,
+    pub token: u64,
+    pub start: Instant,
+    pub end: Option<Instant>,
+}
+
+#[derive(Default)]
+struct StoreState {
+    intervals: Vec<Interval>,
+    /// The highest token written so far.
+    highest: u64,
+    accepted: Vec<(u64, Instant)>,
+    rejected: usize,
+}
+
+/// A tiny fenced store: commands connect, say `hello ID TOKEN`, then send
+/// `w` lines; a write whose token is lower than the highest seen is
+/// rejected. Every connection is one leadership interval.
+pub struct FencedStore {
+    pub addr: String,
+    state: Arc<Mutex<StoreState>>,
+}
+
+impl FencedStore {
+    pub fn start() -> FencedStore {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let state = Arc::new(Mutex::new(StoreState::default()));
+        let shared = state.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().map_while(Result::ok) {
+                let state = shared.clone();
+                std::thread::spawn(move || serve(conn, &state));
+            }
+        });
+        FencedStore { addr, state }
+    }
+
+    /// A bash script that holds a connection to the store for as long as it
+    /// lives, writing with its fencing token every 10 ms.
+    pub fn writer_script(&self) -> String {
+        let (host, port) = self.addr.split_once(':').unwrap();
+        format!(
+            "exec 3<>/dev/tcp/{host}/{port}; echo \"hello $ELECT_LEADER_ID $ELECT_FENCING_TOKEN\" >&3; \
+             while :; do echo w >&3 || exit 1; sleep 0.01; done"
+        )
+    }
+
+    pub fn intervals(&self) -> Vec<Interval> {
+        self.state.lock().unwrap().intervals.clone()
+    }
+
+    /// Writes rejected for carrying a token below the highest seen.
+    pub fn rejected(&self) -> usize {
+        self.state.lock().unwrap().rejected
+    }
+
+    /// Accepted writes that were stale: written with a token lower than
+    /// that of a tenure which had already begun (the store could not tell,
+    /// because the newer leader had not written yet).
+    pub fn stale_accepted(&self) -> usize {
+        let s = self.state.lock().unwrap();
+        s.accepted
+            .iter()
+            .filter(|(token, at)| {
+                s.intervals
+                    .iter()
+                    .any(|i| i.token > *token && i.start <= *at)
+            })
+            .count()
+    }
+
+    /// Waits until a write with `token` (or a higher one) was accepted.
+    pub fn wait_written(&self, token: u64, within: Duration) {
+        super::eventually("a write with the new token", within, || {
+            let s = self.state.lock().unwrap();
+            s.accepted.iter().any(|(t, _)| *t >= token).then_some(())
+        });
+    }
+
+    /// Waits until a tenure with a token above `above` has begun.
+    pub fn wait_new_tenure(&self, above: u64, within: Duration) -> Interval {
+        super::eventually("a new tenure in the fenced store", within, || {
+            self.intervals().into_iter().find(|i| i.token > above)
+        })
+    }
+}
+
+fn serve(conn: TcpStream, state: &Mutex<StoreState>) {
+    let mut lines = BufReader::new(conn).lines();
+    let Some(Ok(hello)) = lines.next() else {
+        return;
+    };
+    let mut words = hello.split_whitespace().skip(1);
+    let id = words.next().unwrap_or_default().to_owned();
+    let token: u64 = words.next().and_then(|t| t.parse().ok()).unwrap_or(0);
+    let index = {
+        let mut s = state.lock().unwrap();
+        s.intervals.push(Interval {
+            id,
+            token,
+            start: Instant::now(),
+            end: None,
+        });
+        s.intervals.len() - 1
+    };
+    for line in lines {
+        if line.is_err() {
+            break;
+        }
+        let at = Instant::now();
+        let mut s = state.lock().unwrap();
+        if token < s.highest {
+            s.rejected += 1;
+        } else {
+            s.highest = token;
+            s.accepted.push((token, at));
+        }
+    }
+    state.lock().unwrap().intervals[index].end = Some(Instant::now());
+}
+
+/// What the history says about one scenario.
+#[derive(Debug)]
+pub struct Verdict {
+    /// Tenures after the first.
+    pub failovers: usize,
+    /// The largest overlap of two tenures (zero if none).
+    pub max_overlap: Duration,
+    /// The largest time between one tenure's end and the next's start.
+    pub max_gap: Duration,
+}
+
+/// Checks the tenures for overlap, in start order.
+pub fn check(intervals: &[Interval]) -> Verdict {
+    let mut sorted = intervals.to_vec();
+    sorted.sort_by_key(|i| i.start);
+    let mut max_overlap = Duration::ZERO;
+    let mut max_gap = Duration::ZERO;
+    // The latest end so far: any later start before it is an overlap.
+    let mut latest_end: Option<Instant> = None;
+    let now = Instant::now();
+    for i in &sorted {
+        if let Some(end) = latest_end {
+            if i.start < end {
+                max_overlap = max_overlap.max(end - i.start);
+            } else {
+                max_gap = max_gap.max(i.start - end);
+            }
+        }
+        let end = i.end.unwrap_or(now);
+        latest_end = Some(latest_end.map_or(end, |e| e.max(end)));
+    }
+    Verdict {
+        failovers: sorted.len().saturating_sub(1),
+        max_overlap,
+        max_gap,
+    }
+}
+
+/// How the proxy treats traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Pass,
+    /// Nothing flows either way; connections stay open (a partition).
+    Blackhole,
+    /// Each chunk waits this long before it is passed on.
+    Delay(Duration),
+}
+
+struct ProxyState {
+    mode: Mode,
+    /// Cut the connection right after forwarding the next ZooKeeper create
+    /// request, so its reply is lost.
+    cut_after_zk_create: bool,
+    /// Cut the connection right after forwarding the next gRPC request
+    /// (HTTP/2 DATA frame) naming a key under this prefix followed by a hex
+    /// digit: an etcd candidate's own key, first named by its campaign txn.
+    cut_after_etcd_key: Option<Vec<u8>>,
+    cuts: usize,
+}
+
+/// A TCP proxy in front of one upstream address.
+pub struct Proxy {
+    pub addr: String,
+    state: Arc<(Mutex<ProxyState>, Condvar)>,
+}
+
+impl Proxy {
+    /// Listens on `listen` (`host:port`) and forwards to `upstream`.
+    pub fn start(listen: &str, upstream: &str) -> Proxy {
+        let listener = TcpListener::bind(listen).unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let state = Arc::new((
+            Mutex::new(ProxyState {
+                mode: Mode::Pass,
+                cut_after_zk_create: false,
+                cut_after_etcd_key: None,
+                cuts: 0,
+            }),
+            Condvar::new(),
+        ));
+        let shared = state.clone();
+        let upstream = upstream.to_owned();
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                let Ok(server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let up = shared.clone();
+                std::thread::spawn(move || pump_zk_aware(client, server, &up));
+                let down = shared.clone();
+                std::thread::spawn(move || pump(s2, c2, &down));
+            }
+        });
+        Proxy { addr, state }
+    }
+
+    pub fn set(&self, mode: Mode) {
+        let (lock, cvar) = &*self.state;
+        lock.lock().unwrap().mode = mode;
+        cvar.notify_all();
+    }
+
+    pub fn cut_after_next_zk_create(&self) {
+        self.state.0.lock().unwrap().cut_after_zk_create = true;
+    }
+
+    pub fn cut_after_next_etcd_key_under(&self, prefix: &str) {
+        self.state.0.lock().unwrap().cut_after_etcd_key = Some(prefix.as_bytes().to_vec());
+    }
+
+    /// How many connections were cut after a create.
+    pub fn cuts(&self) -> usize {
+        self.state.0.lock().unwrap().cuts
+    }
+}
+
+/// Forwards one frame (`head` then `body`) once the proxy lets it through;
+/// false when either side is gone.
+fn forward(
+    to: &mut TcpStream,
+    head: &[u8],
+    body: &[u8],
+    state: &(Mutex<ProxyState>, Condvar),
+) -> bool {
+    let delay = gate(state);
+    if !delay.is_zero() {
+        std::thread::sleep(delay);
+    }
+    to.write_all(head).and_then(|()| to.write_all(body)).is_ok()
+}
+
+/// Ends a connection right after a request went through, on the client's
+/// side only: the server keeps the request and answers it, and the reply
+/// dies in the other pump, whose write to the client fails and which then
+/// closes the server's side too.
+fn cut(from: &TcpStream, state: &(Mutex<ProxyState>, Condvar)) {
+    state.0.lock().unwrap().cuts += 1;
+    let _ = from.shutdown(Shutdown::Both);
+}
+
+/// Blocks while the proxy is a blackhole; returns the delay to apply.
+fn gate(state: &(Mutex<ProxyState>, Condvar)) -> Duration {
+    let (lock, cvar) = state;
+    let mut s = lock.lock().unwrap();
+    while s.mode == Mode::Blackhole {
+        s = cvar.wait(s).unwrap();
+    }
+    match s.mode {
+        Mode::Delay(d) => d,
+        _ => Duration::ZERO,
+    }
+}
+
+fn pump(mut from: TcpStream, mut to: TcpStream, state: &(Mutex<ProxyState>, Condvar)) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if !forward(&mut to, &buf[..n], &[], state) {
+            break;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}
+
+/// Client to server. ZooKeeper frames are length-prefixed; after the
+/// connect request each starts with xid and op code, so a create (1),
+/// create2 (15), createContainer (19) or createTTL (21) can be recognised
+/// and the connection cut right after it is forwarded. Other protocols pass
+/// through in chunks (the first 4 bytes of an HTTP/2 preface read as a
+/// length that makes the pump fall back to plain copying).
+fn pump_zk_aware(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    state: &Arc<(Mutex<ProxyState>, Condvar)>,
+) {
+    let mut first = true;
+    loop {
+        let mut len = [0u8; 4];
+        if from.read_exact(&mut len).is_err() {
+            break;
+        }
+        let n = u32::from_be_bytes(len) as usize;
+        if n > 4 * 1024 * 1024 {
+            // Not ZooKeeper framing: HTTP/2 starts with "PRI ".
+            if !forward(&mut to, &len, &[], state) {
+                break;
+            }
+            return pump_h2(from, to, state);
+        }
+        let mut body = vec![0u8; n];
+        if from.read_exact(&mut body).is_err() || !forward(&mut to, &len, &body, state) {
+            break;
+        }
+        let op = (!first && n >= 8).then(|| i32::from_be_bytes(body[4..8].try_into().unwrap()));
+        first = false;
+        if matches!(op, Some(1 | 15 | 19 | 21))
+            && std::mem::take(&mut state.0.lock().unwrap().cut_after_zk_create)
+        {
+            cut(&from, state);
+            return;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}
+
+/// Client to server over HTTP/2 (etcd's gRPC): the rest of the 24-byte
+/// preface, then frames of a 9-byte header (24-bit length, type, flags,
+/// stream) and a payload. Each frame is forwarded whole, so a DATA frame
+/// (type 0) carrying a request that names a watched key can be the last
+/// thing forwarded before the cut.
+fn pump_h2(mut from: TcpStream, mut to: TcpStream, state: &Arc<(Mutex<ProxyState>, Condvar)>) {
+    let mut preface = [0u8; 20];
+    if from.read_exact(&mut preface).is_err() || to.write_all(&preface).is_err() {
+        return;
+    }
+    loop {
+        let mut header = [0u8; 9];
+        if from.read_exact(&mut header).is_err() {
+            break;
+        }
+        let n = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
+        let mut payload = vec![0u8; n];
+        if from.read_exact(&mut payload).is_err() || !forward(&mut to, &header, &payload, state) {
+            break;
+        }
+        if header[3] != 0 {
+            continue;
+        }
+        let names_key = {
+            let mut s = state.0.lock().unwrap();
+            let names = s.cut_after_etcd_key.as_deref().is_some_and(|prefix| {
+                payload
+                    .windows(prefix.len() + 1)
+                    .any(|w| w.starts_with(prefix) && w[prefix.len()].is_ascii_hexdigit())
+            });
+            if names {
+                s.cut_after_etcd_key = None;
+            }
+            names
+        };
+        if names_key {
+            cut(&from, state);
+            return;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}
+
+/// p50 and p99 of `samples` (nearest rank), zero when empty.
+pub fn percentiles(samples: &[Duration]) -> (Duration, Duration) {
+    if samples.is_empty() {
+        return (Duration::ZERO, Duration::ZERO);
+    }
+    let mut s = samples.to_vec();
+    s.sort();
+    let rank = |p: f64| s[((p * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1];
+    (rank(0.50), rank(0.99))
+}
