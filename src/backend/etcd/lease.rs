@@ -9,9 +9,11 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, LeaseGrantOptions};
+use std::sync::Arc;
+
+use etcd_client::{Client, LeaseGrantOptions, LeaseKeepAliveStream, LeaseKeeper};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, sleep_until, timeout};
 use tracing::{debug, info, warn};
 
@@ -132,12 +134,18 @@ impl Drop for Lease {
     }
 }
 
-/// Pings every TTL/3 and publishes the deadline each acknowledged ping buys.
+/// Keeps the lease alive through every member at once, publishing the
+/// latest deadline any of them bought, until one hears the lease is gone.
 ///
-/// Pings go to one member at a time; one left unanswered for TTL/3 moves
-/// the loop to the next member, so a member cut off from us (its packets
-/// dropped, no reset) costs one interval, not the lease. Candidates start
-/// at different members (chosen by lease id) to spread the load.
+/// A renewal only needs one member that can reach etcd's leader, but which
+/// one cannot be known in advance: a member paused or cut off leaves pings
+/// unanswered (no reset), a member whose leader was just paused answers
+/// "no leader" until etcd has elected another, and a follower that still
+/// forwards to the paused leader hangs. Pinging one member at a time and
+/// moving on after a timeout can walk through all three within one TTL;
+/// pinging all of them costs two extra requests per TTL/3 and rides out
+/// any minority fault. Renewals only ever move the server's expiry later,
+/// so the latest deadline any member acknowledged is sound.
 async fn keep_alive(
     renewers: Vec<Client>,
     id: i64,
@@ -145,65 +153,115 @@ async fn keep_alive(
     granted_at: Instant,
     state: watch::Sender<LeaseState>,
 ) {
-    let interval = ttl / 3;
-    let mut next = granted_at + interval;
-    let mut stream = None;
-    let mut member = (id >> 16) as usize % renewers.len().max(1);
-    loop {
-        sleep_until(next).await;
-        if stream.is_none() {
-            let mut lease_client = renewers[member].lease_client();
-            match timeout(interval, lease_client.keep_alive(id)).await {
-                Ok(Ok(pair)) => stream = Some(pair),
-                Ok(Err(e)) => debug!(member, "keepalive stream: {e}"),
-                Err(_) => debug!(member, "keepalive stream: timed out"),
-            }
-        }
-        let Some((keeper, responses)) = stream.as_mut() else {
-            member = (member + 1) % renewers.len();
-            next = Instant::now() + retry_delay(interval);
-            continue;
+    let state = Arc::new(state);
+    let mut members = JoinSet::new();
+    for (member, client) in renewers.into_iter().enumerate() {
+        let renewal = Renewal {
+            member,
+            client,
+            id,
+            ttl,
         };
-        let sent = Instant::now();
-        let reply = async {
-            keeper.keep_alive().await?;
-            responses.message().await
-        };
-        match timeout(interval, reply).await {
-            Ok(Ok(Some(resp))) if resp.ttl() > 0 => {
-                let renewed = Duration::from_secs(resp.ttl() as u64);
-                state.send_replace(LeaseState {
-                    deadline: deadline_after(sent, renewed),
-                    expired: false,
-                });
-                next = sent + interval;
-            }
-            Ok(Ok(Some(_))) => {
-                warn!(
-                    lease = format_args!("{id:x}"),
-                    "etcd says the lease is gone"
-                );
-                state.send_modify(|s| s.expired = true);
-                return;
-            }
-            outcome => {
-                // A reply that arrives late must never be credited to a later
-                // ping: that would move the deadline past the server's expiry.
-                // So the stream is dropped and a new one opened.
-                match outcome {
-                    Ok(Err(e)) => debug!(member, "keepalive failed: {e}"),
-                    _ => debug!(member, "keepalive unanswered"),
+        members.spawn(renewal.run(granted_at, state.clone()));
+    }
+    // Renewers only return once etcd says the lease is gone; dropping the
+    // set stops the others.
+    members.join_next().await;
+    warn!(
+        lease = format_args!("{id:x}"),
+        "etcd says the lease is gone"
+    );
+    state.send_modify(|s| s.expired = true);
+}
+
+/// One member's share of [`keep_alive`].
+struct Renewal {
+    member: usize,
+    client: Client,
+    id: i64,
+    ttl: Duration,
+}
+
+/// What one ping came to.
+enum Ping {
+    /// Acknowledged: the server's expiry is at least send time + this.
+    Renewed(Duration),
+    /// etcd no longer knows the lease.
+    Gone,
+    /// No acknowledgement: an error, or no reply in time.
+    Failed(String),
+}
+
+impl Renewal {
+    /// Pings every TTL/3 on one stream to this member. A ping left
+    /// unanswered for TTL/6 drops the stream, since a reply that arrives
+    /// late must never be credited to a later ping: that would move the
+    /// deadline past the server's expiry. Failures retry on a fresh stream
+    /// after 50 ms, doubling up to TTL/6.
+    async fn run(self, granted_at: Instant, state: Arc<watch::Sender<LeaseState>>) {
+        let interval = self.ttl / 3;
+        let answer_within = interval / 2;
+        let mut next = granted_at + interval;
+        let mut retry = Duration::ZERO;
+        let mut stream = None;
+        loop {
+            sleep_until(next).await;
+            let sent = Instant::now();
+            let ping = match timeout(answer_within, self.ping(&mut stream)).await {
+                Ok(ping) => ping,
+                Err(_) => Ping::Failed("no reply in time".into()),
+            };
+            match ping {
+                Ping::Renewed(renewed) => {
+                    let deadline = deadline_after(sent, renewed);
+                    state.send_if_modified(|s| {
+                        let later = deadline > s.deadline;
+                        if later {
+                            s.deadline = deadline;
+                        }
+                        later
+                    });
+                    retry = Duration::ZERO;
+                    next = sent + interval;
                 }
-                stream = None;
-                member = (member + 1) % renewers.len();
-                next = Instant::now() + retry_delay(interval);
+                Ping::Gone => return,
+                Ping::Failed(why) => {
+                    debug!(member = self.member, "keepalive: {why}");
+                    stream = None;
+                    retry = (retry * 2).clamp(Duration::from_millis(50), answer_within);
+                    next = Instant::now() + retry;
+                }
             }
         }
     }
-}
 
-fn retry_delay(interval: Duration) -> Duration {
-    interval.min(Duration::from_millis(100))
+    /// Sends one ping and waits for its acknowledgement. Opening a stream
+    /// is itself a ping (the client sends one and reads its reply).
+    async fn ping(&self, stream: &mut Option<(LeaseKeeper, LeaseKeepAliveStream)>) -> Ping {
+        let Some((keeper, responses)) = stream.as_mut() else {
+            return match self.client.lease_client().keep_alive(self.id).await {
+                Ok(opened) => {
+                    *stream = Some(opened);
+                    Ping::Renewed(self.ttl)
+                }
+                Err(etcd_client::Error::LeaseKeepAliveError(e)) if e.contains("not found") => {
+                    Ping::Gone
+                }
+                Err(e) => Ping::Failed(e.to_string()),
+            };
+        };
+        if let Err(e) = keeper.keep_alive().await {
+            return Ping::Failed(e.to_string());
+        }
+        match responses.message().await {
+            Ok(Some(resp)) if resp.ttl() > 0 => {
+                Ping::Renewed(Duration::from_secs(resp.ttl() as u64))
+            }
+            Ok(Some(_)) => Ping::Gone,
+            Ok(None) => Ping::Failed("stream closed".into()),
+            Err(e) => Ping::Failed(e.to_string()),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -44,10 +44,11 @@ async fn connect(cfg: &ElectionConfig) -> Result<Client> {
 }
 
 /// One client per endpoint, for the keepalive loop (see [`lease`]): it
-/// moves to the next member as soon as one leaves a ping unanswered,
-/// where the balancing client could keep choosing a member that is cut off
-/// until HTTP/2 pings declare that connection dead, longer than a short TTL.
-/// With a single endpoint there is nowhere to move: `client` serves.
+/// pings every member at once, so no single member that is paused, cut off
+/// or without a leader can cost the lease, where the balancing client could
+/// keep choosing a member that is cut off until HTTP/2 pings declare that
+/// connection dead, longer than a short TTL. With a single endpoint
+/// `client` serves.
 async fn connect_each(cfg: &ElectionConfig, client: &Client) -> Result<Vec<Client>> {
     if cfg.endpoints.len() == 1 {
         return Ok(vec![client.clone()]);
