@@ -141,30 +141,25 @@ fn key_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
 }
 
 /// The leader's lease is revoked: leadership is gone at once and nothing
-/// can hold the successor back, so the tree gets SIGTERM the moment our key
-/// vanishes (SIGKILL once the lease is known to be gone) and is dead before
-/// the successor's round trips end. A command that ignores SIGTERM cannot be
-/// stopped in time here; that is what fencing tokens are for.
+/// can hold the successor back. The successor hears of it at the same
+/// moment we do, so nothing orders our command's death and its election:
+/// the tree gets SIGTERM the moment our key vanishes (SIGKILL once the
+/// lease is known to be gone) and must be dead soon after. A command that
+/// outlives that is what fencing tokens are for.
 #[test]
-fn lease_revoked_the_tree_dies_before_the_successor_leads() {
+fn lease_revoked_the_tree_dies_at_once() {
     let etcd = Cluster::start();
     let (mut a, mut b, pids) = leader_with_tree_and_successor(&etcd, "revoke", "5s", false);
 
     let deaths = DeathWatch::start(pids, SOON);
     let (a_key, _) = etcd.candidates("revoke").remove(0);
     let lease = a_key.strip_prefix("revoke/").unwrap();
+    let revoked = Instant::now();
     etcd.etcdctl_ok(&["lease", "revoke", lease]);
     let (elected_at, _) = b.wait_event("elected", SOON);
-    let context = format!(
-        "
-a:
-{}
-b:
-{}",
-        a.stderr(),
-        b.stderr()
-    );
-    deaths.assert_all_died_before(elected_at, "b was elected", &context);
+    // etcdctl returns after the revoke was applied: `revoked` is before it,
+    // so the bound is generous.
+    deaths.assert_all_died_soon_after(revoked, Duration::from_secs(2), elected_at);
     a.wait_event("demoted", SOON);
     drop(a);
     drop(b);

@@ -62,6 +62,28 @@ impl DeathWatch {
         died
     }
 
+    /// For a leader whose leadership was taken from outside (its znode
+    /// deleted, its lease revoked), where the successor hears of it at the
+    /// same moment and nothing orders the two: asserts the tree died within
+    /// `bound` of `taken`, and reports how that compares with the
+    /// successor's election at `elected`.
+    pub fn assert_all_died_soon_after(self, taken: Instant, bound: Duration, elected: Instant) {
+        let died = self.join();
+        for (whose, when) in ["command", "grandchild"].iter().zip(&died) {
+            assert!(
+                *when - taken < bound,
+                "{whose} lived {:?} after its leadership was taken",
+                *when - taken
+            );
+        }
+        let last = *died.iter().max().unwrap();
+        eprintln!(
+            "tree dead {:?} after leadership was taken; successor elected {:?} after",
+            last - taken,
+            elected - taken
+        );
+    }
+
     /// When each pid died, in the order given.
     pub fn join(self) -> Vec<Instant> {
         self.handles
