@@ -60,8 +60,10 @@ fn sigkill_of_the_leader_fails_over_within_3t_with_5_peers() {
     failover(5);
 }
 
+/// Within T/2: an election after a missed transfer could not start before
+/// T, so this tells a transfer from a timeout with room for a loaded machine.
 #[test]
-fn a_clean_exit_of_the_leader_hands_over_within_100ms() {
+fn a_clean_exit_of_the_leader_hands_over_within_half_t() {
     let cluster = Cluster::new(3, "1s");
     let mut procs = cluster.all();
     let (leader, _, _) = elected(&mut procs, &[], SOON);
@@ -69,7 +71,7 @@ fn a_clean_exit_of_the_leader_hands_over_within_100ms() {
     procs[leader].signal(Signal::SIGTERM);
     let (_, at, _) = elected(&mut procs, &[leader], SOON);
     assert!(
-        at - sent < Duration::from_millis(100),
+        at - sent < Duration::from_millis(500),
         "handover took {:?}",
         at - sent
     );
