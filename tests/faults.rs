@@ -203,6 +203,7 @@ impl Rig {
     /// Stops every candidate, then checks the history, the store and that
     /// nothing is left; prints and records the table row.
     fn finish(mut self, scenario: &str, overlap_allowed: bool) {
+        let teardown = Instant::now();
         for (_, p) in std::mem::take(&mut self.candidates) {
             drop(p);
         }
@@ -216,11 +217,20 @@ impl Rig {
                 .all(|i| i.end.is_some())
                 .then_some(())
         });
-        let verdict = check(&self.store.intervals());
+        let verdict = check(&self.store.intervals(), teardown);
         let stale = self.store.stale_accepted();
-        let (p50, p99) = percentiles(&self.step_downs);
+        let step_downs = if self.step_downs.is_empty() {
+            "-".to_owned()
+        } else {
+            let (p50, p99) = percentiles(&self.step_downs);
+            format!(
+                "{:.0} / {:.0} ms",
+                p50.as_secs_f64() * 1e3,
+                p99.as_secs_f64() * 1e3
+            )
+        };
         let row = format!(
-            "| {scenario} | {} | {} | {} | {stale} | {:.0} / {:.0} ms |",
+            "| {scenario} | {} | {} | {} | {stale} | {step_downs} |",
             self.backend.name(),
             verdict.failovers,
             if verdict.max_overlap.is_zero() {
@@ -228,8 +238,6 @@ impl Rig {
             } else {
                 format!("{:.1} ms", verdict.max_overlap.as_secs_f64() * 1e3)
             },
-            p50.as_secs_f64() * 1e3,
-            p99.as_secs_f64() * 1e3,
         );
         eprintln!(
             "{row}  (largest gap {:?}, {} stale writes rejected)",
@@ -516,7 +524,8 @@ fn quorum_lost(backend: Backend) {
     rig.finish("quorum lost and recovered", false);
 }
 
-/// Candidates join and leave at random (SIGTERM or SIGKILL) for 20 s:
+/// Candidates join and leave at random (SIGTERM or SIGKILL) for 20 s, the
+/// leader on purpose in one round of four:
 /// 10 for etcd and ZooKeeper, the 3 peers for Raft-vote.
 fn churn(backend: Backend) {
     let mut rig = Rig::new(backend);
@@ -536,13 +545,21 @@ fn churn(backend: Backend) {
     };
     let until = Instant::now() + Duration::from_secs(20);
     while Instant::now() < until {
-        let id = &ids[random(ids.len())];
+        // One round in four goes for the leader, so that every run fails
+        // over several times; the others pick anyone, leader included.
+        let current = rig
+            .store
+            .intervals()
+            .into_iter()
+            .find(|i| i.end.is_none())
+            .map(|i| i.id);
+        let id = match &current {
+            Some(leader) if random(4) == 0 => leader.clone(),
+            _ => ids[random(ids.len())].clone(),
+        };
+        let id = &id;
         if let Some(mut p) = rig.candidates.remove(id) {
-            let leading = rig
-                .store
-                .intervals()
-                .iter()
-                .any(|i| i.end.is_none() && &i.id == id);
+            let leading = current.as_ref() == Some(id);
             let sig = if random(2) == 0 {
                 Signal::SIGTERM
             } else {

@@ -139,7 +139,9 @@ fn serve(conn: TcpStream, state: &Mutex<StoreState>) {
 /// What the history says about one scenario.
 #[derive(Debug)]
 pub struct Verdict {
-    /// Tenures after the first.
+    /// Tenures after the first that began before the teardown: the
+    /// handovers the scenario caused, not those of candidates leaving at
+    /// the end.
     pub failovers: usize,
     /// The largest overlap of two tenures (zero if none).
     pub max_overlap: Duration,
@@ -147,8 +149,9 @@ pub struct Verdict {
     pub max_gap: Duration,
 }
 
-/// Checks the tenures for overlap, in start order.
-pub fn check(intervals: &[Interval]) -> Verdict {
+/// Checks the tenures for overlap, in start order, the teardown's included;
+/// counts failovers up to `teardown`.
+pub fn check(intervals: &[Interval], teardown: Instant) -> Verdict {
     let mut sorted = intervals.to_vec();
     sorted.sort_by_key(|i| i.start);
     let mut max_overlap = Duration::ZERO;
@@ -168,7 +171,11 @@ pub fn check(intervals: &[Interval]) -> Verdict {
         latest_end = Some(latest_end.map_or(end, |e| e.max(end)));
     }
     Verdict {
-        failovers: sorted.len().saturating_sub(1),
+        failovers: sorted
+            .iter()
+            .filter(|i| i.start < teardown)
+            .count()
+            .saturating_sub(1),
         max_overlap,
         max_gap,
     }
