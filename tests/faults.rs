@@ -524,7 +524,7 @@ fn quorum_lost(backend: Backend) {
     rig.finish("quorum lost and recovered", false);
 }
 
-/// Candidates join and leave at random (SIGTERM or SIGKILL) for 20 s, the
+/// Candidates join and leave at random (SIGTERM or SIGKILL) for a minute, the
 /// leader on purpose in one round of four:
 /// 10 for etcd and ZooKeeper, the 3 peers for Raft-vote.
 fn churn(backend: Backend) {
@@ -543,7 +543,7 @@ fn churn(backend: Backend) {
         seed ^= seed << 17;
         (seed % n as u64) as usize
     };
-    let until = Instant::now() + Duration::from_secs(20);
+    let until = Instant::now() + Duration::from_secs(60);
     while Instant::now() < until {
         // One round in four goes for the leader, so that every run fails
         // over several times; the others pick anyone, leader included.
