@@ -191,6 +191,9 @@ fn the_kubernetes_sidecar_arguments_work_as_written() {
     eventually("readiness on the leader", SOON, || {
         (status(&http, "/readyz") == 200).then_some(())
     });
-    let written = std::fs::read_to_string(&leader_file).unwrap();
-    assert_eq!(written.trim(), "my-app-0");
+    // The leader file and the HTTP view are written by separate exporters.
+    eventually("the leader file naming us", SOON, || {
+        let written = std::fs::read_to_string(&leader_file).ok()?;
+        (written.trim() == "my-app-0").then_some(())
+    });
 }
