@@ -166,10 +166,10 @@ impl Rig {
     }
 
     /// Ensemble member `i`.
-    fn member(&self, i: usize) -> &support::Node {
+    fn member_mut(&mut self, i: usize) -> &mut support::Node {
         match self.backend {
-            Backend::Etcd => &self.etcd.as_ref().unwrap().member(i).node,
-            Backend::Zk => &self.zk.as_ref().unwrap().member(i).node,
+            Backend::Etcd => &mut self.etcd.as_mut().unwrap().member_mut(i).node,
+            Backend::Zk => &mut self.zk.as_mut().unwrap().member_mut(i).node,
             Backend::Raft => unreachable!("Raft-vote has no ensemble"),
         }
     }
@@ -471,28 +471,35 @@ fn member_killed(backend: Backend) {
     rig.finish("member the client uses killed", false);
 }
 
-/// Two of three members frozen (quorum lost) past the TTL, then back.
+/// Two of three members killed (quorum lost) past the TTL, then started
+/// again on their data. Raft-vote: the two peers that do not lead.
 fn quorum_lost(backend: Backend) {
     let mut rig = Rig::new(backend);
     start_all(&mut rig);
     let old = rig.leader();
     let lost = Instant::now();
-    match backend {
+    let stopped: Vec<String> = match backend {
         Backend::Etcd | Backend::Zk => {
             for i in 0..2 {
-                rig.member(i).pause();
+                rig.member_mut(i).kill();
             }
+            Vec::new()
         }
         Backend::Raft => {
-            // Two peers that are not the leader stop; the leader alone has
-            // no quorum and must step down (CheckQuorum).
-            for id in ["p0", "p1", "p2"] {
-                if id != old.id {
-                    signal_pid(rig.proc(id).pid(), Signal::SIGSTOP);
-                }
+            // The leader alone has no quorum and must step down (CheckQuorum).
+            let followers: Vec<String> = ["p0", "p1", "p2"]
+                .into_iter()
+                .filter(|id| *id != old.id)
+                .map(str::to_owned)
+                .collect();
+            for id in &followers {
+                let mut peer = rig.candidates.remove(id).unwrap();
+                peer.signal(Signal::SIGKILL);
+                peer.wait_exit(SOON);
             }
+            followers
         }
-    }
+    };
     let ended = rig.ended(&old, SOON);
     rig.step_downs.push(ended - lost);
     std::thread::sleep(backend.ttl());
@@ -504,12 +511,12 @@ fn quorum_lost(backend: Backend) {
     match backend {
         Backend::Etcd | Backend::Zk => {
             for i in 0..2 {
-                rig.member(i).resume();
+                rig.member_mut(i).restart();
             }
         }
         Backend::Raft => {
-            for id in ["p0", "p1", "p2"] {
-                signal_pid(rig.proc(id).pid(), Signal::SIGCONT);
+            for id in &stopped {
+                rig.start(id);
             }
         }
     }

@@ -97,11 +97,16 @@ impl Network {
     }
 
     /// Starts a detached container `<network>-<name>` at host number `n`,
-    /// running `command` (argv) in the base image with `elect` mounted.
-    pub fn run(&self, name: &str, n: u8, command: &[&str]) -> Container {
+    /// running `command` (argv) in the base image with `elect` mounted and
+    /// the host directory `data` as `/data`, so that a member killed and
+    /// started again (`Container::start`) finds its state, as a restarted
+    /// server would.
+    pub fn run(&self, name: &str, n: u8, data: &std::path::Path, command: &[&str]) -> Container {
         let container = self.container(name, n);
+        std::fs::create_dir_all(data).unwrap();
         let mut args: Vec<String> = vec!["run".into(), "-d".into()];
         args.extend(container.run_options(name));
+        args.extend(["-v".into(), format!("{}:/data", data.display())]);
         args.extend(["--entrypoint".into(), command[0].into(), IMAGE.into()]);
         args.extend(command[1..].iter().map(|a| a.to_string()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -143,8 +148,7 @@ pub struct Container {
 
 impl Container {
     /// `docker run` options every container of ours gets: its name, host
-    /// name, label, network and address, a tmpfs for data, and the `elect`
-    /// under test.
+    /// name, label, network and address, and the `elect` under test.
     fn run_options(&self, hostname: &str) -> Vec<String> {
         [
             "--name",
@@ -157,8 +161,6 @@ impl Container {
             &self.network,
             "--ip",
             &self.ip,
-            "--tmpfs",
-            "/data",
             "-v",
             &format!("{BIN}:/usr/local/bin/elect:ro"),
         ]
@@ -169,6 +171,11 @@ impl Container {
     /// SIGKILL to the container's main process, as a crash would.
     pub fn kill(&self) {
         let _ = docker_output(&["kill", &self.name]);
+    }
+
+    /// Starts a killed container again, at the same address.
+    pub fn start(&self) {
+        docker(&["start", &self.name]);
     }
 
     /// Freezes every process of the container (cgroup freezer).
@@ -241,6 +248,7 @@ impl Network {
         let mut cmd = Command::new("docker");
         cmd.arg("run")
             .args(container.run_options(name))
+            .args(["--tmpfs", "/data"])
             .args(["-e", "RUST_LOG=elect=debug,warn"])
             .args(["--entrypoint", "/usr/local/bin/elect", IMAGE])
             .args(args);

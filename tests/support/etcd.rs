@@ -1,23 +1,23 @@
 //! A real 3-member etcd cluster from the Debian `etcd-server` binary.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use super::docker::Network;
 use super::{Node, eventually, member_hosts};
 
 /// A member as a local process, its output in `<dir>/<name>.log`.
-fn spawn_process(dir: &std::path::Path, name: &str, args: &[String]) -> Child {
+fn process(dir: &std::path::Path, name: &str, args: &[String]) -> Node {
     let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
-    Command::new("etcd")
+    let mut command = Command::new("etcd");
+    command
         .arg("--data-dir")
         .arg(dir.join(name))
         .args(args)
         .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("etcd (Debian etcd-server) is installed; run the README's test command")
+        .stderr(log);
+    Node::spawn(command, "etcd (Debian etcd-server)")
 }
 
 pub struct Cluster {
@@ -98,9 +98,9 @@ impl Cluster {
                     Some(network) => {
                         let mut argv = vec!["etcd", "--data-dir", "/data/etcd"];
                         argv.extend(args.iter().map(String::as_str));
-                        Node::Container(network.run(&name, 11 + i as u8, &argv))
+                        Node::Container(network.run(&name, 11 + i as u8, &dir.join(&name), &argv))
                     }
-                    None => Node::Process(Some(spawn_process(&dir, &name, &args))),
+                    None => process(&dir, &name, &args),
                 };
                 Member {
                     name,
@@ -129,6 +129,10 @@ impl Cluster {
 
     pub fn member(&self, i: usize) -> &Member {
         &self.members[i]
+    }
+
+    pub fn member_mut(&mut self, i: usize) -> &mut Member {
+        &mut self.members[i]
     }
 
     /// The cluster's private network; panics in process mode.

@@ -68,16 +68,42 @@ pub fn containers_only(test: &str) -> bool {
 
 /// Where one ensemble member runs.
 pub enum Node {
-    Process(Option<std::process::Child>),
+    Process {
+        child: Option<std::process::Child>,
+        /// What started it, to start it again after a kill.
+        command: std::process::Command,
+    },
     Container(docker::Container),
 }
 
 impl Node {
+    /// Spawns `command` as a member process.
+    pub fn spawn(mut command: std::process::Command, what: &str) -> Node {
+        let child = command.spawn().unwrap_or_else(|e| {
+            panic!("starting {what}: {e}; run the README's test command to install it")
+        });
+        Node::Process {
+            child: Some(child),
+            command,
+        }
+    }
+
     /// SIGKILL to the member, as a crash would.
     pub fn kill(&mut self) {
         match self {
-            Node::Process(child) => kill_and_reap(child),
+            Node::Process { child, .. } => kill_and_reap(child),
             Node::Container(c) => c.kill(),
+        }
+    }
+
+    /// Starts a killed member again on its own data, as a restarted server.
+    pub fn restart(&mut self) {
+        match self {
+            Node::Process { child, command } => {
+                assert!(child.is_none(), "restarting a member that runs");
+                *child = Some(command.spawn().expect("the member starts again"));
+            }
+            Node::Container(c) => c.start(),
         }
     }
 
@@ -94,10 +120,13 @@ impl Node {
     fn freeze(&self, frozen: bool) {
         use nix::sys::signal::Signal::{SIGCONT, SIGSTOP};
         match (self, frozen) {
-            (Node::Process(Some(child)), _) => {
-                signal_pid(child.id() as i32, if frozen { SIGSTOP } else { SIGCONT })
-            }
-            (Node::Process(None), _) => {}
+            (
+                Node::Process {
+                    child: Some(child), ..
+                },
+                _,
+            ) => signal_pid(child.id() as i32, if frozen { SIGSTOP } else { SIGCONT }),
+            (Node::Process { child: None, .. }, _) => {}
             (Node::Container(c), true) => c.pause(),
             (Node::Container(c), false) => c.unpause(),
         }
@@ -107,7 +136,7 @@ impl Node {
     pub fn container(&self) -> &docker::Container {
         match self {
             Node::Container(c) => c,
-            Node::Process(_) => panic!("a container-only fault in process mode"),
+            Node::Process { .. } => panic!("a container-only fault in process mode"),
         }
     }
 
@@ -115,7 +144,7 @@ impl Node {
     /// the test failed (a process writes its log there all along).
     pub fn stop(&mut self, log: &std::path::Path) {
         match self {
-            Node::Process(child) => kill_and_reap(child),
+            Node::Process { child, .. } => kill_and_reap(child),
             Node::Container(c) if std::thread::panicking() => c.save_logs(log),
             Node::Container(_) => {}
         }

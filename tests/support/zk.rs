@@ -65,6 +65,7 @@ impl Ensemble {
                     Node::Container(network.run(
                         &format!("zk{id}"),
                         20 + id as u8,
+                        &dir.join(format!("zk{id}")),
                         &["sh", "-c", &script],
                     ))
                 }
@@ -75,15 +76,14 @@ impl Ensemble {
                     let cfg = data.join("zoo.cfg");
                     std::fs::write(&cfg, config(&data.display().to_string())).unwrap();
                     let log = std::fs::File::create(dir.join(format!("zk{id}.log"))).unwrap();
-                    let process = Command::new("sh")
+                    let mut command = Command::new("sh");
+                    command
                         .arg("-c")
                         .arg(format!("exec java {JVM} {MAIN} \"$0\""))
                         .arg(&cfg)
                         .stdout(log.try_clone().unwrap())
-                        .stderr(log)
-                        .spawn()
-                        .expect("java and Debian's zookeeper are installed; run the README's test command");
-                    Node::Process(Some(process))
+                        .stderr(log);
+                    Node::spawn(command, "java and Debian's zookeeper")
                 }
             };
             members.push(Member {
@@ -121,6 +121,10 @@ impl Ensemble {
 
     pub fn member(&self, i: usize) -> &Member {
         &self.members[i]
+    }
+
+    pub fn member_mut(&mut self, i: usize) -> &mut Member {
+        &mut self.members[i]
     }
 
     /// The ensemble's private network; panics in process mode.
