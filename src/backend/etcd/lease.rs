@@ -228,7 +228,9 @@ impl Renewal {
                 Ping::Failed(why) => {
                     debug!(member = self.member, "keepalive: {why}");
                     stream = None;
-                    retry = (retry * 2).max(Duration::from_millis(50)).min(answer_within);
+                    retry = (retry * 2)
+                        .max(Duration::from_millis(50))
+                        .min(answer_within);
                     next = Instant::now() + retry;
                 }
             }
