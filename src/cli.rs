@@ -1,18 +1,51 @@
-//! Command-line surface: clap structs, then one validation step that turns
-//! them into [`Command`], a fully checked configuration. Nothing here
-//! performs I/O, so bad input is refused before any connection is made.
+//! The command-line surface: clap structs, then one validation step that
+//! turns them into [`Command`], built from the library's checked
+//! configuration types. Nothing here performs I/O, so bad input is refused
+//! (exit 2, naming the flag) before any connection is made.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use elect::config::{BackendKind, ElectionConfig};
+use elect::export::{Format, OutputConfig};
+use elect::supervise::{ChildConfig, Restart};
 
-use crate::config::{
-    self, BackendKind, ChildConfig, ElectionConfig, Format, OutputConfig, Restart, parse_duration,
-};
-use crate::error::{Error, Result};
+/// A command line we refuse: the flag and what is wrong with its value.
+#[derive(Debug, thiserror::Error)]
+#[error("{flag}: {reason}")]
+pub struct UsageError {
+    pub flag: String,
+    pub reason: String,
+}
 
-/// Leader election on etcd or ZooKeeper, as a sidecar, a wrapper, or a one-shot query.
+impl UsageError {
+    fn new(flag: impl Into<String>, reason: impl Into<String>) -> Self {
+        UsageError {
+            flag: flag.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The library names a configuration field; the user typed its flag.
+impl From<elect::Error> for UsageError {
+    fn from(e: elect::Error) -> Self {
+        match e {
+            elect::Error::Config { field, reason } => {
+                UsageError::new(format!("--{}", field.replace('_', "-")), reason)
+            }
+            other => UsageError::new("elect", other.to_string()),
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, UsageError>;
+
+/// Leader election on etcd, ZooKeeper, or among the elect processes
+/// themselves (Raft's vote): as a sidecar, a wrapper, or a one-shot query.
 #[derive(Debug, Parser)]
 #[command(name = "elect", version, about, long_about = None)]
 pub struct Cli {
@@ -22,9 +55,40 @@ pub struct Cli {
     pub common: CommonArgs,
 }
 
+/// `--backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// Lease-bound keys in etcd, in the layout of Go's `concurrency.Election`.
+    Etcd,
+    /// Ephemeral-sequential znodes in ZooKeeper, named as Curator's `LeaderLatch`.
+    Zk,
+    /// The elect peers elect a leader among themselves with Raft's vote.
+    Raft,
+}
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// Sentences for people.
+    Text,
+    /// One JSON object per line, each a full snapshot.
+    Json,
+}
+
+/// `run --restart`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RestartArg {
+    /// Exit with the command's code (and resign).
+    Never,
+    /// Start it again, with backoff, after a non-zero exit or a signal.
+    OnFailure,
+    /// Start it again, with backoff, whatever its code.
+    Always,
+}
+
 #[derive(Debug, Args)]
 pub struct CommonArgs {
-    /// Which service decides who leads.
+    /// Who decides who leads: etcd, ZooKeeper, or the elect peers themselves.
     #[arg(
         long,
         env = "ELECT_BACKEND",
@@ -32,29 +96,34 @@ pub struct CommonArgs {
         default_value = "etcd",
         global = true
     )]
-    pub backend: BackendKind,
+    pub backend: BackendArg,
 
     /// etcd: host:port,... (an http:// scheme is accepted);
-    /// zk: host:port,...[/chroot]; raft: id=host:port,... for every peer
-    /// [default: 127.0.0.1:2379 for etcd, 127.0.0.1:2181 for zk].
+    /// zk: host:port,...[/chroot]; raft: id=host:port,... for every peer,
+    /// this one included [default: 127.0.0.1:2379 for etcd, 127.0.0.1:2181
+    /// for zk; none for raft].
     #[arg(long, env = "ELECT_ENDPOINTS", global = true)]
     pub endpoints: Option<String>,
 
     /// Name of the election (etcd: the key prefix, as `etcdctl elect` takes
-    /// it; zk: the absolute path of the election's znode).
+    /// it; zk: the absolute path of the election's znode; raft: the cluster
+    /// name every peer must share).
     #[arg(long, env = "ELECT_ELECTION", global = true)]
     pub election: Option<String>,
 
-    /// Value published while this process leads [default: hostname-pid].
+    /// Value published while this process leads [default: hostname-pid];
+    /// raft: which of the peers this process is (required to campaign).
     #[arg(long, env = "ELECT_ID", global = true)]
     pub id: Option<String>,
 
-    /// Time after which a silent leader is replaced (etcd: lease TTL; zk:
-    /// requested session timeout) [default: 10s].
+    /// Time after which a silent leader is replaced (etcd: lease TTL, whole
+    /// seconds up to 9000000000s; zk: requested session timeout; raft:
+    /// election timeout, 10ms to 24h) [default: 10s for etcd and zk, 1s for
+    /// raft].
     #[arg(long, env = "ELECT_TTL", global = true)]
     pub ttl: Option<String>,
 
-    /// How long to wait for the first answer of the service.
+    /// How long to wait for the first answer of the service (10ms to 24h).
     #[arg(
         long,
         env = "ELECT_CONNECT_TIMEOUT",
@@ -71,28 +140,29 @@ pub struct CommonArgs {
         default_value = "text",
         global = true
     )]
-    pub format: Format,
+    pub format: FormatArg,
 
-    /// raft: keep term and vote in this directory (fsynced before any vote
-    /// is sent). Without it a restarted peer does not vote for one election
-    /// timeout.
+    /// raft only, campaign and run: keep term and vote in this directory
+    /// (fsynced before any vote is sent). Without it a restarted peer does
+    /// not vote for one election timeout.
     #[arg(long, env = "ELECT_DATA_DIR", global = true)]
     pub data_dir: Option<PathBuf>,
 
-    /// Keep the current leader's id in this file (replaced atomically; empty
-    /// while no leader is known).
+    /// campaign, observe and run: keep the current leader's id in this file
+    /// (replaced atomically; empty while no leader is known).
     #[arg(long, env = "ELECT_LEADER_FILE", global = true)]
     pub leader_file: Option<PathBuf>,
 
-    /// Serve /leader, /healthz, /readyz and /metrics on this address
-    /// (IP:PORT, e.g. 0.0.0.0:4040).
+    /// campaign, observe and run: serve /leader, /healthz, /readyz and
+    /// /metrics on this address (IP:PORT, e.g. 0.0.0.0:4040).
     #[arg(long, env = "ELECT_HTTP", global = true, value_name = "ADDR")]
     pub http: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum CliCommand {
-    /// Campaign for leadership and report changes; resign on SIGINT/SIGTERM.
+    /// Campaign for leadership and report changes; resign on SIGINT,
+    /// SIGTERM, SIGHUP, SIGQUIT or SIGTSTP.
     Campaign,
     /// Report leadership changes without campaigning.
     Observe,
@@ -108,24 +178,24 @@ pub enum CliCommand {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Time between SIGTERM and SIGKILL when leadership is lost; never
-    /// extends past the leadership deadline.
+    /// Time between SIGTERM and SIGKILL when leadership is lost or elect is
+    /// stopped (at most 24h); never extends past the leadership deadline.
     #[arg(long, env = "ELECT_GRACE", default_value = "5s")]
     pub grace: String,
 
     /// Whether the command is started again when it exits while this
     /// process leads (with backoff from 100 ms to 10 s).
     #[arg(long, env = "ELECT_RESTART", value_enum, default_value = "never")]
-    pub restart: Restart,
+    pub restart: RestartArg,
 
     /// Exit (code 1) once leadership is lost and the command is dead,
     /// instead of campaigning again.
     #[arg(long, env = "ELECT_EXIT_ON_LOSS")]
     pub exit_on_loss: bool,
 
-    /// The command and its arguments.
+    /// The command and its arguments (any bytes, passed as they are).
     #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    pub command: Vec<OsString>,
 }
 
 /// A validated invocation.
@@ -138,129 +208,246 @@ pub enum Command {
     Demo,
 }
 
+/// A validated invocation and what the user should be told about it.
+#[derive(Debug)]
+pub struct Validated {
+    pub command: Command,
+    /// Said on stderr before anything starts.
+    pub warnings: Vec<String>,
+}
+
+/// Parses `10s`, `1500ms`, `1m30s`, or a bare number of seconds.
+pub fn parse_duration(flag: &str, text: &str) -> Result<Duration> {
+    let text = text.trim();
+    if let Ok(secs) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    humantime::parse_duration(text).map_err(|e| {
+        UsageError::new(
+            flag,
+            format!("{text:?} is not a duration like 10s or 500ms ({e})"),
+        )
+    })
+}
+
+/// Parses the process's arguments (clap prints help, version and its own
+/// errors and exits), then validates them.
+pub fn parse() -> Result<Validated> {
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    cli.validate(&matches)
+}
+
+/// Where a flag's value came from, wherever clap put it (global flags may
+/// sit in the subcommand's matches).
+fn source(matches: &ArgMatches, id: &str) -> Option<ValueSource> {
+    matches
+        .value_source(id)
+        .filter(|s| *s != ValueSource::DefaultValue)
+        .or_else(|| {
+            let (_, sub) = matches.subcommand()?;
+            sub.value_source(id)
+                .filter(|s| *s != ValueSource::DefaultValue)
+        })
+}
+
 impl Cli {
     /// Checks every value; the first bad one is reported with its flag.
-    pub fn validate(self) -> Result<Command> {
+    /// `matches` tells which flags were typed and which came from the
+    /// environment.
+    pub fn validate(self, matches: &ArgMatches) -> Result<Validated> {
+        let mut warnings = Vec::new();
         if matches!(self.command, CliCommand::Demo) {
             // The demo picks its own cluster; it takes no election flags.
-            return Ok(Command::Demo);
+            return Ok(Validated {
+                command: Command::Demo,
+                warnings,
+            });
         }
-        let election = self.common.election_config()?;
+        self.refuse_unused(matches, &mut warnings)?;
         let campaigns = matches!(self.command, CliCommand::Campaign | CliCommand::Run(_));
-        if campaigns && election.backend == BackendKind::Raft {
-            raft_membership(&election, self.common.id.is_some())?;
+        let election = self.common.election_config(campaigns)?;
+        if election.backend() == BackendKind::Raft && campaigns {
+            let n = election.peer_ids().count();
+            if n % 2 == 0 {
+                warnings.push(format!(
+                    "--endpoints: a Raft-vote cluster of {n} peers needs {} of them to elect a \
+                     leader and tolerates {} down, no more than {} peers would: an odd size \
+                     is better",
+                    n / 2 + 1,
+                    (n - 1) / 2,
+                    n - 1
+                ));
+            }
         }
         let output = OutputConfig {
-            format: self.common.format,
+            format: self.common.format.into(),
             leader_file: self.common.leader_file,
-            http: self
-                .common
-                .http
-                .as_deref()
-                .map(config::http_addr)
-                .transpose()?,
+            http: self.common.http.as_deref().map(http_addr).transpose()?,
         };
-        Ok(match self.command {
+        let command = match self.command {
             CliCommand::Campaign => Command::Campaign(election, output),
             CliCommand::Observe => Command::Observe(election, output),
             CliCommand::Leader => Command::Leader(election, output.format),
             CliCommand::Demo => unreachable!("handled above"),
             CliCommand::Run(run) => {
                 let grace = parse_duration("--grace", &run.grace)?;
-                if run.command.iter().all(|a| a.is_empty()) {
-                    return Err(Error::usage("CMD", "the command to run is empty"));
-                }
-                Command::Run(
-                    election,
-                    output,
-                    ChildConfig {
-                        command: run.command,
-                        grace,
-                        restart: run.restart,
-                        exit_on_loss: run.exit_on_loss,
-                    },
-                )
+                let child = ChildConfig::new(run.command)
+                    .map_err(|_| UsageError::new("CMD", "the command to run is empty"))?
+                    .with_grace(grace)?
+                    .with_restart(run.restart.into())
+                    .with_exit_on_loss(run.exit_on_loss);
+                Command::Run(election, output, child)
             }
-        })
+        };
+        Ok(Validated { command, warnings })
     }
-}
 
-/// A raft candidate must be one of the peers.
-fn raft_membership(cfg: &ElectionConfig, id_given: bool) -> Result<()> {
-    let ids: Vec<&str> = cfg
-        .endpoints
-        .iter()
-        .filter_map(|e| e.split_once('='))
-        .map(|(id, _)| id)
-        .collect();
-    if !id_given {
-        return Err(Error::usage(
-            "--id",
-            format!("is required with --backend raft: one of {}", ids.join(", ")),
-        ));
+    /// Flags that would do nothing here: refused when typed (exit 2), a
+    /// warning when they come from the environment, which other commands
+    /// may share.
+    fn refuse_unused(&self, matches: &ArgMatches, warnings: &mut Vec<String>) -> Result<()> {
+        let (subcommand, campaigns) = match self.command {
+            CliCommand::Campaign => ("campaign", true),
+            CliCommand::Observe => ("observe", false),
+            CliCommand::Leader => ("leader", false),
+            CliCommand::Run(_) => ("run", true),
+            CliCommand::Demo => ("demo", false),
+        };
+        let backend = BackendKind::from(self.common.backend).name();
+        let mut unused: Vec<(&str, &str, String)> = Vec::new();
+        if self.common.backend != BackendArg::Raft {
+            unused.push((
+                "data_dir",
+                "--data-dir",
+                format!("only the raft backend keeps state; {backend} keeps none"),
+            ));
+        } else if !campaigns {
+            unused.push((
+                "data_dir",
+                "--data-dir",
+                format!("`{subcommand}` does not vote, so it keeps no state"),
+            ));
+        }
+        if subcommand == "leader" {
+            for (id, flag) in [("http", "--http"), ("leader_file", "--leader-file")] {
+                unused.push((
+                    id,
+                    flag,
+                    "`leader` prints once and exits; use `observe` to export".into(),
+                ));
+            }
+        }
+        if !campaigns {
+            unused.push((
+                "id",
+                "--id",
+                format!("`{subcommand}` does not campaign, so it publishes no id"),
+            ));
+        }
+        for (id, flag, why) in unused {
+            match source(matches, id) {
+                Some(ValueSource::CommandLine) => {
+                    return Err(UsageError::new(flag, format!("does nothing here: {why}")));
+                }
+                Some(ValueSource::EnvVariable) => warnings.push(format!(
+                    "{flag} (from ELECT_{}) is ignored: {why}",
+                    id.to_uppercase()
+                )),
+                _ => {}
+            }
+        }
+        Ok(())
     }
-    if !ids.contains(&cfg.id.as_str()) {
-        return Err(Error::usage(
-            "--id",
-            format!(
-                "{:?} is not one of the peers in --endpoints ({})",
-                cfg.id,
-                ids.join(", ")
-            ),
-        ));
-    }
-    Ok(())
 }
 
 impl CommonArgs {
-    fn election_config(&self) -> Result<ElectionConfig> {
-        let backend = self.backend;
+    fn election_config(&self, campaigns: bool) -> Result<ElectionConfig> {
+        let backend = BackendKind::from(self.backend);
         let election = self
             .election
             .as_deref()
-            .ok_or_else(|| Error::usage("--election", "is required (or set ELECT_ELECTION)"))?;
-        let ttl = match &self.ttl {
-            Some(text) => parse_duration("--ttl", text)?,
-            None => backend.default_ttl(),
-        };
-        let connect_timeout = parse_duration("--connect-timeout", &self.connect_timeout)?;
-        if connect_timeout < Duration::from_millis(10) {
-            return Err(Error::usage("--connect-timeout", "must be at least 10ms"));
-        }
-        let id = match &self.id {
-            Some(id) => config::candidate_id(id)?,
-            None => config::default_id(),
-        };
+            .ok_or_else(|| UsageError::new("--election", "is required (or set ELECT_ELECTION)"))?;
         let endpoints = self
             .endpoints
             .as_deref()
             .unwrap_or(backend.default_endpoints());
-        let (endpoints, election, ttl) = match backend {
-            BackendKind::Etcd => (
-                config::etcd_endpoints(endpoints)?,
-                config::etcd_election(election)?,
-                config::etcd_ttl(ttl)?,
-            ),
-            BackendKind::Zk => (
-                vec![config::zk_connect_string(endpoints)?],
-                config::zk_path(election)?,
-                config::zk_ttl(ttl)?,
-            ),
-            BackendKind::Raft => (
-                config::raft_peers(endpoints)?,
-                config::raft_cluster(election)?,
-                config::raft_ttl(ttl)?,
-            ),
+        let mut cfg = match backend {
+            BackendKind::Zk => ElectionConfig::zk(endpoints, election)?,
+            BackendKind::Raft => {
+                let peers = endpoints
+                    .split(',')
+                    .map(|entry| entry.split_once('=').unwrap_or(("", entry)))
+                    .collect::<Vec<_>>();
+                if endpoints.trim().is_empty() {
+                    return Err(UsageError::new(
+                        "--endpoints",
+                        "lists no peers; give id=host:port,... for every peer, this one included",
+                    ));
+                }
+                ElectionConfig::raft(peers, election)?
+            }
+            _ => ElectionConfig::etcd(endpoints.split(','), election)?,
         };
-        Ok(ElectionConfig {
-            backend,
-            endpoints,
-            election,
-            id,
-            ttl,
-            connect_timeout,
-            data_dir: self.data_dir.clone(),
-        })
+        if let Some(ttl) = &self.ttl {
+            cfg = cfg.with_ttl(parse_duration("--ttl", ttl)?)?;
+        }
+        cfg =
+            cfg.with_connect_timeout(parse_duration("--connect-timeout", &self.connect_timeout)?)?;
+        match (&self.id, backend) {
+            (Some(id), _) => cfg = cfg.with_id(id)?,
+            (None, BackendKind::Raft) if campaigns => {
+                let ids: Vec<&str> = cfg.peer_ids().collect();
+                return Err(UsageError::new(
+                    "--id",
+                    format!("is required with --backend raft: one of {}", ids.join(", ")),
+                ));
+            }
+            (None, _) => {}
+        }
+        if let (Some(dir), BackendKind::Raft) = (&self.data_dir, backend) {
+            cfg = cfg.with_data_dir(dir)?;
+        }
+        Ok(cfg)
+    }
+}
+
+/// Checks `--http`: an IP address and a port.
+fn http_addr(text: &str) -> Result<std::net::SocketAddr> {
+    text.trim().parse().map_err(|_| {
+        UsageError::new(
+            "--http",
+            format!("{text:?} is not IP:PORT (e.g. 0.0.0.0:4040 or [::1]:4040)"),
+        )
+    })
+}
+
+impl From<BackendArg> for BackendKind {
+    fn from(b: BackendArg) -> Self {
+        match b {
+            BackendArg::Etcd => BackendKind::Etcd,
+            BackendArg::Zk => BackendKind::Zk,
+            BackendArg::Raft => BackendKind::Raft,
+        }
+    }
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::Text => Format::Text,
+            FormatArg::Json => Format::Json,
+        }
+    }
+}
+
+impl From<RestartArg> for Restart {
+    fn from(r: RestartArg) -> Self {
+        match r {
+            RestartArg::Never => Restart::Never,
+            RestartArg::OnFailure => Restart::OnFailure,
+            RestartArg::Always => Restart::Always,
+        }
     }
 }
 
@@ -268,21 +455,22 @@ impl CommonArgs {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<Command> {
-        Cli::try_parse_from(std::iter::once("elect").chain(args.iter().copied()))
-            .expect("clap accepts")
-            .validate()
+    fn parse(args: &[&str]) -> Result<Validated> {
+        let matches = Cli::command()
+            .try_get_matches_from(std::iter::once("elect").chain(args.iter().copied()))
+            .expect("clap accepts");
+        Cli::from_arg_matches(&matches).unwrap().validate(&matches)
     }
 
     #[test]
     fn flags_may_follow_the_subcommand() {
         let cmd = parse(&["campaign", "--election", "e", "--ttl", "3", "--id", "a"]).unwrap();
-        let Command::Campaign(cfg, _) = cmd else {
+        let Command::Campaign(cfg, _) = cmd.command else {
             panic!("not campaign")
         };
-        assert_eq!(cfg.ttl, Duration::from_secs(3));
-        assert_eq!(cfg.id, "a");
-        assert_eq!(cfg.endpoints, vec!["http://127.0.0.1:2379"]);
+        assert_eq!(cfg.ttl(), Duration::from_secs(3));
+        assert_eq!(cfg.id(), "a");
+        assert_eq!(cfg.endpoints(), vec!["http://127.0.0.1:2379"]);
     }
 
     #[test]
@@ -299,17 +487,58 @@ mod tests {
             "x",
         ])
         .unwrap();
-        let Command::Run(_, _, child) = cmd else {
+        let Command::Run(_, _, child) = cmd.command else {
             panic!("not run")
         };
-        assert_eq!(child.command, vec!["sh", "-c", "x"]);
-        assert_eq!(child.grace, Duration::from_secs(1));
+        assert_eq!(child.command(), ["sh", "-c", "x"]);
+        assert_eq!(child.grace(), Duration::from_secs(1));
     }
 
     #[test]
     fn missing_election_names_the_flag() {
         let err = parse(&["leader"]).unwrap_err();
-        assert!(err.to_string().starts_with("--election"), "{err}");
-        assert_eq!(err.exit_code(), 2);
+        assert_eq!(err.flag, "--election");
+    }
+
+    #[test]
+    fn library_fields_are_reported_as_flags() {
+        let err = parse(&["leader", "--election", "e", "--connect-timeout", "1ms"]).unwrap_err();
+        assert_eq!(err.flag, "--connect-timeout");
+        let err = parse(&["leader", "--election", "e", "--ttl", "99999999999999"]).unwrap_err();
+        assert_eq!(err.flag, "--ttl");
+        let err = parse(&["--election", "e", "run", "--grace", "9999999h", "--", "x"]).unwrap_err();
+        assert_eq!(err.flag, "--grace");
+    }
+
+    #[test]
+    fn typed_flags_that_do_nothing_are_refused() {
+        let err = parse(&["campaign", "--election", "e", "--data-dir", "/tmp"]).unwrap_err();
+        assert_eq!(err.flag, "--data-dir");
+        let err = parse(&["leader", "--election", "e", "--http", "127.0.0.1:1"]).unwrap_err();
+        assert_eq!(err.flag, "--http");
+        let err = parse(&["observe", "--election", "e", "--id", "a"]).unwrap_err();
+        assert_eq!(err.flag, "--id");
+    }
+
+    #[test]
+    fn even_raft_clusters_are_accepted_with_a_warning() {
+        let args = [
+            "--backend",
+            "raft",
+            "--endpoints",
+            "a=127.0.0.1:1,b=127.0.0.1:2",
+            "--election",
+            "c",
+            "--id",
+            "a",
+            "campaign",
+        ];
+        let v = parse(&args).unwrap();
+        assert_eq!(v.warnings.len(), 1, "{:?}", v.warnings);
+        assert!(
+            v.warnings[0].contains("tolerates 0 down"),
+            "{:?}",
+            v.warnings
+        );
     }
 }

@@ -1,17 +1,43 @@
-//! Validated configuration: what the CLI hands to the library.
+//! Validated configuration of an election, for the library and the CLI.
 //!
-//! Every value here has already been checked, so the backends never see a
-//! malformed endpoint or election name and never half-create anything
-//! because of one. The checks are pure functions, tested below; each error
-//! names the flag the user has to change.
+//! An [`ElectionConfig`] is built by one constructor per backend
+//! ([`ElectionConfig::etcd`], [`ElectionConfig::zk`],
+//! [`ElectionConfig::raft`]) and refined with `with_*` methods; every value
+//! is checked once, there, so the backends never see a malformed endpoint
+//! or election name and never half-create anything because of one. Errors
+//! are [`Error::Config`] naming the field (`endpoints`, `election`, `id`,
+//! `ttl`, `connect_timeout`, `data_dir`); the `elect` binary reports them as
+//! the flag of the same name.
+//!
+//! # Bounds
+//!
+//! | field | etcd | zk | raft |
+//! |---|---|---|---|
+//! | `ttl` | 1 s to 9,000,000,000 s (etcd's maximum lease TTL), whole seconds | 100 ms to 2^31-1 ms (the server clamps it to 2 to 20 ticks) | 10 ms to 24 h |
+//! | `connect_timeout` | 10 ms to 24 h | same | same |
+//!
+//! ```
+//! use std::time::Duration;
+//! use elect::config::ElectionConfig;
+//!
+//! let cfg = ElectionConfig::etcd(["127.0.0.1:2379"], "jobs")?
+//!     .with_id("node-a")?
+//!     .with_ttl(Duration::from_secs(5))?;
+//! assert_eq!(cfg.endpoints(), ["http://127.0.0.1:2379"]);
+//!
+//! let err = ElectionConfig::zk("127.0.0.1:2181", "jobs").unwrap_err();
+//! assert_eq!(err.to_string(), "election: \"jobs\" is not an absolute ZooKeeper path (it must start with '/')");
+//! # Ok::<(), elect::Error>(())
+//! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
 
 /// Which service decides who leads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BackendKind {
     /// Lease-bound keys in etcd, in the layout of Go's `concurrency.Election`.
     Etcd,
@@ -22,6 +48,7 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    /// The name used in output lines and `ELECT_BACKEND`.
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Etcd => "etcd",
@@ -30,7 +57,8 @@ impl BackendKind {
         }
     }
 
-    /// Where the service is looked for when `--endpoints` is not given.
+    /// Where the service is looked for when no endpoints are given (none
+    /// for raft: the peers must be named).
     pub fn default_endpoints(self) -> &'static str {
         match self {
             BackendKind::Etcd => "127.0.0.1:2379",
@@ -39,7 +67,8 @@ impl BackendKind {
         }
     }
 
-    /// The TTL used when `--ttl` is not given.
+    /// The TTL used unless one is set: 10 s for etcd and ZooKeeper, 1 s
+    /// (the election timeout) for raft.
     pub fn default_ttl(self) -> Duration {
         match self {
             BackendKind::Etcd | BackendKind::Zk => Duration::from_secs(10),
@@ -48,108 +77,230 @@ impl BackendKind {
     }
 }
 
-/// Where and how to take part in (or watch) one election.
+/// The longest duration accepted for `connect_timeout`, a raft `ttl` and a
+/// `run` grace: anything longer is a mistake, and would overflow clocks.
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// etcd's maximum lease TTL (`lease.MaxLeaseTTL`), in seconds.
+pub const ETCD_MAX_TTL_SECS: u64 = 9_000_000_000;
+
+/// Where and how to take part in (or watch) one election. Built only
+/// through the validating constructors; read through the accessors.
 #[derive(Debug, Clone)]
 pub struct ElectionConfig {
-    pub backend: BackendKind,
+    pub(crate) backend: BackendKind,
     /// etcd: `http://host:port` URLs; zk: one connect string
-    /// `host:port,...[/chroot]`.
-    pub endpoints: Vec<String>,
+    /// `host:port,...[/chroot]`; raft: `id=host:port` for every peer.
+    pub(crate) endpoints: Vec<String>,
     /// etcd: the key prefix, without the trailing `/`; zk: the absolute
-    /// path of the election's znode.
-    pub election: String,
-    /// The value published while this process leads.
-    pub id: String,
-    /// How long a silent leader keeps its leadership.
-    pub ttl: Duration,
-    /// How long to wait for the first answer of the service.
-    pub connect_timeout: Duration,
-    /// raft: where term and vote are kept.
-    pub data_dir: Option<PathBuf>,
+    /// path of the election's znode; raft: the cluster name.
+    pub(crate) election: String,
+    pub(crate) id: String,
+    pub(crate) ttl: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) data_dir: Option<PathBuf>,
 }
 
-/// How changes are reported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Sentences for people.
-    Text,
-    /// One JSON object per line, each a full snapshot.
-    Json,
-}
-
-#[derive(Debug, Clone)]
-pub struct OutputConfig {
-    pub format: Format,
-    pub leader_file: Option<PathBuf>,
-    /// Where to serve the HTTP endpoints, if anywhere.
-    pub http: Option<std::net::SocketAddr>,
-}
-
-/// The command `run` wraps.
-#[derive(Debug, Clone)]
-pub struct ChildConfig {
-    pub command: Vec<String>,
-    /// Time between SIGTERM and SIGKILL when leadership is lost (capped by
-    /// the leadership deadline).
-    pub grace: Duration,
-    /// Whether a command that exits while we lead is started again.
-    pub restart: Restart,
-    /// Exit once leadership is lost instead of campaigning again.
-    pub exit_on_loss: bool,
-}
-
-/// `run --restart`: what happens when the command exits while we lead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Restart {
-    /// `elect run` exits with the command's code (and resigns).
-    Never,
-    /// Start it again, with backoff, if it exited with a non-zero code or
-    /// by a signal; exit with code 0 like `never`.
-    OnFailure,
-    /// Start it again, with backoff, whatever its code.
-    Always,
-}
-
-impl Restart {
-    /// Whether a command that exited with `code` is started again.
-    pub fn restarts(self, code: i32) -> bool {
-        match self {
-            Restart::Never => false,
-            Restart::OnFailure => code != 0,
-            Restart::Always => true,
+impl ElectionConfig {
+    fn new(backend: BackendKind, endpoints: Vec<String>, election: String) -> Self {
+        ElectionConfig {
+            backend,
+            endpoints,
+            election,
+            id: default_id(),
+            ttl: backend.default_ttl(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            data_dir: None,
         }
     }
+
+    /// An etcd election: `endpoints` as `host:port` (an `http://` scheme is
+    /// accepted), `election` the key prefix as `etcdctl elect` takes it.
+    ///
+    /// Errors: [`Error::Config`] naming `endpoints` or `election`.
+    pub fn etcd<I, S>(endpoints: I, election: &str) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let endpoints: Vec<String> = endpoints
+            .into_iter()
+            .map(|e| e.as_ref().to_owned())
+            .collect();
+        Ok(Self::new(
+            BackendKind::Etcd,
+            etcd_endpoints(&endpoints.join(","))?,
+            etcd_election(election)?,
+        ))
+    }
+
+    /// A ZooKeeper election: `connect_string` as `host:port,...[/chroot]`,
+    /// `path` the absolute path of the election's znode.
+    ///
+    /// Errors: [`Error::Config`] naming `endpoints` or `election`.
+    pub fn zk(connect_string: &str, path: &str) -> Result<Self> {
+        Ok(Self::new(
+            BackendKind::Zk,
+            vec![zk_connect_string(connect_string)?],
+            zk_path(path)?,
+        ))
+    }
+
+    /// A Raft-vote cluster: every peer as `(id, "host:port")`, this one
+    /// included, and the cluster's name. A candidate must then say which
+    /// peer it is with [`with_id`](Self::with_id); an observer need not.
+    ///
+    /// Errors: [`Error::Config`] naming `endpoints` (no peers, a bad or
+    /// repeated id or address) or `election`.
+    pub fn raft<I, A, B>(peers: I, cluster: &str) -> Result<Self>
+    where
+        I: IntoIterator<Item = (A, B)>,
+        A: AsRef<str>,
+        B: AsRef<str>,
+    {
+        let list: Vec<String> = peers
+            .into_iter()
+            .map(|(id, addr)| format!("{}={}", id.as_ref(), addr.as_ref()))
+            .collect();
+        Ok(Self::new(
+            BackendKind::Raft,
+            raft_peers(&list.join(","))?,
+            raft_cluster(cluster)?,
+        ))
+    }
+
+    /// The value published while this process leads (default
+    /// `hostname-pid`); for raft, the id of this peer.
+    ///
+    /// Errors: [`Error::Config`] naming `id`: empty, over 1024 bytes,
+    /// control characters, or (raft) not one of the peers.
+    pub fn with_id(mut self, id: &str) -> Result<Self> {
+        let id = candidate_id(id)?;
+        if self.backend == BackendKind::Raft && !self.peer_ids().any(|p| p == id) {
+            return Err(Error::config(
+                "id",
+                format!(
+                    "{id:?} is not one of the peers ({})",
+                    self.peer_ids().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        self.id = id;
+        Ok(self)
+    }
+
+    /// How long a silent leader keeps its leadership (etcd: lease TTL; zk:
+    /// requested session timeout; raft: election timeout). See the bounds
+    /// in the [module doc](self).
+    ///
+    /// Errors: [`Error::Config`] naming `ttl`.
+    pub fn with_ttl(mut self, ttl: Duration) -> Result<Self> {
+        self.ttl = match self.backend {
+            BackendKind::Etcd => etcd_ttl(ttl)?,
+            BackendKind::Zk => zk_ttl(ttl)?,
+            BackendKind::Raft => raft_ttl(ttl)?,
+        };
+        Ok(self)
+    }
+
+    /// How long to wait for the first answer of the service (default 5 s).
+    ///
+    /// Errors: [`Error::Config`] naming `connect_timeout` below 10 ms or
+    /// above 24 h.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Result<Self> {
+        if timeout < Duration::from_millis(10) {
+            return Err(Error::config("connect_timeout", "must be at least 10ms"));
+        }
+        if timeout > MAX_DURATION {
+            return Err(Error::config("connect_timeout", "must be at most 24h"));
+        }
+        self.connect_timeout = timeout;
+        Ok(self)
+    }
+
+    /// raft: keep term and vote in `dir` (fsynced before any vote is
+    /// sent). Without it a restarted peer does not vote for one election
+    /// timeout.
+    ///
+    /// Errors: [`Error::Config`] naming `data_dir` for etcd and ZooKeeper,
+    /// which keep no local state.
+    pub fn with_data_dir(mut self, dir: impl AsRef<Path>) -> Result<Self> {
+        if self.backend != BackendKind::Raft {
+            return Err(Error::config(
+                "data_dir",
+                format!(
+                    "only the raft backend keeps state; {} keeps none",
+                    self.backend.name()
+                ),
+            ));
+        }
+        self.data_dir = Some(dir.as_ref().to_owned());
+        Ok(self)
+    }
+
+    /// The backend this election runs on.
+    pub fn backend(&self) -> BackendKind {
+        self.backend
+    }
+
+    /// etcd: `http://host:port` URLs; zk: one connect string; raft:
+    /// `id=host:port` per peer.
+    pub fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+
+    /// etcd: the key prefix; zk: the election's znode; raft: the cluster.
+    pub fn election(&self) -> &str {
+        &self.election
+    }
+
+    /// The value published while this process leads.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// How long a silent leader keeps its leadership.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// How long to wait for the first answer of the service.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// raft: where term and vote are kept.
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.data_dir.as_deref()
+    }
+
+    /// raft: the peers' ids (empty for other backends).
+    pub fn peer_ids(&self) -> impl Iterator<Item = &str> {
+        self.endpoints
+            .iter()
+            .filter(|_| self.backend == BackendKind::Raft)
+            .filter_map(|e| e.split_once('=').map(|(id, _)| id))
+    }
 }
+
+/// The connect timeout unless one is set.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Longest id we accept: ids are published in keys' values, output lines,
 /// environment variables and file names of operators' scripts.
 pub const MAX_ID_BYTES: usize = 1024;
 
-/// Parses `10s`, `1500ms`, `1m30s`, or a bare number of seconds.
-pub fn parse_duration(flag: &'static str, text: &str) -> Result<Duration> {
-    let text = text.trim();
-    if let Ok(secs) = text.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    humantime::parse_duration(text).map_err(|e| {
-        Error::usage(
-            flag,
-            format!("{text:?} is not a duration like 10s or 500ms ({e})"),
-        )
-    })
-}
-
 /// Checks `host:port,...` (an `http://` scheme is accepted) and returns
 /// `http://host:port` URLs.
-pub fn etcd_endpoints(text: &str) -> Result<Vec<String>> {
-    const FLAG: &str = "--endpoints";
+pub(crate) fn etcd_endpoints(text: &str) -> Result<Vec<String>> {
+    const FLAG: &str = "endpoints";
     let mut urls = Vec::new();
     for raw in text.split(',').map(str::trim) {
         if raw.is_empty() {
-            return Err(Error::usage(FLAG, format!("empty entry in {text:?}")));
+            return Err(Error::config(FLAG, format!("empty entry in {text:?}")));
         }
         if raw.starts_with("https://") {
-            return Err(Error::usage(
+            return Err(Error::config(
                 FLAG,
                 format!("{raw:?}: TLS endpoints are not supported yet; use http://"),
             ));
@@ -158,12 +309,12 @@ pub fn etcd_endpoints(text: &str) -> Result<Vec<String>> {
         let hostport = hostport.strip_suffix('/').unwrap_or(hostport);
         let (host, port) = hostport
             .rsplit_once(':')
-            .ok_or_else(|| Error::usage(FLAG, format!("{raw:?} is not host:port")))?;
+            .ok_or_else(|| Error::config(FLAG, format!("{raw:?} is not host:port")))?;
         let host_ok = !host.is_empty()
             && !host.contains(['/', ' ', '@', '?', '#'])
             && (host.starts_with('[') == host.ends_with(']'));
         if !host_ok {
-            return Err(Error::usage(
+            return Err(Error::config(
                 FLAG,
                 format!("{raw:?} has no valid host before the port"),
             ));
@@ -171,31 +322,35 @@ pub fn etcd_endpoints(text: &str) -> Result<Vec<String>> {
         match port.parse::<u16>() {
             Ok(p) if p > 0 => {}
             _ => {
-                return Err(Error::usage(
+                return Err(Error::config(
                     FLAG,
                     format!("{raw:?}: port {port:?} is not a number from 1 to 65535"),
                 ));
             }
         }
-        urls.push(format!("http://{host}:{port}"));
+        let url = format!("http://{host}:{port}");
+        if urls.contains(&url) {
+            return Err(Error::config(FLAG, format!("{raw:?} is listed twice")));
+        }
+        urls.push(url);
     }
     Ok(urls)
 }
 
 /// Checks an etcd election name (the key prefix Go's `NewElection` takes).
-pub fn etcd_election(name: &str) -> Result<String> {
-    const FLAG: &str = "--election";
+pub(crate) fn etcd_election(name: &str) -> Result<String> {
+    const FLAG: &str = "election";
     if name.is_empty() {
-        return Err(Error::usage(FLAG, "must not be empty"));
+        return Err(Error::config(FLAG, "must not be empty"));
     }
     if name.chars().any(char::is_control) {
-        return Err(Error::usage(
+        return Err(Error::config(
             FLAG,
             format!("{name:?} contains control characters"),
         ));
     }
     if name.ends_with('/') {
-        return Err(Error::usage(
+        return Err(Error::config(
             FLAG,
             format!(
                 "{name:?} ends with '/'; give the name without it (keys are <name>/<lease id>)"
@@ -206,24 +361,28 @@ pub fn etcd_election(name: &str) -> Result<String> {
 }
 
 /// Checks a ZooKeeper connect string `host:port,...[/chroot]`.
-pub fn zk_connect_string(text: &str) -> Result<String> {
-    const FLAG: &str = "--endpoints";
+pub(crate) fn zk_connect_string(text: &str) -> Result<String> {
+    const FLAG: &str = "endpoints";
     let (hosts, chroot) = match text.find('/') {
         Some(i) => (&text[..i], Some(&text[i..])),
         None => (text, None),
     };
+    let mut seen = std::collections::BTreeSet::new();
     for hostport in hosts.split(',').map(str::trim) {
+        if !seen.insert(hostport) {
+            return Err(Error::config(FLAG, format!("{hostport:?} is listed twice")));
+        }
         let (host, port) = hostport
             .rsplit_once(':')
-            .ok_or_else(|| Error::usage(FLAG, format!("{hostport:?} is not host:port")))?;
+            .ok_or_else(|| Error::config(FLAG, format!("{hostport:?} is not host:port")))?;
         if host.is_empty() || host.contains([' ', '@']) {
-            return Err(Error::usage(
+            return Err(Error::config(
                 FLAG,
                 format!("{hostport:?} has no valid host"),
             ));
         }
         if !matches!(port.parse::<u16>(), Ok(p) if p > 0) {
-            return Err(Error::usage(
+            return Err(Error::config(
                 FLAG,
                 format!("{hostport:?}: port {port:?} is not a number from 1 to 65535"),
             ));
@@ -233,7 +392,7 @@ pub fn zk_connect_string(text: &str) -> Result<String> {
         && chroot != "/"
     {
         zk_path(chroot).map_err(|e| match e {
-            Error::Usage { reason, .. } => Error::usage(FLAG, format!("chroot {reason}")),
+            Error::Config { reason, .. } => Error::config(FLAG, format!("chroot {reason}")),
             other => other,
         })?;
     }
@@ -242,9 +401,9 @@ pub fn zk_connect_string(text: &str) -> Result<String> {
 
 /// Checks a ZooKeeper election path: absolute, no trailing `/`, no empty,
 /// `.` or `..` segments, no control characters.
-pub fn zk_path(path: &str) -> Result<String> {
-    const FLAG: &str = "--election";
-    let bad = |why: &str| Err(Error::usage(FLAG, format!("{path:?} {why}")));
+pub(crate) fn zk_path(path: &str) -> Result<String> {
+    const FLAG: &str = "election";
+    let bad = |why: &str| Err(Error::config(FLAG, format!("{path:?} {why}")));
     if !path.starts_with('/') {
         return bad("is not an absolute ZooKeeper path (it must start with '/')");
     }
@@ -272,54 +431,61 @@ pub fn zk_path(path: &str) -> Result<String> {
 }
 
 /// Checks a ZooKeeper session timeout: ZooKeeper counts in milliseconds.
-pub fn zk_ttl(ttl: Duration) -> Result<Duration> {
+pub(crate) fn zk_ttl(ttl: Duration) -> Result<Duration> {
     ttl_at_least(
         ttl,
         Duration::from_millis(100),
         "is too short for a ZooKeeper session",
     )?;
     if ttl > Duration::from_secs(i32::MAX as u64 / 1000) {
-        return Err(Error::usage("--ttl", "is too long for a ZooKeeper session"));
+        return Err(Error::config("ttl", "is too long for a ZooKeeper session"));
     }
     Ok(ttl)
 }
 
 /// Checks raft peers `id=host:port,...`: every entry has an id, ids are
 /// unique, addresses are host:port.
-pub fn raft_peers(text: &str) -> Result<Vec<String>> {
-    const FLAG: &str = "--endpoints";
+pub(crate) fn raft_peers(text: &str) -> Result<Vec<String>> {
+    const FLAG: &str = "endpoints";
     if text.trim().is_empty() {
-        return Err(Error::usage(
+        return Err(Error::config(
             FLAG,
             "lists no peers; give id=host:port,... for every peer, this one included",
         ));
     }
     let mut seen = std::collections::BTreeSet::new();
+    let mut addresses = std::collections::BTreeSet::new();
     let mut peers = Vec::new();
     for entry in text.split(',').map(str::trim) {
         let (id, addr) = entry.split_once('=').ok_or_else(|| {
-            Error::usage(
+            Error::config(
                 FLAG,
                 format!("{entry:?} has no peer id; write id=host:port"),
             )
         })?;
         let id = candidate_id(id).map_err(|_| {
-            Error::usage(FLAG, format!("{entry:?} has an empty or invalid peer id"))
+            Error::config(FLAG, format!("{entry:?} has an empty or invalid peer id"))
         })?;
         let (host, port) = addr
             .rsplit_once(':')
-            .ok_or_else(|| Error::usage(FLAG, format!("{entry:?}: {addr:?} is not host:port")))?;
+            .ok_or_else(|| Error::config(FLAG, format!("{entry:?}: {addr:?} is not host:port")))?;
         if host.is_empty()
             || host.contains([' ', '/', '='])
             || !matches!(port.parse::<u16>(), Ok(p) if p > 0)
         {
-            return Err(Error::usage(
+            return Err(Error::config(
                 FLAG,
                 format!("{entry:?}: {addr:?} is not host:port"),
             ));
         }
         if !seen.insert(id.clone()) {
-            return Err(Error::usage(FLAG, format!("peer id {id:?} appears twice")));
+            return Err(Error::config(FLAG, format!("peer id {id:?} appears twice")));
+        }
+        if !addresses.insert(addr.to_owned()) {
+            return Err(Error::config(
+                FLAG,
+                format!("address {addr:?} is given to two peers"),
+            ));
         }
         peers.push(format!("{id}={addr}"));
     }
@@ -327,10 +493,10 @@ pub fn raft_peers(text: &str) -> Result<Vec<String>> {
 }
 
 /// Checks a raft cluster name (`--election`).
-pub fn raft_cluster(name: &str) -> Result<String> {
+pub(crate) fn raft_cluster(name: &str) -> Result<String> {
     if name.is_empty() || name.chars().any(char::is_control) {
-        return Err(Error::usage(
-            "--election",
+        return Err(Error::config(
+            "election",
             format!("{name:?} is not a cluster name"),
         ));
     }
@@ -338,20 +504,29 @@ pub fn raft_cluster(name: &str) -> Result<String> {
 }
 
 /// Checks a raft election timeout.
-pub fn raft_ttl(ttl: Duration) -> Result<Duration> {
+pub(crate) fn raft_ttl(ttl: Duration) -> Result<Duration> {
     ttl_at_least(
         ttl,
         Duration::from_millis(10),
         "is below the 10ms minimum election timeout",
     )?;
+    if ttl > MAX_DURATION {
+        return Err(Error::config(
+            "ttl",
+            format!(
+                "{} is above the 24h maximum election timeout",
+                humantime::format_duration(ttl)
+            ),
+        ));
+    }
     Ok(ttl)
 }
 
 /// `--ttl` below `min` is refused with "<ttl> <why>".
 fn ttl_at_least(ttl: Duration, min: Duration, why: &str) -> Result<()> {
     if ttl < min {
-        return Err(Error::usage(
-            "--ttl",
+        return Err(Error::config(
+            "ttl",
             format!("{} {why}", humantime::format_duration(ttl)),
         ));
     }
@@ -359,19 +534,19 @@ fn ttl_at_least(ttl: Duration, min: Duration, why: &str) -> Result<()> {
 }
 
 /// Checks the id published as leader.
-pub fn candidate_id(id: &str) -> Result<String> {
-    const FLAG: &str = "--id";
+pub(crate) fn candidate_id(id: &str) -> Result<String> {
+    const FLAG: &str = "id";
     if id.is_empty() {
-        return Err(Error::usage(FLAG, "must not be empty"));
+        return Err(Error::config(FLAG, "must not be empty"));
     }
     if id.len() > MAX_ID_BYTES {
-        return Err(Error::usage(
+        return Err(Error::config(
             FLAG,
             format!("is {} bytes long; the limit is {MAX_ID_BYTES}", id.len()),
         ));
     }
     if id.chars().any(char::is_control) {
-        return Err(Error::usage(
+        return Err(Error::config(
             FLAG,
             format!("{id:?} contains control characters"),
         ));
@@ -380,15 +555,21 @@ pub fn candidate_id(id: &str) -> Result<String> {
 }
 
 /// Checks an etcd TTL: leases are granted in whole seconds, at least one.
-pub fn etcd_ttl(ttl: Duration) -> Result<Duration> {
+pub(crate) fn etcd_ttl(ttl: Duration) -> Result<Duration> {
     ttl_at_least(
         ttl,
         Duration::from_secs(1),
         "is below etcd's lease granularity of 1s",
     )?;
+    if ttl.as_secs() > ETCD_MAX_TTL_SECS {
+        return Err(Error::config(
+            "ttl",
+            format!("is above etcd's maximum lease TTL of {ETCD_MAX_TTL_SECS}s"),
+        ));
+    }
     if ttl.subsec_nanos() != 0 {
-        return Err(Error::usage(
-            "--ttl",
+        return Err(Error::config(
+            "ttl",
             format!(
                 "{}: etcd leases are granted in whole seconds",
                 humantime::format_duration(ttl)
@@ -398,17 +579,7 @@ pub fn etcd_ttl(ttl: Duration) -> Result<Duration> {
     Ok(ttl)
 }
 
-/// Checks `--http`: an IP address and a port.
-pub fn http_addr(text: &str) -> Result<std::net::SocketAddr> {
-    text.trim().parse().map_err(|_| {
-        Error::usage(
-            "--http",
-            format!("{text:?} is not IP:PORT (e.g. 0.0.0.0:4040 or [::1]:4040)"),
-        )
-    })
-}
-
-/// The default `--id`: `hostname-pid`, unique per process on one host.
+/// The default id: `hostname-pid`, unique per process on one host.
 pub fn default_id() -> String {
     let host = nix::unistd::gethostname()
         .ok()
@@ -423,8 +594,8 @@ mod tests {
 
     fn flag_of(e: Error) -> &'static str {
         match e {
-            Error::Usage { flag, .. } => flag,
-            other => panic!("not a usage error: {other}"),
+            Error::Config { field, .. } => field,
+            other => panic!("not a configuration error: {other}"),
         }
     }
 
@@ -454,28 +625,8 @@ mod tests {
             "h/x:1",
         ] {
             let err = etcd_endpoints(bad).expect_err(bad);
-            assert_eq!(flag_of(err), "--endpoints", "{bad}");
+            assert_eq!(flag_of(err), "endpoints", "{bad}");
         }
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(
-            parse_duration("--ttl", "10").unwrap(),
-            Duration::from_secs(10)
-        );
-        assert_eq!(
-            parse_duration("--ttl", "1500ms").unwrap(),
-            Duration::from_millis(1500)
-        );
-        assert_eq!(
-            flag_of(parse_duration("--ttl", "ten").unwrap_err()),
-            "--ttl"
-        );
-        assert_eq!(
-            flag_of(parse_duration("--grace", "-1s").unwrap_err()),
-            "--grace"
-        );
     }
 
     #[test]
@@ -483,13 +634,58 @@ mod tests {
         assert!(etcd_ttl(Duration::from_secs(2)).is_ok());
         assert!(etcd_ttl(Duration::from_millis(500)).is_err());
         assert!(etcd_ttl(Duration::from_millis(1500)).is_err());
+        assert!(etcd_ttl(Duration::from_secs(ETCD_MAX_TTL_SECS)).is_ok());
+        assert!(etcd_ttl(Duration::from_secs(ETCD_MAX_TTL_SECS + 1)).is_err());
+        assert!(etcd_ttl(Duration::MAX).is_err());
+    }
+
+    #[test]
+    fn absurd_durations_are_refused_with_their_field() {
+        let etcd = ElectionConfig::etcd(["h:1"], "e").unwrap();
+        assert_eq!(
+            flag_of(etcd.clone().with_ttl(Duration::MAX).unwrap_err()),
+            "ttl"
+        );
+        assert_eq!(
+            flag_of(etcd.with_connect_timeout(Duration::MAX).unwrap_err()),
+            "connect_timeout"
+        );
+        let zk = ElectionConfig::zk("h:1", "/e").unwrap();
+        assert_eq!(flag_of(zk.with_ttl(Duration::MAX).unwrap_err()), "ttl");
+        let raft = ElectionConfig::raft([("a", "h:1")], "c").unwrap();
+        assert_eq!(
+            flag_of(raft.with_ttl(Duration::from_secs(86401)).unwrap_err()),
+            "ttl"
+        );
+    }
+
+    #[test]
+    fn duplicates_are_refused() {
+        assert_eq!(
+            flag_of(etcd_endpoints("h:1,http://h:1").unwrap_err()),
+            "endpoints"
+        );
+        assert_eq!(
+            flag_of(zk_connect_string("h:1,h:1/x").unwrap_err()),
+            "endpoints"
+        );
+        assert_eq!(flag_of(raft_peers("a=h:1,b=h:1").unwrap_err()), "endpoints");
+    }
+
+    #[test]
+    fn raft_ids_must_be_peers_and_state_is_raft_only() {
+        let raft = ElectionConfig::raft([("a", "h:1"), ("b", "h:2"), ("c", "h:3")], "c").unwrap();
+        assert_eq!(raft.clone().with_id("b").unwrap().id(), "b");
+        assert_eq!(flag_of(raft.with_id("z").unwrap_err()), "id");
+        let etcd = ElectionConfig::etcd(["h:1"], "e").unwrap();
+        assert_eq!(flag_of(etcd.with_data_dir("/tmp").unwrap_err()), "data_dir");
     }
 
     #[test]
     fn election_names() {
         assert_eq!(etcd_election("jobs/cron").unwrap(), "jobs/cron");
         for bad in ["", "a/", "a\nb", "\u{7f}"] {
-            assert_eq!(flag_of(etcd_election(bad).unwrap_err()), "--election");
+            assert_eq!(flag_of(etcd_election(bad).unwrap_err()), "election");
         }
     }
 
@@ -500,7 +696,7 @@ mod tests {
         for bad in ["a", "a:0", "a:2181//x", "a:2181/x/", ":1"] {
             assert_eq!(
                 flag_of(zk_connect_string(bad).unwrap_err()),
-                "--endpoints",
+                "endpoints",
                 "{bad}"
             );
         }
@@ -519,7 +715,7 @@ mod tests {
             "/a\nb",
             "/zookeeper/x",
         ] {
-            assert_eq!(flag_of(zk_path(bad).unwrap_err()), "--election", "{bad}");
+            assert_eq!(flag_of(zk_path(bad).unwrap_err()), "election", "{bad}");
         }
     }
 
@@ -538,11 +734,7 @@ mod tests {
             "a=h:1,a=h:2",
             "a=:1",
         ] {
-            assert_eq!(
-                flag_of(raft_peers(bad).unwrap_err()),
-                "--endpoints",
-                "{bad}"
-            );
+            assert_eq!(flag_of(raft_peers(bad).unwrap_err()), "endpoints", "{bad}");
         }
     }
 

@@ -8,39 +8,55 @@ use std::time::Duration;
 /// Result alias used across the library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A boxed error, the source of a failed request.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Everything that can go wrong in `elect`.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// A flag or variable holds a value we refuse before any I/O.
-    #[error("{flag}: {reason}")]
-    Usage {
-        /// The flag as the user types it, e.g. `--endpoints`.
-        flag: &'static str,
+    /// A configuration value is refused before any I/O.
+    #[error("{field}: {reason}")]
+    Config {
+        /// The field of [`ElectionConfig`](crate::config::ElectionConfig)
+        /// (or [`ChildConfig`](crate::supervise::ChildConfig)), e.g.
+        /// `endpoints`; the `elect` binary names the flag of the same name.
+        field: &'static str,
+        /// What is wrong with the value.
         reason: String,
     },
 
     /// The coordination service did not answer within the connect timeout.
     #[error("cannot reach {backend} at {endpoints} within {}: {detail}", humantime::format_duration(*.timeout))]
     Unreachable {
+        /// `etcd`, `zk` or `raft`.
         backend: &'static str,
+        /// The endpoints tried.
         endpoints: String,
+        /// The connect timeout.
         timeout: Duration,
+        /// What the last attempt said.
         detail: String,
     },
 
     /// A request to the coordination service failed.
-    #[error("{backend}: {action} failed: {detail}")]
+    #[error("{backend}: {action} failed: {source}")]
     Backend {
+        /// `etcd`, `zk` or `raft`.
         backend: &'static str,
+        /// What we were doing.
         action: &'static str,
-        /// `etcd_client::Error` exposes no `source()`, so its text is kept.
-        detail: String,
+        /// The client's error.
+        #[source]
+        source: BoxError,
     },
 
     /// The wrapped command could not be started.
     #[error("cannot start {command:?}: {source}")]
     Spawn {
+        /// The command, as given.
         command: String,
+        /// Why it could not be started.
         #[source]
         source: std::io::Error,
     },
@@ -48,7 +64,9 @@ pub enum Error {
     /// Local I/O (leader file, signals, process control) failed.
     #[error("{action}: {source}")]
     Io {
+        /// What we were doing.
         action: String,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
@@ -59,15 +77,27 @@ impl Error {
     /// configuration, 1 for everything that failed at run time.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Usage { .. } => 2,
+            Error::Config { .. } => 2,
             _ => 1,
         }
     }
 
-    pub(crate) fn usage(flag: &'static str, reason: impl Into<String>) -> Self {
-        Error::Usage {
-            flag,
+    pub(crate) fn config(field: &'static str, reason: impl Into<String>) -> Self {
+        Error::Config {
+            field,
             reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn backend(
+        backend: &'static str,
+        action: &'static str,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Error::Backend {
+            backend,
+            action,
+            source: source.into(),
         }
     }
 

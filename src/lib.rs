@@ -32,7 +32,6 @@
 //! 6. nothing is left behind: no keys, leases or processes.
 
 pub mod backend;
-pub mod cli;
 pub mod config;
 pub mod error;
 pub mod export;

@@ -5,32 +5,31 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context as _;
-use clap::Parser;
 use elect::backend;
-use elect::cli::{Cli, Command};
-use elect::config::{ElectionConfig, Format, OutputConfig};
-use elect::export::{self, Exported, Metrics, lines};
-use elect::supervise::{self, ChildEnv, Finish};
+use elect::config::ElectionConfig;
+use elect::export::{self, Exports, Format, OutputConfig, lines};
+use elect::supervise::{self, ChildConfig, ChildEnv, Finish};
 use nix::sys::signal::Signal;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
 
+mod cli;
 mod demo;
 
+use cli::Command;
+
 const NO_LEADER: u8 = 3;
+const USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(supervise::watchdog::SUBCOMMAND) {
-        let code = supervise::watchdog::main(&args[2..]);
+    if let Some(code) = supervise::dispatch_hidden() {
         return ExitCode::from(code.clamp(0, 255) as u8);
     }
-    let cli = Cli::parse();
+    let validated = cli::parse();
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,elect=info"));
     tracing_subscriber::registry()
@@ -43,11 +42,16 @@ fn main() -> ExitCode {
         // Unfiltered: RUST_LOG must not change what the metrics count.
         .with(export::metrics::BackendErrors)
         .init();
-    let command = match cli.validate() {
-        Ok(c) => c,
+    let command = match validated {
+        Ok(v) => {
+            for warning in &v.warnings {
+                eprintln!("elect: warning: {warning}");
+            }
+            v.command
+        }
         Err(e) => {
             eprintln!("elect: {e}");
-            return ExitCode::from(e.exit_code() as u8);
+            return ExitCode::from(USAGE);
         }
     };
     if let Command::Demo = command {
@@ -88,8 +92,8 @@ async fn execute(command: Command) -> anyhow::Result<u8> {
 
 fn context(cfg: &ElectionConfig) -> export::Context {
     export::Context {
-        backend: cfg.backend.name(),
-        election: cfg.election.clone(),
+        backend: cfg.backend().name(),
+        election: cfg.election().to_owned(),
     }
 }
 
@@ -120,85 +124,9 @@ async fn leader(cfg: ElectionConfig, format: Format) -> anyhow::Result<u8> {
     })
 }
 
-/// The exporters of one command: lines, leader file, metrics and, with
-/// `--http`, the HTTP server (bound before the backend is contacted, so a
-/// taken port fails the command before it campaigns).
-struct Exports {
-    metrics: Arc<Metrics>,
-    listener: Option<tokio::net::TcpListener>,
-    ctx: export::Context,
-    output: OutputConfig,
-}
-
-/// The running exporters; [`Running::finish`] waits for the last line.
-struct Running {
-    exporter: tokio::task::JoinHandle<()>,
-    server: Option<tokio::task::JoinHandle<()>>,
-    metrics: Arc<Metrics>,
-}
-
-impl Exports {
-    async fn prepare(cfg: &ElectionConfig, output: OutputConfig) -> anyhow::Result<Exports> {
-        let listener = match output.http {
-            Some(addr) => Some(export::http::bind(addr).await?),
-            None => None,
-        };
-        Ok(Exports {
-            metrics: Arc::new(Metrics::new()),
-            listener,
-            ctx: context(cfg),
-            output,
-        })
-    }
-
-    fn start(self, leadership: watch::Receiver<elect::Leadership>) -> Running {
-        let (state, exported) = Exported::channel();
-        let server = self.listener.map(|listener| {
-            tokio::spawn(export::http::serve(
-                listener,
-                exported,
-                self.metrics.clone(),
-                self.ctx.clone(),
-            ))
-        });
-        let exporter = tokio::spawn(export::run(
-            leadership,
-            self.ctx,
-            self.output,
-            self.metrics.clone(),
-            state,
-        ));
-        Running {
-            exporter,
-            server,
-            metrics: self.metrics,
-        }
-    }
-}
-
-impl Running {
-    /// Waits for the exporter to write what the backend last said, then
-    /// stops serving.
-    async fn finish(self) -> anyhow::Result<()> {
-        let result = self.exporter.await.context("exporter");
-        if let Some(server) = self.server {
-            server.abort();
-        }
-        result
-    }
-
-    /// Stops at once.
-    fn abort(self) {
-        self.exporter.abort();
-        if let Some(server) = self.server {
-            server.abort();
-        }
-    }
-}
-
 async fn observe(cfg: ElectionConfig, output: OutputConfig) -> anyhow::Result<u8> {
     let mut shutdown = shutdown_signals()?;
-    let exports = Exports::prepare(&cfg, output).await?;
+    let exports = Exports::prepare(context(&cfg), output).await?;
     let observation = backend::observe(&cfg).await?;
     let running = exports.start(observation.leadership());
     shutdown.recv().await;
@@ -208,7 +136,7 @@ async fn observe(cfg: ElectionConfig, output: OutputConfig) -> anyhow::Result<u8
 }
 
 /// Resigns, timing the handover when we were leading.
-async fn resign(campaign: backend::Campaign, metrics: &Metrics) -> anyhow::Result<()> {
+async fn resign(campaign: backend::Campaign, metrics: &export::Metrics) -> anyhow::Result<()> {
     let leading = campaign.leadership().borrow().is_self;
     let started = std::time::Instant::now();
     campaign.resign().await?;
@@ -220,7 +148,7 @@ async fn resign(campaign: backend::Campaign, metrics: &Metrics) -> anyhow::Resul
 
 async fn campaign(cfg: ElectionConfig, output: OutputConfig) -> anyhow::Result<u8> {
     let mut shutdown = shutdown_signals()?;
-    let exports = Exports::prepare(&cfg, output).await?;
+    let exports = Exports::prepare(context(&cfg), output).await?;
     // No work runs under our leadership, so nothing ever keeps us busy.
     let (_idle, busy) = watch::channel(false);
     let campaign = backend::campaign(&cfg, busy).await?;
@@ -231,51 +159,56 @@ async fn campaign(cfg: ElectionConfig, output: OutputConfig) -> anyhow::Result<u
         // The campaign task publishes until it ends; ending by itself is a failure.
         _ = async { while leadership.changed().await.is_ok() {} } => {}
     }
-    resign(campaign, &running.metrics).await?;
-    running.finish().await?;
+    resign(campaign, running.metrics()).await?;
+    running.finish().await;
     Ok(0)
 }
 
-async fn run(
-    cfg: ElectionConfig,
-    output: OutputConfig,
-    child: elect::config::ChildConfig,
-) -> anyhow::Result<u8> {
-    // SIGINT and SIGTERM stop us; these are only passed on to the command.
+async fn run(cfg: ElectionConfig, output: OutputConfig, child: ChildConfig) -> anyhow::Result<u8> {
+    // The shutdown signals stop the command, then us; these are only
+    // passed on to the command.
     let forwarded = [
-        (SignalKind::hangup(), Signal::SIGHUP),
-        (SignalKind::quit(), Signal::SIGQUIT),
         (SignalKind::user_defined1(), Signal::SIGUSR1),
         (SignalKind::user_defined2(), Signal::SIGUSR2),
     ];
     let mut shutdown = signals(&[SHUTDOWN_SIGNALS.as_slice(), &forwarded].concat())?;
-    let exports = Exports::prepare(&cfg, output).await?;
+    let exports = Exports::prepare(context(&cfg), output).await?;
     let (busy_tx, busy) = watch::channel(false);
     let campaign = backend::campaign(&cfg, busy).await?;
     let running = exports.start(campaign.leadership());
     let env = ChildEnv {
-        election: cfg.election.clone(),
-        backend: cfg.backend.name(),
+        election: cfg.election().to_owned(),
+        backend: cfg.backend().name(),
         watchdog: std::env::current_exe().context("finding elect's own executable")?,
     };
     let finish = supervise::run(&child, &env, campaign.leadership(), &busy_tx, &mut shutdown).await;
     // The command's group is gone by now on every path; resigning is safe.
-    resign(campaign, &running.metrics).await?;
-    running.finish().await?;
+    resign(campaign, running.metrics()).await?;
+    running.finish().await;
     match finish? {
         Finish::Exited(code) => Ok(code.clamp(0, 255) as u8),
         Finish::Signalled(_) => Ok(0),
-        Finish::BackendGone => anyhow::bail!("the {} backend stopped", cfg.backend.name()),
+        Finish::BackendGone => anyhow::bail!("the {} backend stopped", cfg.backend().name()),
         Finish::Lost => anyhow::bail!("leadership lost; the command is dead (--exit-on-loss)"),
+        Finish::WatchdogKilled(sig) => anyhow::bail!(
+            "the watchdog was killed by signal {sig}; the command's group was killed, and we resigned"
+        ),
     }
 }
 
-const SHUTDOWN_SIGNALS: [(SignalKind, Signal); 2] = [
+/// What ends `campaign`, `observe` and `run` cleanly (resigning): a
+/// terminal's Ctrl-C, Ctrl-\\ and Ctrl-Z, a hang-up, and SIGTERM. Ctrl-Z
+/// does not suspend: a suspended leader would keep a leadership it cannot
+/// use, so elect resigns instead (see `supervise::is_shutdown`).
+const SHUTDOWN_SIGNALS: [(SignalKind, Signal); 5] = [
     (SignalKind::interrupt(), Signal::SIGINT),
     (SignalKind::terminate(), Signal::SIGTERM),
+    (SignalKind::quit(), Signal::SIGQUIT),
+    (SignalKind::hangup(), Signal::SIGHUP),
+    (SignalKind::from_raw(libc::SIGTSTP), Signal::SIGTSTP),
 ];
 
-/// SIGINT and SIGTERM, as one stream.
+/// The shutdown signals, as one stream.
 fn shutdown_signals() -> anyhow::Result<mpsc::UnboundedReceiver<Signal>> {
     signals(&SHUTDOWN_SIGNALS)
 }

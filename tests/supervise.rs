@@ -4,19 +4,13 @@
 use std::time::Duration;
 
 use elect::Leadership;
-use elect::config::{ChildConfig, Restart};
-use elect::supervise::{ChildEnv, Finish, run};
+use elect::supervise::{ChildConfig, ChildEnv, Finish, Restart, run};
 use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 fn sh(script: &str) -> ChildConfig {
-    ChildConfig {
-        command: vec!["sh".into(), "-c".into(), script.into()],
-        grace: Duration::from_secs(5),
-        restart: Restart::Never,
-        exit_on_loss: false,
-    }
+    ChildConfig::new(["sh", "-c", script]).unwrap()
 }
 
 fn env() -> ChildEnv {
@@ -57,8 +51,9 @@ async fn demotion_kills_the_group_including_ignorers_by_the_deadline() {
     let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
     // The grandchild ignores SIGTERM; only SIGKILL at the deadline ends
     // it, long before the 30 s grace would.
-    let mut cfg = sh("trap '' TERM; sleep 1000 & wait");
-    cfg.grace = Duration::from_secs(30);
+    let cfg = sh("trap '' TERM; sleep 1000 & wait")
+        .with_grace(Duration::from_secs(30))
+        .unwrap();
     let env = env();
     let task = async {
         busy_rx.wait_for(|b| *b).await.unwrap();
@@ -134,10 +129,7 @@ async fn a_command_that_cannot_start_exits_127() {
     let (_tx, rx) = watch::channel(lead(1, Duration::from_secs(30)));
     let (busy, _busy_rx) = watch::channel(false);
     let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
-    let cfg = ChildConfig {
-        command: vec!["/nonexistent/command".into()],
-        ..sh("")
-    };
+    let cfg = ChildConfig::new(["/nonexistent/command"]).unwrap();
     assert_eq!(
         run(&cfg, &env(), rx, &busy, &mut sigs).await.unwrap(),
         Finish::Exited(127)
@@ -158,11 +150,11 @@ async fn on_failure_restarts_a_failing_command_with_backoff_and_stops_on_success
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("runs");
     // Fails twice, then succeeds.
-    let mut cfg = sh(&format!(
+    let cfg = sh(&format!(
         "echo run >> {0}; test $(wc -l < {0}) -ge 3 || exit 5",
         log.display()
     ));
-    cfg.restart = Restart::OnFailure;
+    let cfg = cfg.with_restart(Restart::OnFailure);
     let started = Instant::now();
     let finish = run(&cfg, &env(), rx, &busy, &mut sigs).await.unwrap();
     assert_eq!(finish, Finish::Exited(0));
@@ -184,11 +176,11 @@ async fn always_restarts_until_sigterm_which_is_forwarded_and_ends_it() {
     let dir = std::env::temp_dir().join(format!("elect-always-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("runs");
-    let mut cfg = sh(&format!(
+    let cfg = sh(&format!(
         "trap 'exit 0' TERM; echo run >> {0}; sleep 0.05 & wait",
         log.display()
     ));
-    cfg.restart = Restart::Always;
+    let cfg = cfg.with_restart(Restart::Always);
     let task = async {
         for _ in 0..3 {
             busy_rx.wait_for(|b| *b).await.unwrap();
@@ -251,8 +243,8 @@ async fn exit_on_loss_ends_supervision_once_the_command_is_dead() {
     let (tx, rx) = watch::channel(lead(1, Duration::from_secs(60)));
     let (busy, mut busy_rx) = watch::channel(false);
     let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
-    let mut cfg = sh("sleep 1000");
-    cfg.exit_on_loss = true;
+    let cfg = sh("sleep 1000");
+    let cfg = cfg.with_exit_on_loss(true);
     let task = async {
         busy_rx.wait_for(|b| *b).await.unwrap();
         tx.send_replace(Leadership::unknown());

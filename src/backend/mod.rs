@@ -20,10 +20,17 @@ use crate::error::Result;
 use crate::leadership::Leadership;
 
 /// A running candidacy.
+///
+/// Dropping it without calling [`resign`](Campaign::resign) also resigns:
+/// renewals stop and the key, znode or Raft leadership is given up by a
+/// task that finishes in the background (it needs the tokio runtime to
+/// keep running for the few round trips that takes). Call `resign` to wait
+/// for it and learn whether it went well.
+#[must_use = "dropping a Campaign resigns at once; keep it for as long as you campaign"]
 pub struct Campaign {
     leadership: watch::Receiver<Leadership>,
     resign: CancellationToken,
-    task: JoinHandle<Result<()>>,
+    task: Option<JoinHandle<Result<()>>>,
 }
 
 impl Campaign {
@@ -35,7 +42,7 @@ impl Campaign {
         Campaign {
             leadership,
             resign,
-            task,
+            task: Some(task),
         }
     }
 
@@ -50,9 +57,12 @@ impl Campaign {
     /// Errors: only if the campaign had already failed. Not cancel safe:
     /// dropping the future leaves the resignation to finish in the
     /// background.
-    pub async fn resign(self) -> Result<()> {
+    pub async fn resign(mut self) -> Result<()> {
         self.resign.cancel();
-        match self.task.await {
+        let Some(task) = self.task.take() else {
+            return Ok(());
+        };
+        match task.await {
             Ok(result) => result,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(_) => Ok(()),
@@ -60,7 +70,16 @@ impl Campaign {
     }
 }
 
+impl Drop for Campaign {
+    fn drop(&mut self) {
+        // The campaign task resigns when cancelled; detached, it finishes
+        // on its own.
+        self.resign.cancel();
+    }
+}
+
 /// A running observation; stops when dropped.
+#[must_use = "dropping an Observation stops it"]
 pub struct Observation {
     leadership: watch::Receiver<Leadership>,
     task: JoinHandle<()>,
@@ -71,6 +90,7 @@ impl Observation {
         Observation { leadership, task }
     }
 
+    /// The snapshots of this observation, starting with an unknown leader.
     pub fn leadership(&self) -> watch::Receiver<Leadership> {
         self.leadership.clone()
     }
@@ -86,8 +106,19 @@ impl Drop for Observation {
 /// work started under our leadership still runs (see
 /// [`crate::supervise`]); pass a constant `false` when there is none.
 ///
-/// Errors: the service could not be reached within the connect timeout.
+/// Errors: [`Error::Config`](crate::Error::Config) naming `id` if a Raft
+/// candidate's id is not one of the peers; otherwise the service could not
+/// be reached within the connect timeout, or refused us. Cancel safety:
+/// dropping the future before it returns leaves nothing behind but what
+/// the service cleans up by itself (an etcd lease or ZooKeeper session
+/// whose TTL runs out).
 pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Result<Campaign> {
+    if cfg.backend == BackendKind::Raft && !cfg.peer_ids().any(|p| p == cfg.id) {
+        return Err(crate::Error::config(
+            "id",
+            format!("{:?} is not one of the raft peers", cfg.id),
+        ));
+    }
     match cfg.backend {
         BackendKind::Etcd => etcd::campaign(cfg, busy).await,
         BackendKind::Zk => zk::campaign(cfg, busy).await,

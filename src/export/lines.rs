@@ -5,7 +5,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::Context;
-use crate::config::Format;
+use crate::export::Format;
 use crate::leadership::{Event, Leadership};
 
 /// The JSON line of the output contract; every line is a full snapshot.

@@ -18,9 +18,28 @@ use tokio::time::Instant;
 
 use tokio::sync::watch;
 
-use crate::config::OutputConfig;
 use crate::leadership::Leadership;
 pub use metrics::Metrics;
+
+/// How changes are reported on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Sentences for people.
+    Text,
+    /// One JSON object per line, each a full snapshot.
+    Json,
+}
+
+/// Where leadership is exported.
+#[derive(Debug, Clone)]
+pub struct OutputConfig {
+    /// The format of the lines on stdout.
+    pub format: Format,
+    /// Keep the current leader's id in this file.
+    pub leader_file: Option<std::path::PathBuf>,
+    /// Where to serve the HTTP endpoints, if anywhere.
+    pub http: Option<std::net::SocketAddr>,
+}
 
 impl Exported {
     pub fn channel() -> (watch::Sender<Exported>, watch::Receiver<Exported>) {
@@ -48,6 +67,11 @@ pub struct Exported {
 
 /// Reports every change of view until the sender is dropped: a line on
 /// stdout, the leader file, the metrics, and `state` for the HTTP server.
+///
+/// Writing stdout and the leader file (an fsync and a rename) blocks, so
+/// they are written by a thread of their own, in order; a slow terminal or
+/// disk delays the line, never the election's runtime. Returns once the
+/// last line and file update are written.
 pub async fn run(
     mut rx: watch::Receiver<Leadership>,
     ctx: Context,
@@ -55,8 +79,21 @@ pub async fn run(
     metrics: Arc<Metrics>,
     state: watch::Sender<Exported>,
 ) {
+    let (writes, pending) = std::sync::mpsc::channel::<(String, Option<Option<String>>)>();
+    let leader_file = output.leader_file.clone();
+    let writer = std::thread::spawn(move || {
+        let mut file = leader_file.map(leader_file::LeaderFile::new);
+        for (line, shown) in pending {
+            let mut stdout = std::io::stdout().lock();
+            // A closed stdout must not stop the election; the line is lost.
+            let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
+            drop(stdout);
+            if let (Some(file), Some(shown)) = (file.as_mut(), shown) {
+                file.show(shown.as_deref());
+            }
+        }
+    });
     let mut shown = Leadership::unknown();
-    let mut file = output.leader_file.map(leader_file::LeaderFile::new);
     loop {
         let next = rx.borrow_and_update().clone();
         state.send_modify(|exported| {
@@ -75,19 +112,101 @@ pub async fn run(
                 event,
                 std::time::SystemTime::now(),
             );
-            let mut stdout = std::io::stdout().lock();
-            // A closed stdout must not stop the election; the line is lost.
-            let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
-            drop(stdout);
-            if let Some(file) = file.as_mut() {
-                file.show(next.leader.as_deref().filter(|_| next.current));
-            }
+            let in_file = next.leader.clone().filter(|_| next.current);
+            let _ = writes.send((line, Some(in_file)));
             shown = next;
         }
         if rx.changed().await.is_err() {
             // The backend is gone: whatever it last said is no longer fresh.
             state.send_modify(|exported| exported.leadership.current = false);
-            return;
+            break;
+        }
+    }
+    drop(writes);
+    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+}
+
+/// The exporters of one election: lines, leader file, metrics and, when
+/// asked, the HTTP server. [`Exports::prepare`] binds the HTTP port before
+/// the backend is contacted, so a taken port fails before anything is
+/// created; [`Exports::start`] follows a backend's snapshots.
+pub struct Exports {
+    metrics: Arc<Metrics>,
+    listener: Option<tokio::net::TcpListener>,
+    ctx: Context,
+    output: OutputConfig,
+}
+
+/// The running exporters of [`Exports::start`].
+pub struct Running {
+    exporter: tokio::task::JoinHandle<()>,
+    server: Option<tokio::task::JoinHandle<()>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Exports {
+    /// Prepares the exporters of `output` for the election `ctx` names.
+    ///
+    /// Errors: the HTTP address cannot be bound. Cancel safe.
+    pub async fn prepare(ctx: Context, output: OutputConfig) -> crate::Result<Exports> {
+        let listener = match output.http {
+            Some(addr) => Some(http::bind(addr).await?),
+            None => None,
+        };
+        Ok(Exports {
+            metrics: Arc::new(Metrics::new()),
+            listener,
+            ctx,
+            output,
+        })
+    }
+
+    /// Starts exporting what `leadership` says.
+    pub fn start(self, leadership: watch::Receiver<Leadership>) -> Running {
+        let (state, exported) = Exported::channel();
+        let server = self.listener.map(|listener| {
+            tokio::spawn(http::serve(
+                listener,
+                exported,
+                self.metrics.clone(),
+                self.ctx.clone(),
+            ))
+        });
+        let exporter = tokio::spawn(run(
+            leadership,
+            self.ctx,
+            self.output,
+            self.metrics.clone(),
+            state,
+        ));
+        Running {
+            exporter,
+            server,
+            metrics: self.metrics,
+        }
+    }
+}
+
+impl Running {
+    /// The metrics being exported (e.g. to record a handover's time).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Waits for the exporter to write what the backend last said (it ends
+    /// when the backend's sender is gone), then stops serving HTTP.
+    pub async fn finish(self) {
+        let _ = self.exporter.await;
+        if let Some(server) = self.server {
+            server.abort();
+        }
+    }
+
+    /// Stops at once.
+    pub fn abort(self) {
+        self.exporter.abort();
+        if let Some(server) = self.server {
+            server.abort();
         }
     }
 }

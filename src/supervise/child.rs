@@ -1,27 +1,30 @@
 //! The wrapped command, seen from `elect`: a [watchdog](super::watchdog)
-//! process that owns the command's process group and enforces the deadline
-//! even when `elect` cannot.
+//! process, in a session of its own, that owns the command's process group
+//! and enforces the deadline even when `elect` cannot.
 //!
 //! `elect` talks to it over a pipe (deadline extensions, forwarded signals,
 //! stop requests) and learns the command's end from the watchdog's exit,
-//! which comes only once the command's whole group is gone.
+//! which comes only once the command's whole group is gone. The watchdog
+//! tells `elect` the command's process group, so that `elect` can kill the
+//! group itself if the watchdog dies or cannot act (stopped by hand).
 
-use std::io::Write;
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
+use nix::errno::Errno;
 use nix::fcntl::OFlag;
-use nix::sys::signal::Signal;
+use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, sleep};
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
-use super::watchdog::{self, Control, to_monotonic};
+use super::watchdog::{self, Control, display_command, move_fd, to_monotonic};
 use crate::error::{Error, Result};
 
 /// How often the watchdog's exit is checked when no SIGCHLD arrives.
@@ -36,12 +39,27 @@ pub fn exit_code(status: WaitStatus) -> Option<i32> {
     }
 }
 
+/// How the command's supervision ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The watchdog saw the command's group gone; the command's exit code
+    /// (128+N for signal N; [`watchdog::REFUSED`] if it was never started).
+    Command(i32),
+    /// The watchdog itself died of signal N; `elect` has killed the
+    /// command's group and seen it gone.
+    WatchdogKilled(i32),
+}
+
 pub struct Child {
     /// The watchdog's pid.
     pid: Pid,
+    /// The command's process group, once the watchdog has said it.
+    pgid: Option<Pid>,
     control: std::fs::File,
-    exit: Option<i32>,
+    ended: Option<Ended>,
     sigchld: tokio::signal::unix::Signal,
+    /// Whether a full control pipe has been reported already.
+    warned_full: bool,
 }
 
 impl Child {
@@ -50,9 +68,9 @@ impl Child {
     ///
     /// Errors: the watchdog could not be started. A command that cannot be
     /// started makes the watchdog exit with 127.
-    pub fn spawn(
+    pub async fn spawn(
         watchdog: &Path,
-        command: &[String],
+        command: &[OsString],
         env: &[(&str, String)],
         grace: Duration,
         deadline: Instant,
@@ -60,55 +78,99 @@ impl Child {
         // Registered before the fork so no SIGCHLD can be missed.
         let sigchld =
             signal(SignalKind::child()).map_err(|e| Error::io("listening for SIGCHLD", e))?;
-        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
-            .map_err(|e| Error::io("creating the watchdog's pipe", e.into()))?;
-        let read_fd = read.as_raw_fd();
-        let mut cmd = Command::new(watchdog);
+        let pipe = || {
+            nix::unistd::pipe2(OFlag::O_CLOEXEC)
+                .map_err(|e| Error::io("creating the watchdog's pipes", e.into()))
+        };
+        let (control_read, control_write) = pipe()?;
+        let (status_read, status_write) = pipe()?;
+        let (control_fd, status_fd) = (control_read.as_raw_fd(), status_write.as_raw_fd());
+        let mut cmd = std::process::Command::new(watchdog);
         cmd.arg(watchdog::SUBCOMMAND)
             .args(["--grace", &grace.as_nanos().to_string()])
             .args(["--deadline", &to_monotonic(deadline).to_string()])
             .arg("--")
             .args(command)
             .envs(env.iter().map(|(k, v)| (k, v)));
-        // SAFETY: dup2 and fcntl are async-signal-safe; this runs in the
-        // forked child before exec. The duplicate on fd 3 has close-on-exec
-        // cleared (dup2 does not clear it when the fds are equal).
+        // SAFETY: setsid, fcntl, dup2 and close are async-signal-safe; this
+        // runs in the forked child before exec.
         unsafe {
             cmd.pre_exec(move || {
-                let target = watchdog::CONTROL_FD;
-                let ok = if read_fd == target {
-                    libc::fcntl(target, libc::F_SETFD, 0) >= 0
-                } else {
-                    libc::dup2(read_fd, target) >= 0
-                };
-                if ok {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
+                // A session of its own: no terminal signal, and no signal
+                // aimed at elect's process group, reaches the watchdog.
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
                 }
+                // Out of the way first, so that the two moves cannot clobber
+                // each other whatever numbers the pipes got.
+                let control = libc::fcntl(control_fd, libc::F_DUPFD_CLOEXEC, 10);
+                let status = libc::fcntl(status_fd, libc::F_DUPFD_CLOEXEC, 10);
+                if control < 0 || status < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                move_fd(control, watchdog::CONTROL_FD)?;
+                move_fd(status, watchdog::STATUS_FD)?;
+                Ok(())
             });
         }
         let child = cmd.spawn().map_err(|source| Error::Spawn {
-            command: command.join(" "),
+            command: display_command(command),
             source,
         })?;
-        drop(read);
+        drop((control_read, status_write));
         let pid = Pid::from_raw(child.id() as i32);
         // Reaped with waitpid below; std's handle is not needed.
         drop(child);
-        info!(watchdog = pid.as_raw(), "started {}", command.join(" "));
+        // The group, or end of file if the watchdog refused or failed to
+        // start the command (its exit says which).
+        let status = std::fs::File::from(status_read);
+        let pgid = tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
+            BufReader::new(status).read_line(&mut line).ok()?;
+            line.strip_prefix("started ")?
+                .trim()
+                .parse::<i32>()
+                .ok()
+                .filter(|p| *p > 1)
+                .map(Pid::from_raw)
+        })
+        .await
+        .ok()
+        .flatten();
+        // Writes must never block the runtime, nor elect on a stuck
+        // watchdog: a full pipe drops the message (see `send`).
+        let _ = nix::fcntl::fcntl(
+            &control_write,
+            nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK),
+        );
+        info!(
+            watchdog = pid.as_raw(),
+            group = pgid.map(Pid::as_raw),
+            "started {}",
+            display_command(command)
+        );
         Ok(Child {
             pid,
-            control: std::fs::File::from(write),
-            exit: None,
+            pgid,
+            control: std::fs::File::from(control_write),
+            ended: None,
             sigchld,
+            warned_full: false,
         })
     }
 
     fn send(&mut self, message: Control) {
-        // A closed pipe means the watchdog is gone, which `exited` reports.
-        if let Err(e) = self.control.write_all(message.encode().as_bytes()) {
-            debug!("watchdog control: {e}");
+        match self.control.write_all(message.encode().as_bytes()) {
+            Ok(()) => {}
+            // The watchdog reads at once unless it is stopped; elect then
+            // kills the group itself at the deadline (see `kill_group`).
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if !std::mem::replace(&mut self.warned_full, true) {
+                    warn!("the watchdog does not read its control pipe; is it stopped?");
+                }
+            }
+            // A closed pipe means the watchdog is gone, which `exited` reports.
+            Err(e) => debug!("watchdog control: {e}"),
         }
     }
 
@@ -122,33 +184,57 @@ impl Child {
         self.send(Control::Signal(sig as i32));
     }
 
-    /// Asks for the group to stop: SIGTERM now, SIGKILL once `grace` has
+    /// Asks for the group to stop: `sig` now, SIGKILL once `grace` has
     /// passed or at `kill_by`, whichever is first. Asking again can only
     /// bring SIGKILL closer.
-    pub fn stop(&mut self, grace: Duration, kill_by: Instant) {
+    pub fn stop(&mut self, sig: Signal, grace: Duration, kill_by: Instant) {
         self.send(Control::Stop {
             grace: grace.as_nanos() as u64,
             kill_by: to_monotonic(kill_by),
+            signal: sig as i32,
         });
     }
 
-    /// Waits until the command's whole group is gone; returns the command's
-    /// exit code. Cancel safe.
-    pub async fn exited(&mut self) -> i32 {
+    /// SIGKILLs the command's group from here, without the watchdog: for
+    /// when the watchdog has died or does not act.
+    pub fn kill_group(&self) {
+        if let Some(pgid) = self.pgid {
+            match killpg(pgid, Signal::SIGKILL) {
+                Ok(()) => warn!(group = pgid.as_raw(), "killed the command's group directly"),
+                Err(Errno::ESRCH) => {}
+                Err(e) => error!(group = pgid.as_raw(), "killing the command's group: {e}"),
+            }
+        }
+    }
+
+    /// Waits until the command's whole group is gone. Cancel safe.
+    pub async fn ended(&mut self) -> Ended {
         loop {
-            if let Some(code) = self.exit {
-                return code;
+            if let Some(ended) = self.ended {
+                return ended;
             }
             match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::StillAlive) => {}
+                Ok(WaitStatus::Signaled(_, sig, _)) => {
+                    // The watchdog did not finish its job: finish it here,
+                    // before anyone may resign.
+                    error!("the watchdog died of {sig}; killing the command's group");
+                    self.kill_group();
+                    self.wait_group_gone().await;
+                    self.ended = Some(Ended::WatchdogKilled(sig as i32));
+                    continue;
+                }
                 Ok(status) => {
-                    self.exit = exit_code(status);
-                    info!(code = ?self.exit, "command ended");
+                    let code = exit_code(status).unwrap_or(1);
+                    info!(code, "command ended");
+                    self.ended = Some(Ended::Command(code));
                     continue;
                 }
                 Err(e) => {
                     warn!("waiting for the watchdog: {e}");
-                    self.exit = Some(1);
+                    self.kill_group();
+                    self.wait_group_gone().await;
+                    self.ended = Some(Ended::Command(1));
                     continue;
                 }
             }
@@ -158,16 +244,63 @@ impl Child {
             }
         }
     }
+
+    /// The command's exit code once its group is gone (see [`Ended`]).
+    pub async fn exited(&mut self) -> i32 {
+        match self.ended().await {
+            Ended::Command(code) => code,
+            Ended::WatchdogKilled(sig) => 128 + sig,
+        }
+    }
+
+    /// Whether a live process is left in the command's group.
+    pub fn group_alive(&self) -> bool {
+        self.pgid.is_some_and(group_has_live_members)
+    }
+
+    /// Waits until no live process is left in the command's group.
+    async fn wait_group_gone(&self) {
+        let Some(pgid) = self.pgid else { return };
+        while group_has_live_members(pgid) {
+            sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// Whether any process of group `pgid` still runs (zombies, which run
+/// nothing and may wait for a reaper, do not count).
+pub fn group_has_live_members(pgid: Pid) -> bool {
+    if matches!(killpg(pgid, None), Err(Errno::ESRCH)) {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .any(|stat| {
+            // Fields after the parenthesised name: state, ppid, pgrp, ...
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let mut fields = rest.split_whitespace();
+            let state = fields.next();
+            let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+            pgrp == Some(pgid.as_raw()) && !matches!(state, Some("Z") | Some("X"))
+        })
 }
 
 impl Drop for Child {
     fn drop(&mut self) {
-        if self.exit.is_none() {
+        if self.ended.is_none() {
             // Whatever path got here, the work must not outlive us: kill now.
             self.send(Control::Stop {
                 grace: 0,
                 kill_by: 0,
+                signal: Signal::SIGKILL as i32,
             });
+            self.kill_group();
         }
     }
 }

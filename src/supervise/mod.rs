@@ -7,9 +7,29 @@
 //! if the backend has said nothing (it may be stuck). SIGKILL lands no later
 //! than the deadline whatever `--grace` says.
 //!
-//! The command runs under a [`watchdog`] process that holds the deadline
-//! itself, so a frozen or killed `elect` still cannot outlive its
-//! leadership through the command.
+//! The command runs under a [`watchdog`] process, in a session of its own,
+//! that holds the deadline itself, so a frozen or killed `elect` still
+//! cannot outlive its leadership through the command; the watchdog's module
+//! doc says who can reach the command's tree and what happens when any of
+//! the processes involved dies.
+//!
+//! # Embedding
+//!
+//! [`run`] starts the watchdog by executing [`ChildEnv::watchdog`] with a
+//! hidden first argument. A host binary other than `elect` must therefore
+//! hand those invocations over before doing anything else, as the first
+//! lines of its `main`:
+//!
+//! ```no_run
+//! // First thing in main():
+//! if let Some(code) = elect::supervise::dispatch_hidden() {
+//!     std::process::exit(code);
+//! }
+//! // ... then the program itself, which may call elect::supervise::run
+//! // with ChildEnv::watchdog = std::env::current_exe()
+//! ```
+//!
+//! `examples/run_while_leading.rs` is a whole program that does so.
 //!
 //! It publishes `busy` (whether the command's group is alive) so the
 //! backend can hold on to what keeps successors out until the work is gone.
@@ -17,18 +37,114 @@
 pub mod child;
 pub mod watchdog;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
-use tokio::time::{Instant, sleep_until};
+use tokio::time::{Instant, sleep, sleep_until};
 use tracing::{info, warn};
 
-use crate::config::ChildConfig;
-use crate::error::Result;
+use crate::config::MAX_DURATION;
+use crate::error::{Error, Result};
 use crate::leadership::Leadership;
-use child::Child;
+use child::{Child, Ended};
+
+/// The command [`run`] wraps, and how. Built with [`ChildConfig::new`] and
+/// the `with_*` methods, which check every value.
+#[derive(Debug, Clone)]
+pub struct ChildConfig {
+    command: Vec<OsString>,
+    grace: Duration,
+    restart: Restart,
+    exit_on_loss: bool,
+}
+
+/// The grace unless one is set.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+impl ChildConfig {
+    /// The program and its arguments, passed to `execve` as they are (not
+    /// necessarily UTF-8). Grace 5 s, no restart, campaign again after a
+    /// loss.
+    ///
+    /// Errors: [`Error::Config`] naming `command` when it is empty.
+    pub fn new<I, S>(command: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        let command: Vec<OsString> = command.into_iter().map(Into::into).collect();
+        if command.first().is_none_or(|program| program.is_empty()) {
+            return Err(Error::config("command", "the command to run is empty"));
+        }
+        Ok(ChildConfig {
+            command,
+            grace: DEFAULT_GRACE,
+            restart: Restart::Never,
+            exit_on_loss: false,
+        })
+    }
+
+    /// Time between SIGTERM and SIGKILL when leadership is lost; never
+    /// extends past the leadership deadline.
+    ///
+    /// Errors: [`Error::Config`] naming `grace` above 24 h.
+    pub fn with_grace(mut self, grace: Duration) -> Result<Self> {
+        if grace > MAX_DURATION {
+            return Err(Error::config("grace", "must be at most 24h"));
+        }
+        self.grace = grace;
+        Ok(self)
+    }
+
+    /// Whether a command that exits while we lead is started again.
+    pub fn with_restart(mut self, restart: Restart) -> Self {
+        self.restart = restart;
+        self
+    }
+
+    /// Stop supervising once leadership is lost (and the command is dead)
+    /// instead of waiting to lead again.
+    pub fn with_exit_on_loss(mut self, exit_on_loss: bool) -> Self {
+        self.exit_on_loss = exit_on_loss;
+        self
+    }
+
+    /// The program and its arguments.
+    pub fn command(&self) -> &[OsString] {
+        &self.command
+    }
+
+    /// Time between SIGTERM and SIGKILL.
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+}
+
+/// What happens when the command exits while we lead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restart {
+    /// Supervision ends with the command's code (and `elect run` resigns).
+    Never,
+    /// Start it again, with backoff, if it exited with a non-zero code or
+    /// by a signal.
+    OnFailure,
+    /// Start it again, with backoff, whatever its code.
+    Always,
+}
+
+impl Restart {
+    /// Whether a command that exited with `code` is started again.
+    pub fn restarts(self, code: i32) -> bool {
+        match self {
+            Restart::Never => false,
+            Restart::OnFailure => code != 0,
+            Restart::Always => true,
+        }
+    }
+}
 
 /// Why supervision ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,11 +159,47 @@ pub enum Finish {
     /// Leadership was lost and `--exit-on-loss` asked to stop there; the
     /// command's group is dead.
     Lost,
+    /// The watchdog was killed (by signal N); the command's group has been
+    /// killed from here and is gone. Nothing supervises a command any more,
+    /// so this ends supervision.
+    WatchdogKilled(i32),
 }
 
-/// SIGINT and SIGTERM end `elect run`; the others are only forwarded.
+/// The signals that end `elect run` (and `campaign`, `observe`): SIGINT,
+/// SIGTERM, SIGQUIT, SIGHUP (a terminal's Ctrl-C, Ctrl-\\, hang-up) and
+/// SIGTSTP (Ctrl-Z: a leader that stopped would keep a leadership it cannot
+/// use, so it stops the work and resigns instead). The others (SIGUSR1,
+/// SIGUSR2) are only forwarded.
 pub fn is_shutdown(sig: Signal) -> bool {
-    matches!(sig, Signal::SIGINT | Signal::SIGTERM)
+    matches!(
+        sig,
+        Signal::SIGINT | Signal::SIGTERM | Signal::SIGQUIT | Signal::SIGHUP | Signal::SIGTSTP
+    )
+}
+
+/// The signal the command's group gets for a shutdown signal `elect`
+/// received: the same one, except that Ctrl-Z's SIGTSTP becomes SIGTERM (a
+/// stopped command would outlive our leadership).
+pub fn forwarded(sig: Signal) -> Signal {
+    match sig {
+        Signal::SIGTSTP => Signal::SIGTERM,
+        other => other,
+    }
+}
+
+/// Hands over the hidden subcommands of the watchdog and its guard, which
+/// [`run`] starts by executing the host binary again: call it first in
+/// `main` and exit with the code it returns, if any.
+pub fn dispatch_hidden() -> Option<i32> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let which = args.get(1)?;
+    if which == watchdog::SUBCOMMAND {
+        Some(watchdog::main(&args[2..]))
+    } else if which == watchdog::GUARD_SUBCOMMAND {
+        Some(watchdog::guard_main(&args[2..]))
+    } else {
+        None
+    }
 }
 
 /// The wait before starting a command again after `failures` quick exits
@@ -63,17 +215,22 @@ pub fn restart_delay(failures: u32) -> Duration {
 const STEADY: Duration = Duration::from_secs(10);
 
 /// What the command is told about its election, and where the watchdog
-/// executable is (`elect` itself).
+/// executable is (`elect` itself, or a host binary that calls
+/// [`dispatch_hidden`] first).
 #[derive(Debug, Clone)]
 pub struct ChildEnv {
+    /// `ELECT_ELECTION` for the command.
     pub election: String,
+    /// `ELECT_BACKEND` for the command.
     pub backend: &'static str,
+    /// The executable that runs the watchdog.
     pub watchdog: PathBuf,
 }
 
 /// Why a running command has to stop.
 enum End {
     Exited(i32),
+    WatchdogKilled(i32),
     /// Leadership is lost; the group must be dead by the instant given.
     Lost(Instant),
     BackendGone,
@@ -123,7 +280,8 @@ pub async fn run(
             &child_env(env, &snapshot),
             cfg.grace,
             deadline,
-        );
+        )
+        .await;
         let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
@@ -133,9 +291,14 @@ pub async fn run(
         };
         let end = loop {
             tokio::select! {
-                code = child.exited() => {
+                ended = child.ended() => {
+                    let code = match ended {
+                        Ended::Command(code) => code,
+                        Ended::WatchdogKilled(sig) => break End::WatchdogKilled(sig),
+                    };
                     // The watchdog kills the group at the deadline on its
-                    // own; an end past the deadline is that, not an exit.
+                    // own (and refuses to start past it); an end past the
+                    // deadline is that, not an exit.
                     if Instant::now() >= deadline {
                         warn!("leadership deadline passed without renewal");
                         break End::Lost(deadline);
@@ -162,9 +325,17 @@ pub async fn run(
                     }
                 }
                 Some(sig) = signals.recv() => {
-                    info!("forwarding {sig} to the command");
-                    shutting_down |= is_shutdown(sig);
-                    child.forward(sig);
+                    if is_shutdown(sig) {
+                        // Stop the work; we resign only once its group is
+                        // gone (the exit arm above sees that).
+                        let to = forwarded(sig);
+                        info!("{sig}: stopping the command ({to}, SIGKILL after the grace)");
+                        shutting_down = true;
+                        child.stop(to, cfg.grace, deadline);
+                    } else {
+                        info!("forwarding {sig} to the command");
+                        child.forward(sig);
+                    }
                 }
             }
         };
@@ -210,6 +381,10 @@ pub async fn run(
                 busy.send_replace(false);
                 return Ok(Finish::BackendGone);
             }
+            End::WatchdogKilled(sig) => {
+                busy.send_replace(false);
+                return Ok(Finish::WatchdogKilled(sig));
+            }
         }
     }
 }
@@ -218,6 +393,9 @@ pub async fn run(
 /// passed or at `kill_by`, whichever comes first. A later snapshot may only
 /// bring `kill_by` closer (the backend learned that leadership is gone for
 /// good, e.g. a revoked lease). Returns once the group is gone.
+///
+/// The watchdog does the killing; should it not have acted shortly after
+/// `kill_by` (stopped by hand), `elect` kills the group itself.
 async fn stop(
     child: &mut Child,
     grace: Duration,
@@ -231,22 +409,37 @@ async fn stop(
             kill_by.saturating_duration_since(now)
         );
     }
-    child.stop(grace, kill_by);
+    child.stop(Signal::SIGTERM, grace, kill_by);
     let mut kill_by = kill_by;
+    let mut killed_here = false;
     loop {
+        let backstop = kill_by.min(now + grace) + WATCHDOG_SLACK;
         tokio::select! {
-            _ = child.exited() => return,
+            _ = child.ended() => return,
             Ok(()) = leadership.changed() => {
                 if let Some(d) = leadership.borrow_and_update().deadline
                     && d < kill_by
                 {
                     kill_by = d;
-                    child.stop(Duration::ZERO, d);
+                    child.stop(Signal::SIGKILL, Duration::ZERO, d);
+                }
+            }
+            () = sleep_until(backstop), if !killed_here => {
+                warn!("the watchdog has not ended the command's group; killing it from here");
+                child.kill_group();
+                killed_here = true;
+            }
+            () = sleep(Duration::from_millis(20)), if killed_here => {
+                if !child.group_alive() {
+                    return;
                 }
             }
         }
     }
 }
+
+/// How long after its kill time `elect` leaves the group to the watchdog.
+const WATCHDOG_SLACK: Duration = Duration::from_millis(200);
 
 /// Waits for a snapshot in which we lead; `None` if the sender is gone.
 async fn wait_to_lead(rx: &mut watch::Receiver<Leadership>) -> Option<Leadership> {
@@ -278,6 +471,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn child_configs_are_checked() {
+        use std::os::unix::ffi::OsStringExt;
+        let raw = OsString::from_vec(vec![b'%', 0xff]);
+        let cfg = ChildConfig::new([OsString::from("printf"), raw.clone()]).unwrap();
+        assert_eq!(cfg.command()[1], raw);
+        assert!(ChildConfig::new(Vec::<String>::new()).is_err());
+        assert!(ChildConfig::new([""]).is_err());
+        let err = ChildConfig::new(["true"])
+            .unwrap()
+            .with_grace(Duration::MAX)
+            .unwrap_err();
+        assert!(err.to_string().starts_with("grace:"), "{err}");
+    }
+
+    #[test]
     fn restarts_back_off_from_100ms_to_10s() {
         let delays: Vec<u128> = (0..9).map(|n| restart_delay(n).as_millis()).collect();
         assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 6400, 10000, 10000]);
@@ -285,15 +493,20 @@ mod tests {
     }
 
     #[test]
-    fn only_sigint_and_sigterm_shut_down() {
-        assert!(is_shutdown(Signal::SIGTERM) && is_shutdown(Signal::SIGINT));
+    fn terminal_signals_shut_down_and_user_signals_are_forwarded() {
         for sig in [
-            Signal::SIGHUP,
+            Signal::SIGTERM,
+            Signal::SIGINT,
             Signal::SIGQUIT,
-            Signal::SIGUSR1,
-            Signal::SIGUSR2,
+            Signal::SIGHUP,
+            Signal::SIGTSTP,
         ] {
-            assert!(!is_shutdown(sig));
+            assert!(is_shutdown(sig), "{sig}");
         }
+        for sig in [Signal::SIGUSR1, Signal::SIGUSR2] {
+            assert!(!is_shutdown(sig), "{sig}");
+        }
+        assert_eq!(forwarded(Signal::SIGTSTP), Signal::SIGTERM);
+        assert_eq!(forwarded(Signal::SIGINT), Signal::SIGINT);
     }
 }

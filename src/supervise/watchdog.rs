@@ -2,35 +2,64 @@
 //! that holds the leadership deadline itself.
 //!
 //! `elect` runs `elect __watchdog --grace <ns> --deadline <ns> -- CMD...`
-//! (its own executable) with a pipe on fd 3. The watchdog starts CMD as the
-//! leader of a new process group, becomes the subreaper of its tree, and
-//! kills the whole group with SIGKILL the moment the deadline passes, on
-//! its own. `elect` moves the deadline forward with each renewal. So if
-//! `elect` is frozen (SIGSTOP, a stuck runtime) or killed, the command is
-//! still dead by the deadline, before anyone else can be elected.
+//! (its own executable) with the read end of a control pipe on fd 3 and the
+//! write end of a status pipe on fd 4. The watchdog refuses to start CMD if
+//! the deadline has already passed; otherwise it starts CMD as the leader of
+//! a new process group, reports that group on fd 4 (`started <pgid>`), is
+//! the subreaper of its tree, and kills the whole group with SIGKILL the
+//! moment the deadline passes, on its own. `elect` moves the deadline
+//! forward with each renewal.
+//!
+//! # Who can reach the command's tree
+//!
+//! The command must never outlive our leadership, whatever happens to
+//! `elect`, the watchdog or their process group:
+//!
+//! - **Own session.** `elect` starts the watchdog with `setsid()`, so the
+//!   watchdog and the command live in a session of their own with no
+//!   controlling terminal. A terminal's Ctrl-C, Ctrl-\ and Ctrl-Z, a
+//!   hang-up, and `kill -SIG -- -PGID` aimed at `elect`'s group reach
+//!   `elect` alone, which handles them deliberately (stop the command, wait
+//!   for its group to die, then resign). The watchdog also ignores the
+//!   keyboard, hang-up, termination and job-control signals, so only
+//!   SIGKILL (or SIGSTOP sent to its pid by hand) can stop it.
+//! - **`elect` gone.** End of file on fd 3 means `elect` died or was
+//!   killed: the watchdog sends SIGTERM to the group and SIGKILL within
+//!   `min(grace, 1 s)`, never after the deadline. `elect` did not resign,
+//!   so nobody else can be elected before that deadline.
+//! - **Watchdog gone.** The command runs with `PR_SET_PDEATHSIG` = SIGKILL
+//!   bound to the watchdog, and a **guard** process (`elect __guard`, also
+//!   in a session of its own and deaf to every catchable signal) holds the
+//!   other end of a pipe only the watchdog writes to: when the watchdog
+//!   dies, the pipe closes and the guard SIGKILLs the command's whole group.
+//!   `elect` sees the watchdog end by a signal and kills the group too
+//!   before it resigns.
+//! - **Both gone** (e.g. `pkill -9 -x elect` hitting `elect` and the
+//!   watchdog together): the guard still kills the group. What escapes is
+//!   only a descendant that left the group itself (`setsid`, `setpgid`) or
+//!   a kill aimed at the guard too; the fencing token is the defence there.
 //!
 //! Control lines on fd 3 (times are CLOCK_MONOTONIC nanoseconds, the same
 //! clock in every process on the host):
 //! - `deadline <ns>`: the command may run until then;
 //! - `signal <n>`: forward signal `n` to the group;
-//! - `stop <grace ns> <kill by ns>`: SIGTERM now, SIGKILL at the earlier of
-//!   now + grace and kill-by.
-//!
-//! End of file on fd 3 means `elect` is gone: SIGTERM now, SIGKILL within
-//! `min(grace, 1 s)` and never after the deadline.
+//! - `stop <grace ns> <kill by ns> <signal n>`: signal `n` (SIGTERM unless
+//!   told otherwise) now, SIGKILL at the earlier of now + grace and kill-by.
 //!
 //! The watchdog exits once the group is gone, with CMD's exit code (128+N
-//! if it died of signal N), 127 if CMD could not be started.
+//! if it died of signal N), 127 if CMD could not be started, and
+//! [`REFUSED`] if the deadline had passed before CMD was started.
 
-use std::io::{BufRead, BufReader};
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::ffi::{OsStr, OsString};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{SigHandler, Signal, killpg, signal};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::time::{ClockId, clock_gettime};
 use nix::unistd::Pid;
@@ -38,11 +67,35 @@ use nix::unistd::Pid;
 /// The hidden subcommand that runs the watchdog.
 pub const SUBCOMMAND: &str = "__watchdog";
 
+/// The hidden subcommand that runs the guard.
+pub const GUARD_SUBCOMMAND: &str = "__guard";
+
 /// The fd the control pipe arrives on.
-pub const CONTROL_FD: i32 = 3;
+pub const CONTROL_FD: RawFd = 3;
+
+/// The fd the status pipe (watchdog to `elect`) arrives on.
+pub const STATUS_FD: RawFd = 4;
+
+/// The watchdog's exit code when the deadline had passed before the
+/// command could be started.
+pub const REFUSED: i32 = 125;
 
 /// How often the group is reaped and checked when nothing else happens.
 const TICK: Duration = Duration::from_millis(20);
+
+/// Signals the watchdog and the guard ignore: what a terminal, a hang-up, a
+/// plain `kill` or job control would send. They act on `elect`'s word and
+/// the deadline only.
+const DEAF_TO: [Signal; 8] = [
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGHUP,
+    Signal::SIGTERM,
+    Signal::SIGTSTP,
+    Signal::SIGTTIN,
+    Signal::SIGTTOU,
+    Signal::SIGPIPE,
+];
 
 /// Nanoseconds of CLOCK_MONOTONIC now.
 pub fn monotonic_now() -> u64 {
@@ -55,7 +108,11 @@ pub fn monotonic_now() -> u64 {
 pub enum Control {
     Deadline(u64),
     Signal(i32),
-    Stop { grace: u64, kill_by: u64 },
+    Stop {
+        grace: u64,
+        kill_by: u64,
+        signal: i32,
+    },
 }
 
 impl Control {
@@ -63,7 +120,11 @@ impl Control {
         match self {
             Control::Deadline(at) => format!("deadline {at}\n"),
             Control::Signal(n) => format!("signal {n}\n"),
-            Control::Stop { grace, kill_by } => format!("stop {grace} {kill_by}\n"),
+            Control::Stop {
+                grace,
+                kill_by,
+                signal,
+            } => format!("stop {grace} {kill_by} {signal}\n"),
         }
     }
 
@@ -74,7 +135,11 @@ impl Control {
         match (kind, numbers.as_slice()) {
             ("deadline", &[at]) => Some(Control::Deadline(at)),
             ("signal", &[n]) => Some(Control::Signal(i32::try_from(n).ok()?)),
-            ("stop", &[grace, kill_by]) => Some(Control::Stop { grace, kill_by }),
+            ("stop", &[grace, kill_by, n]) => Some(Control::Stop {
+                grace,
+                kill_by,
+                signal: i32::try_from(n).ok()?,
+            }),
             _ => None,
         }
     }
@@ -95,24 +160,41 @@ pub fn to_monotonic(at: tokio::time::Instant) -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Running,
-    /// SIGTERM sent; SIGKILL at this instant.
+    /// The stop signal sent; SIGKILL at this instant.
     Stopping {
         kill_at: u64,
     },
     Killed,
 }
 
+fn ignore_signals() {
+    for sig in DEAF_TO {
+        // SAFETY: SIG_IGN installs no handler code.
+        let _ = unsafe { signal(sig, SigHandler::SigIgn) };
+    }
+}
+
+fn set_cloexec(fd: RawFd) {
+    // SAFETY: fcntl on an fd number; a closed fd only yields EBADF.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+}
+
 /// Runs the watchdog; returns its exit code. `args` follow the subcommand.
-pub fn main(args: &[String]) -> i32 {
+pub fn main(args: &[OsString]) -> i32 {
+    ignore_signals();
+    // The pipes are ours alone: the command must not inherit them.
+    set_cloexec(CONTROL_FD);
+    set_cloexec(STATUS_FD);
     let mut grace = 0u64;
     let mut deadline = 0u64;
     let mut rest = args.iter();
-    let mut command = Vec::new();
+    let mut command: Vec<OsString> = Vec::new();
+    let number = |v: Option<&OsString>| v.and_then(|v| v.to_str()?.parse().ok()).unwrap_or(0);
     while let Some(arg) = rest.next() {
-        match arg.as_str() {
-            "--grace" => grace = rest.next().and_then(|v| v.parse().ok()).unwrap_or(0),
-            "--deadline" => deadline = rest.next().and_then(|v| v.parse().ok()).unwrap_or(0),
-            "--" => {
+        match arg.to_str() {
+            Some("--grace") => grace = number(rest.next()),
+            Some("--deadline") => deadline = number(rest.next()),
+            Some("--") => {
                 command = rest.by_ref().cloned().collect();
                 break;
             }
@@ -123,33 +205,170 @@ pub fn main(args: &[String]) -> i32 {
         eprintln!("elect {SUBCOMMAND}: no command");
         return 2;
     }
-    // SAFETY: elect passes the read end of the control pipe as fd 3, and
-    // nothing else in this process owns it.
-    let control = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
+    // SAFETY: elect passes the read end of the control pipe as fd 3 and the
+    // write end of the status pipe as fd 4; nothing else here owns them.
+    let (control, mut status) = unsafe {
+        (
+            OwnedFd::from_raw_fd(CONTROL_FD),
+            std::fs::File::from(OwnedFd::from_raw_fd(STATUS_FD)),
+        )
+    };
+    if monotonic_now() >= deadline {
+        eprintln!("elect: leadership ended before the command could start; not starting it");
+        return REFUSED;
+    }
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         eprintln!("elect {SUBCOMMAND}: cannot become a subreaper: {e}");
     }
-    let child = match Command::new(&command[0])
-        .args(&command[1..])
-        .process_group(0)
-        .spawn()
-    {
+    let watchdog = std::process::id() as libc::pid_t;
+    let mut cmd = Command::new(&command[0]);
+    cmd.args(&command[1..]).process_group(0);
+    // SAFETY: only async-signal-safe calls (prctl, getppid, signal, kill)
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Dies with the watchdog; if it is already gone, die now.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != watchdog {
+                libc::raise(libc::SIGKILL);
+            }
+            // Ignored signals survive exec: give the command the defaults.
+            for sig in DEAF_TO {
+                libc::signal(sig as i32, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+    let child = match cmd.spawn() {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("elect: cannot start {:?}: {e}", command.join(" "));
+            eprintln!("elect: cannot start {}: {e}", display_command(&command));
             return 127;
         }
     };
     let pgid = Pid::from_raw(child.id() as i32);
     drop(child);
-    Watchdog {
+    let guard = Guard::start(pgid);
+    // elect learns the group it may have to kill itself; if it is gone, the
+    // control pipe's end of file says so too.
+    let _ = writeln!(status, "started {pgid}");
+    drop(status);
+    let code = Watchdog {
         pgid,
         grace,
         deadline,
         phase: Phase::Running,
         exit: None,
     }
-    .supervise(control)
+    .supervise(control);
+    if let Some(guard) = guard {
+        guard.release();
+    }
+    code
+}
+
+/// `CMD ARGS...` for messages.
+pub fn display_command(command: &[OsString]) -> String {
+    command
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The watchdog's end of the guard's pipe.
+struct Guard {
+    pipe: std::fs::File,
+}
+
+impl Guard {
+    /// Starts `elect __guard <pgid>` with the read end of a pipe on fd 3.
+    fn start(pgid: Pid) -> Option<Guard> {
+        let started = (|| -> std::io::Result<Guard> {
+            let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+            let exe = std::env::current_exe()?;
+            let mut cmd = Command::new(exe);
+            cmd.arg(GUARD_SUBCOMMAND).arg(pgid.to_string());
+            let read_fd = read.as_raw_fd();
+            // SAFETY: only async-signal-safe calls between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::setsid();
+                    move_fd(read_fd, CONTROL_FD)
+                });
+            }
+            cmd.stdin(std::process::Stdio::null()).spawn()?;
+            drop(read);
+            Ok(Guard {
+                pipe: std::fs::File::from(write),
+            })
+        })();
+        match started {
+            Ok(guard) => Some(guard),
+            Err(e) => {
+                eprintln!("elect {SUBCOMMAND}: cannot start the guard: {e}");
+                None
+            }
+        }
+    }
+
+    /// The group is gone: the guard may leave without killing anything.
+    fn release(mut self) {
+        let _ = self.pipe.write_all(b"done\n");
+    }
+}
+
+/// Puts `fd` on `target` without close-on-exec, for the exec that follows.
+/// Async-signal-safe: used between fork and exec.
+pub fn move_fd(fd: RawFd, target: RawFd) -> std::io::Result<()> {
+    // SAFETY: fcntl and dup2 on fd numbers.
+    let ok = unsafe {
+        if fd == target {
+            libc::fcntl(target, libc::F_SETFD, 0) >= 0
+        } else {
+            libc::dup2(fd, target) >= 0
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Runs the guard: waits until the watchdog says the group is gone, or
+/// dies; in the second case SIGKILLs the group. Returns its exit code.
+pub fn guard_main(args: &[OsString]) -> i32 {
+    ignore_signals();
+    let Some(pgid) = args
+        .first()
+        .and_then(|a| a.to_str())
+        .and_then(|a| a.parse::<i32>().ok())
+        .filter(|p| *p > 1)
+    else {
+        eprintln!("elect {GUARD_SUBCOMMAND}: expected a process group id");
+        return 2;
+    };
+    // SAFETY: the watchdog passes the read end of the guard's pipe as fd 3.
+    let mut pipe = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(CONTROL_FD) });
+    let mut said = Vec::new();
+    let _ = pipe.read_to_end(&mut said);
+    if said != b"done\n" {
+        match killpg(Pid::from_raw(pgid), Signal::SIGKILL) {
+            Ok(()) => eprintln!("elect: the watchdog died; killed the command's group {pgid}"),
+            Err(Errno::ESRCH) => {}
+            Err(e) => eprintln!("elect {GUARD_SUBCOMMAND}: killing group {pgid}: {e}"),
+        }
+    }
+    0
+}
+
+/// Whether `arg` names one of the hidden subcommands a host binary must
+/// dispatch before anything else (see [`crate::supervise`]).
+pub fn is_hidden_subcommand(arg: &OsStr) -> bool {
+    arg == SUBCOMMAND || arg == GUARD_SUBCOMMAND
 }
 
 struct Watchdog {
@@ -170,14 +389,11 @@ impl Watchdog {
             if self.exit.is_some() && self.phase == Phase::Running {
                 // The command ended by itself: what it left in its group
                 // gets the grace, bounded by the deadline.
-                self.stop(now, self.grace, self.deadline);
+                self.stop(now, self.grace, self.deadline, Signal::SIGTERM);
             }
             self.enforce(now);
-            if self.exit.is_some() && !self.group_alive() {
-                return self.exit.unwrap_or(0);
-            }
-            if !self.group_alive() && self.exit.is_none() {
-                // Reaped by someone else: nothing left to watch.
+            if !self.group_alive() {
+                // Reaped by us (exit known) or, oddly, by someone else.
                 return self.exit.unwrap_or(1);
             }
             let wait = self.next_wake(now);
@@ -201,7 +417,7 @@ impl Watchdog {
                     reader = None;
                     let now = monotonic_now();
                     let grace = self.grace.min(1_000_000_000);
-                    self.stop(now, grace, self.deadline);
+                    self.stop(now, grace, self.deadline, Signal::SIGTERM);
                 }
                 Ok(_) => match Control::decode(&line) {
                     Some(Control::Deadline(at)) => self.deadline = at,
@@ -210,8 +426,13 @@ impl Watchdog {
                             self.signal(sig);
                         }
                     }
-                    Some(Control::Stop { grace, kill_by }) => {
-                        self.stop(monotonic_now(), grace, kill_by.min(self.deadline));
+                    Some(Control::Stop {
+                        grace,
+                        kill_by,
+                        signal,
+                    }) => {
+                        let sig = Signal::try_from(signal).unwrap_or(Signal::SIGTERM);
+                        self.stop(monotonic_now(), grace, kill_by.min(self.deadline), sig);
                     }
                     None => eprintln!("elect {SUBCOMMAND}: ignoring {line:?}"),
                 },
@@ -219,11 +440,15 @@ impl Watchdog {
         }
     }
 
-    fn stop(&mut self, now: u64, grace: u64, kill_by: u64) {
+    fn stop(&mut self, now: u64, grace: u64, kill_by: u64, sig: Signal) {
         let kill_at = now.saturating_add(grace).min(kill_by);
         match self.phase {
             Phase::Running => {
-                self.signal(Signal::SIGTERM);
+                self.signal(sig);
+                // A stopped group would sit on a termination signal.
+                if !matches!(sig, Signal::SIGKILL) {
+                    self.signal(Signal::SIGCONT);
+                }
                 self.phase = Phase::Stopping { kill_at };
             }
             Phase::Stopping { kill_at: was } => {
@@ -296,11 +521,20 @@ mod tests {
             Control::Stop {
                 grace: 5,
                 kill_by: 9,
+                signal: 2,
             },
         ] {
             assert_eq!(Control::decode(&c.encode()), Some(c));
         }
         assert_eq!(Control::decode("bogus 1"), None);
         assert_eq!(Control::decode("deadline x"), None);
+        assert_eq!(Control::decode("stop 1 2"), None);
+    }
+
+    #[test]
+    fn commands_display_lossily() {
+        use std::os::unix::ffi::OsStringExt;
+        let cmd = [OsString::from("printf"), OsString::from_vec(vec![0xff])];
+        assert_eq!(display_command(&cmd), "printf \u{fffd}");
     }
 }

@@ -34,7 +34,8 @@ impl Cluster {
         }
     }
 
-    fn command(&self, id: &str, args: &[&str]) -> std::process::Command {
+    /// `elect` with this peer's flags, then `args`.
+    pub fn command(&self, id: &str, args: &[&str]) -> std::process::Command {
         let mut cmd = std::process::Command::new(BIN);
         cmd.args([
             "--backend",

@@ -28,12 +28,8 @@ use crate::leadership::Leadership;
 
 const BACKEND: &str = "etcd";
 
-pub(crate) fn etcd_error(action: &'static str, e: impl std::fmt::Display) -> Error {
-    Error::Backend {
-        backend: BACKEND,
-        action,
-        detail: e.to_string(),
-    }
+pub(crate) fn etcd_error(action: &'static str, e: impl Into<crate::error::BoxError>) -> Error {
+    Error::backend(BACKEND, action, e)
 }
 
 /// Opens a client balancing over every endpoint. The connection itself is

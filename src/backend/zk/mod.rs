@@ -32,12 +32,8 @@ use observe::View;
 
 const BACKEND: &str = "zk";
 
-pub(crate) fn zk_error(action: &'static str, e: impl std::fmt::Display) -> Error {
-    Error::Backend {
-        backend: BACKEND,
-        action,
-        detail: e.to_string(),
-    }
+pub(crate) fn zk_error(action: &'static str, e: impl Into<crate::error::BoxError>) -> Error {
+    Error::backend(BACKEND, action, e)
 }
 
 fn unreachable(cfg: &ElectionConfig, detail: impl std::fmt::Display) -> Error {
