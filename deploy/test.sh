@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs elect's whole test suite against real etcd and ZooKeeper, installing
-# what it needs first from Debian: etcd-server, etcd-client,
-# protobuf-compiler (etcd-client builds its gRPC code with protoc),
-# zookeeper (run with the machine's Java), python3-kazoo and
-# libcurator-recipes-java (the interop peers); then cargo-nextest.
+# what it needs first from Debian: etcd-server, etcd-client, zookeeper (run
+# with the machine's Java), python3-kazoo and libcurator-recipes-java (the
+# interop peers), tmux (the terminal test); then cargo-nextest. Building
+# needs no protoc (see .cargo/config.toml); deploy/fresh-build.sh proves
+# it first, from a clean clone with the machine's protoc hidden.
 #
 # By default the ensembles run in containers (ELECT_TEST_MODE=containers):
 # the Docker engine must work, and the images are built first from Debian
@@ -19,9 +20,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 missing=()
 command -v etcd >/dev/null || missing+=(etcd-server)
 command -v etcdctl >/dev/null || missing+=(etcd-client)
-command -v protoc >/dev/null || missing+=(protobuf-compiler)
-# protoc's well-known types (descriptor.proto), only a Recommends of protoc.
-[ -f /usr/include/google/protobuf/descriptor.proto ] || missing+=(libprotobuf-dev)
+command -v tmux >/dev/null || missing+=(tmux)
 command -v java >/dev/null || missing+=(default-jre-headless)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 [ -f /usr/share/java/curator-recipes.jar ] || missing+=(libcurator-recipes-java)
@@ -36,8 +35,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 cargo nextest --version >/dev/null 2>&1 || cargo install --locked cargo-nextest
 
+deploy/fresh-build.sh
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
+# The library's docs: every public item documented, no broken link, and
+# the doc examples compile and run (those needing a server are no_run).
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked --quiet
+cargo test --doc --locked --quiet
 
 mode=${ELECT_TEST_MODE:-containers}
 export ELECT_TEST_MODE=$mode

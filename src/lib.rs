@@ -1,24 +1,49 @@
 //! `elect`: leader election as a library and a command-line tool.
 //!
-//! One interface, several ways to decide who leads. A backend publishes
-//! [`Leadership`](leadership::Leadership) snapshots on a
-//! `tokio::sync::watch` channel, each with a local leadership **deadline**;
-//! everything else reads only those snapshots:
+//! One interface, three ways to decide who leads. A backend publishes
+//! [`Leadership`] snapshots on a `tokio::sync::watch` channel, each with a
+//! local leadership **deadline**; everything else reads only those
+//! snapshots:
 //!
 //! ```text
-//!             +-------------------- elect (binary) --------------------+
-//!  CLI args ->| cli: clap structs -> validated Config (no I/O yet)      |
-//!             +----------------------------+---------------------------+
-//!                                          | Config
-//!                     +--------------------v--------------------+
-//!                     |  backend: etcd           (library)       |
-//!                     |  each: campaign / resign / observe       |
-//!                     +--------------------+--------------------+
-//!                                          | tokio::sync::watch<Leadership>
-//!               +--------------------------+---------------------------+
-//!               v                                                      v
-//!      supervise (run CMD only                                 export (stdout lines,
-//!      while leader; kill on loss)                             leader file)
+//!   elect (binary): clap -> config::ElectionConfig / ChildConfig -> library calls
+//!                                   |
+//!   +-------------------------------v---------------------------------+
+//!   | config: ElectionConfig::etcd | ::zk | ::raft, validated once      |
+//!   |                                                                  |
+//!   | backend:   etcd                zk                  raft          |
+//!   |   lease-bound keys,   ephemeral-sequential  Raft's vote among    |
+//!   |   Go's Election       znodes, Curator       the peers (PreVote,  |
+//!   |   layout              LeaderLatch naming    CheckQuorum, lease)  |
+//!   |   campaign / resign / observe / leader -> Campaign, Observation  |
+//!   |                           |                                      |
+//!   |      watch::Receiver<Leadership> (leader, token, deadline)       |
+//!   |            +--------------+------------------+                   |
+//!   |            v                                 v                   |
+//!   | supervise: run CMD only while     export: stdout lines (text or |
+//!   |   leading, under a watchdog in    JSON), leader file, HTTP       |
+//!   |   its own session that kills      /leader /healthz /readyz,      |
+//!   |   the group by the deadline       Prometheus /metrics            |
+//!   +------------------------------------------------------------------+
+//! ```
+//!
+//! Campaigning in a few lines (see `examples/` for whole programs):
+//!
+//! ```no_run
+//! # async fn demo() -> elect::Result<()> {
+//! use std::time::Duration;
+//! use elect::{backend, config::ElectionConfig};
+//!
+//! let cfg = ElectionConfig::etcd(["127.0.0.1:2379"], "jobs")?
+//!     .with_id("node-a")?
+//!     .with_ttl(Duration::from_secs(5))?;
+//! let (_idle, busy) = tokio::sync::watch::channel(false);
+//! let campaign = backend::campaign(&cfg, busy).await?;
+//! let mut leadership = campaign.leadership();
+//! leadership.wait_for(|l| l.is_self).await.ok();
+//! // ... lead, checking `leads_at(now)` against the local deadline ...
+//! campaign.resign().await?;
+//! # Ok(()) }
 //! ```
 //!
 //! Safety rules every backend keeps:
@@ -29,7 +54,12 @@
 //! 3. claim leadership only after confirming our own key is still ours;
 //! 4. fencing tokens only grow and are exported wherever leadership is;
 //! 5. a clean exit resigns, so the successor takes over in round trips;
-//! 6. nothing is left behind: no keys, leases or processes.
+//! 6. nothing is left behind: no keys, leases or processes;
+//! 7. the command's whole tree is dead before leadership could pass to
+//!    anyone, however `elect`, the watchdog or their process group are
+//!    signalled, stopped or killed (see [`supervise`]).
+
+#![warn(missing_docs)]
 
 pub mod backend;
 pub mod config;

@@ -5,11 +5,11 @@
 //! [`leader`] reads once. Everything downstream (`supervise`, `export`)
 //! depends only on the snapshots, never on a backend.
 
-pub mod backoff;
-pub mod etcd;
+pub(crate) mod backoff;
+pub(crate) mod etcd;
 pub mod raft;
-pub mod report;
-pub mod zk;
+pub(crate) mod report;
+pub(crate) mod zk;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

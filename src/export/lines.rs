@@ -11,15 +11,23 @@ use crate::leadership::{Event, Leadership};
 /// The JSON line of the output contract; every line is a full snapshot.
 #[derive(Debug, Serialize)]
 pub struct JsonLine<'a> {
+    /// When the change was seen, RFC 3339.
     pub at: String,
+    /// `etcd`, `zk` or `raft`.
     pub backend: &'a str,
+    /// The election's name.
     pub election: &'a str,
+    /// The leader's id, if one is known.
     pub leader: Option<&'a str>,
+    /// The leader's fencing token.
     pub token: Option<u64>,
+    /// Whether we lead.
     pub is_self: bool,
+    /// What changed.
     pub event: Event,
 }
 
+/// The line that reports `snapshot`, reached through `event`, at `at`.
 pub fn render(
     format: Format,
     ctx: &Context,

@@ -29,6 +29,7 @@ fn duration_buckets() -> impl Iterator<Item = f64> {
     prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 17)
 }
 
+/// The Prometheus metrics of one election, as `/metrics` serves them.
 pub struct Metrics {
     registry: Registry,
     is_leader: Gauge,
@@ -56,6 +57,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// A registry with every metric at zero.
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("elect");
         let is_leader = Gauge::default();

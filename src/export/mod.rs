@@ -6,7 +6,7 @@
 //! reported again; the HTTP side always sees the latest one.
 
 pub mod http;
-pub mod leader_file;
+pub(crate) mod leader_file;
 pub mod lines;
 pub mod metrics;
 
@@ -42,6 +42,7 @@ pub struct OutputConfig {
 }
 
 impl Exported {
+    /// A channel that starts with an unknown leader.
     pub fn channel() -> (watch::Sender<Exported>, watch::Receiver<Exported>) {
         watch::channel(Exported {
             leadership: Leadership::unknown(),
@@ -53,13 +54,16 @@ impl Exported {
 /// What every output line names besides the snapshot.
 #[derive(Debug, Clone)]
 pub struct Context {
+    /// `etcd`, `zk` or `raft`.
     pub backend: &'static str,
+    /// The election's name.
     pub election: String,
 }
 
 /// The latest snapshot with what the exporters add to it.
 #[derive(Debug, Clone)]
 pub struct Exported {
+    /// The latest snapshot.
     pub leadership: Leadership,
     /// When this process first saw the current leader (and term).
     pub since: Option<SystemTime>,

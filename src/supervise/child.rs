@@ -245,14 +245,6 @@ impl Child {
         }
     }
 
-    /// The command's exit code once its group is gone (see [`Ended`]).
-    pub async fn exited(&mut self) -> i32 {
-        match self.ended().await {
-            Ended::Command(code) => code,
-            Ended::WatchdogKilled(sig) => 128 + sig,
-        }
-    }
-
     /// Whether a live process is left in the command's group.
     pub fn group_alive(&self) -> bool {
         self.pgid.is_some_and(group_has_live_members)

@@ -7,11 +7,39 @@
 //! if the backend has said nothing (it may be stuck). SIGKILL lands no later
 //! than the deadline whatever `--grace` says.
 //!
-//! The command runs under a [`watchdog`] process, in a session of its own,
-//! that holds the deadline itself, so a frozen or killed `elect` still
-//! cannot outlive its leadership through the command; the watchdog's module
-//! doc says who can reach the command's tree and what happens when any of
-//! the processes involved dies.
+//! The command runs under a watchdog process (`elect __watchdog`), in a
+//! session of its own, that holds the deadline itself, so a frozen or
+//! killed `elect` still cannot outlive its leadership through the command.
+//!
+//! # Who can reach the command's tree
+//!
+//! The command must never outlive our leadership, whatever happens to
+//! `elect`, the watchdog or their process group:
+//!
+//! - **Own session.** `elect` starts the watchdog with `setsid()`, so the
+//!   watchdog and the command live in a session of their own with no
+//!   controlling terminal. A terminal's Ctrl-C, Ctrl-\ and Ctrl-Z, a
+//!   hang-up, and `kill -SIG -- -PGID` aimed at `elect`'s group reach
+//!   `elect` alone, which handles them deliberately (stop the command, wait
+//!   for its group to die, then resign). The watchdog also ignores the
+//!   keyboard, hang-up, termination and job-control signals, so only
+//!   SIGKILL (or SIGSTOP sent to its pid by hand) can stop it.
+//! - **`elect` gone.** End of file on fd 3 means `elect` died or was
+//!   killed: the watchdog sends SIGTERM to the group and SIGKILL within
+//!   `min(grace, 1 s)`, never after the deadline. `elect` did not resign,
+//!   so nobody else can be elected before that deadline.
+//! - **Watchdog gone.** The command runs with `PR_SET_PDEATHSIG` = SIGKILL
+//!   bound to the watchdog, and a **guard** process (`elect __guard`, also
+//!   in a session of its own and deaf to every catchable signal) holds the
+//!   other end of a pipe only the watchdog writes to: when the watchdog
+//!   dies, the pipe closes and the guard SIGKILLs the command's whole group.
+//!   `elect` sees the watchdog end by a signal and kills the group too
+//!   before it resigns.
+//! - **Both gone** (e.g. `pkill -9 -x elect` hitting `elect` and the
+//!   watchdog together): the guard still kills the group. What escapes is
+//!   only a descendant that left the group itself (`setsid`, `setpgid`) or
+//!   a kill aimed at the guard too; the fencing token is the defence there.
+//!
 //!
 //! # Embedding
 //!
@@ -34,8 +62,8 @@
 //! It publishes `busy` (whether the command's group is alive) so the
 //! backend can hold on to what keeps successors out until the work is gone.
 
-pub mod child;
-pub mod watchdog;
+pub(crate) mod child;
+pub(crate) mod watchdog;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -10,34 +10,8 @@
 //! moment the deadline passes, on its own. `elect` moves the deadline
 //! forward with each renewal.
 //!
-//! # Who can reach the command's tree
-//!
-//! The command must never outlive our leadership, whatever happens to
-//! `elect`, the watchdog or their process group:
-//!
-//! - **Own session.** `elect` starts the watchdog with `setsid()`, so the
-//!   watchdog and the command live in a session of their own with no
-//!   controlling terminal. A terminal's Ctrl-C, Ctrl-\ and Ctrl-Z, a
-//!   hang-up, and `kill -SIG -- -PGID` aimed at `elect`'s group reach
-//!   `elect` alone, which handles them deliberately (stop the command, wait
-//!   for its group to die, then resign). The watchdog also ignores the
-//!   keyboard, hang-up, termination and job-control signals, so only
-//!   SIGKILL (or SIGSTOP sent to its pid by hand) can stop it.
-//! - **`elect` gone.** End of file on fd 3 means `elect` died or was
-//!   killed: the watchdog sends SIGTERM to the group and SIGKILL within
-//!   `min(grace, 1 s)`, never after the deadline. `elect` did not resign,
-//!   so nobody else can be elected before that deadline.
-//! - **Watchdog gone.** The command runs with `PR_SET_PDEATHSIG` = SIGKILL
-//!   bound to the watchdog, and a **guard** process (`elect __guard`, also
-//!   in a session of its own and deaf to every catchable signal) holds the
-//!   other end of a pipe only the watchdog writes to: when the watchdog
-//!   dies, the pipe closes and the guard SIGKILLs the command's whole group.
-//!   `elect` sees the watchdog end by a signal and kills the group too
-//!   before it resigns.
-//! - **Both gone** (e.g. `pkill -9 -x elect` hitting `elect` and the
-//!   watchdog together): the guard still kills the group. What escapes is
-//!   only a descendant that left the group itself (`setsid`, `setpgid`) or
-//!   a kill aimed at the guard too; the fencing token is the defence there.
+//! Who can reach the command's tree, and what happens when `elect`, the
+//! watchdog or both die, is told in the [`supervise`](super) module doc.
 //!
 //! Control lines on fd 3 (times are CLOCK_MONOTONIC nanoseconds, the same
 //! clock in every process on the host):
@@ -50,7 +24,7 @@
 //! if it died of signal N), 127 if CMD could not be started, and
 //! [`REFUSED`] if the deadline had passed before CMD was started.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
@@ -363,12 +337,6 @@ pub fn guard_main(args: &[OsString]) -> i32 {
         }
     }
     0
-}
-
-/// Whether `arg` names one of the hidden subcommands a host binary must
-/// dispatch before anything else (see [`crate::supervise`]).
-pub fn is_hidden_subcommand(arg: &OsStr) -> bool {
-    arg == SUBCOMMAND || arg == GUARD_SUBCOMMAND
 }
 
 struct Watchdog {

@@ -28,16 +28,6 @@ pub struct View {
     pub revision: i64,
 }
 
-impl View {
-    pub fn unknown() -> Self {
-        View {
-            leader: None,
-            current: false,
-            revision: 0,
-        }
-    }
-}
-
 impl Observed for View {
     fn names_leader(&self, key: &[u8]) -> bool {
         self.leader.as_ref().is_some_and(|l| l.key == key)

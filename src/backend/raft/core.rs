@@ -33,38 +33,54 @@ pub type Time = Duration;
 pub enum Message {
     /// "Would you vote for me in `term`?", without anyone changing term.
     PreVote {
+        /// The term the sender would campaign in.
         term: u64,
     },
+    /// The answer to a [`Message::PreVote`].
     PreVoteReply {
+        /// The term asked about.
         term: u64,
+        /// Whether the sender would vote.
         granted: bool,
     },
     /// A real vote request; `transfer` campaigns (after TimeoutNow) pass
     /// the lease check, because the old leader gave its lease up.
     Vote {
+        /// The term the sender campaigns in.
         term: u64,
+        /// Whether this campaign follows a TimeoutNow.
         transfer: bool,
     },
+    /// The answer to a [`Message::Vote`].
     VoteReply {
+        /// The voter's term.
         term: u64,
+        /// Whether the vote was given (and persisted).
         granted: bool,
     },
     /// The leader's heartbeat round `round`.
     Heartbeat {
+        /// The leader's term.
         term: u64,
+        /// The round, counted by the leader.
         round: u64,
     },
+    /// A follower's acknowledgement of a heartbeat round.
     HeartbeatReply {
+        /// The follower's term.
         term: u64,
+        /// The round acknowledged.
         round: u64,
     },
     /// "Campaign now": leadership transfer from a leader stepping down.
     TimeoutNow {
+        /// The stepping-down leader's term.
         term: u64,
     },
 }
 
 impl Message {
+    /// The term the message carries.
     pub fn term(&self) -> u64 {
         match *self {
             Message::PreVote { term }
@@ -81,12 +97,16 @@ impl Message {
 /// What must be on disk before a vote reply leaves the node.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HardState {
+    /// The latest term this node has seen.
     pub term: u64,
+    /// Whom it voted for in that term.
     pub voted_for: Option<String>,
 }
 
+/// A node's fixed settings.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// This node's id.
     pub id: String,
     /// Every peer's id, this one included.
     pub peers: Vec<String>,
@@ -96,10 +116,12 @@ pub struct Config {
     pub heartbeat_interval: Duration,
     /// Fraction of T the lease gives up for clock-rate error.
     pub lease_drift: f64,
+    /// Seeds the randomized timeouts (a simulator makes runs repeatable).
     pub seed: u64,
 }
 
 impl Config {
+    /// Settings with heartbeats every T/10 and a 5% lease drift margin.
     pub fn new(id: &str, peers: &[String], election_timeout: Duration, seed: u64) -> Config {
         Config {
             id: id.to_owned(),
@@ -112,32 +134,43 @@ impl Config {
     }
 }
 
+/// Where a node stands in the election.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// Follows a leader, or waits for one.
     Follower,
+    /// Asks for pre-votes before raising its term.
     PreCandidate,
+    /// Asks for votes in a new term.
     Candidate,
+    /// Leads (within its lease).
     Leader,
 }
 
 /// What the driver must do after a call: persist first, then send.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Ready {
+    /// State to make durable before any message is sent.
     pub persist: Option<HardState>,
+    /// Messages to send, with their recipient.
     pub messages: Vec<(String, Message)>,
 }
 
 /// Who leads, as this node sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
+    /// The leader this node knows of.
     pub leader: Option<String>,
     /// The leader's term: the fencing token.
     pub term: u64,
     /// This node leads, until `lease_until`.
     pub is_self: bool,
+    /// The end of our lease, while we lead.
     pub lease_until: Option<Time>,
 }
 
+/// One peer's election state machine: fed time and messages, it returns
+/// what to persist and send ([`Ready`]) and who leads ([`Status`]).
 pub struct Node {
     cfg: Config,
     hard: HardState,
@@ -193,14 +226,17 @@ impl Node {
         node
     }
 
+    /// This node's id.
     pub fn id(&self) -> &str {
         &self.cfg.id
     }
 
+    /// This node's role now.
     pub fn role(&self) -> Role {
         self.role
     }
 
+    /// This node's current term.
     pub fn term(&self) -> u64 {
         self.hard.term
     }

@@ -3,16 +3,16 @@
 //!
 //! - [`core`]: the sans-IO state machine (PreVote, CheckQuorum, leader
 //!   lease, leadership transfer), tested in a deterministic simulator;
-//! - [`store`]: term and vote on disk, fsynced before any vote reply;
-//! - [`transport`]: TCP frames between peers, and queries from non-peers;
-//! - [`driver`]: the tokio loop that feeds the core.
+//! - `store`: term and vote on disk, fsynced before any vote reply;
+//! - `transport`: TCP frames between peers, and queries from non-peers;
+//! - `driver`: the tokio loop that feeds the core.
 //!
 //! The fencing token is the leader's term.
 
 pub mod core;
-pub mod driver;
-pub mod store;
-pub mod transport;
+pub(crate) mod driver;
+pub(crate) mod store;
+pub(crate) mod transport;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -57,8 +57,12 @@ pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Res
             e,
         )
     })?;
-    let store = store::Store::new(cfg.data_dir.as_deref());
-    let hard = store.load()?;
+    let store = Arc::new(store::Store::new(cfg.data_dir.as_deref()));
+    // Reading the disk blocks: off the runtime's threads.
+    let loading = store.clone();
+    let hard = tokio::task::spawn_blocking(move || loading.load())
+        .await
+        .map_err(|e| Error::io("loading the Raft state", std::io::Error::other(e)))??;
     if hard.is_none() {
         info!(
             "no --data-dir: not voting for one election timeout ({}) after start",
@@ -79,7 +83,7 @@ pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Res
         leader: None,
         term: node.term(),
     });
-    tokio::spawn(transport::serve(
+    let serving = tokio::spawn(transport::serve(
         listener,
         cfg.election.clone(),
         ids,
@@ -92,7 +96,7 @@ pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Res
     let resign = CancellationToken::new();
     let driver = driver::Driver {
         node,
-        store: Arc::new(store),
+        store,
         cluster: cfg.election.clone(),
         addresses,
         inbound,
@@ -102,11 +106,14 @@ pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Res
         origin: tokio::time::Instant::now(),
         resign: resign.clone(),
     };
-    Ok(Campaign::new(
-        leadership,
-        resign,
-        tokio::spawn(driver.run()),
-    ))
+    // The listener lives as long as the driver: once we have resigned
+    // (and handed leadership over), the port is closed.
+    let task = tokio::spawn(async move {
+        let result = driver.run().await;
+        serving.abort();
+        result
+    });
+    Ok(Campaign::new(leadership, resign, task))
 }
 
 /// Opens a query stream to the first peer that answers.

@@ -4,6 +4,7 @@
 //! and logged. A process that is not a peer may send a `Query` and then
 //! receives the peer's view of the leader, once and on every change.
 
+use crate::backend::backoff::Backoff;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -69,9 +70,19 @@ pub async fn serve(
     status: watch::Receiver<WireStatus>,
     me: String,
 ) {
+    let mut backoff = Backoff::new();
     loop {
-        let Ok((mut stream, addr)) = listener.accept().await else {
-            continue;
+        let (mut stream, addr) = match listener.accept().await {
+            Ok(accepted) => {
+                backoff.reset();
+                accepted
+            }
+            Err(e) => {
+                // EMFILE and the like do not clear by retrying at once.
+                backoff.warn_once(format_args!("accepting a peer connection: {e}"));
+                backoff.wait().await;
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
         let (cluster, peers, inbound, status, me) = (

@@ -397,12 +397,13 @@ async fn create_node(client: &Client, election: &str, id: &str) -> Result<String
     loop {
         match client.create(&prefix, id.as_bytes(), &ephemeral).await {
             Ok((_stat, sequence)) => return Ok(format!("{prefix}{sequence}")),
-            Err(ZkError::NoNode) => {
-                if let Err(e) = client.mkdir(election, &parent).await {
-                    debug!("creating {election}: {e}");
-                }
-                continue;
-            }
+            Err(ZkError::NoNode) => match client.mkdir(election, &parent).await {
+                // Created by us or by another candidate meanwhile.
+                Ok(()) | Err(ZkError::NodeExists) => continue,
+                Err(e) => backoff.warn_once(format_args!(
+                    "cannot create {election}: {e} (does the chroot of --endpoints exist?)"
+                )),
+            },
             Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed)) => {
                 return Err(zk_error("creating our znode", e));
             }
@@ -415,7 +416,7 @@ async fn create_node(client: &Client, election: &str, id: &str) -> Result<String
                     return Ok(format!("{election}/{name}"));
                 }
             }
-            Err(e) => warn!("creating our znode: {e}; retrying"),
+            Err(e) => backoff.warn_once(format_args!("creating our znode: {e}")),
         }
         backoff.wait().await;
     }

@@ -7,6 +7,7 @@
 //! leader exists never a children watch, so a crowd of observers does not
 //! turn each join or leave into a storm of `getChildren` calls.
 
+use crate::backend::backoff::Backoff;
 use zookeeper_client::{Client, Error as ZkError, OneshotWatcher, SessionState};
 
 use super::layout::{self, Participant};
@@ -118,12 +119,14 @@ pub async fn read_leader(client: &Client, election: &str) -> Result<(View, Onesh
 /// session has ended (expired or closed) or nobody listens any more.
 pub async fn follow(client: Client, election: String, out: watch::Sender<View>) {
     let mut state = client.state_watcher();
+    let mut backoff = Backoff::new();
     loop {
         if out.is_closed() {
             return;
         }
         match read_leader(&client, &election).await {
             Ok((view, watcher)) => {
+                backoff.reset();
                 publish_if_changed(&out, view);
                 tokio::select! {
                     event = watcher.changed() => debug!(?event.event_type, "leader may have changed"),
@@ -149,9 +152,11 @@ pub async fn follow(client: Client, election: String, out: watch::Sender<View>) 
                 if is_terminal(state.peek_state()) {
                     return;
                 }
-                if !matches!(state.peek_state(), SessionState::SyncConnected)
-                    && !until_reconnected(&mut state).await
-                {
+                if matches!(state.peek_state(), SessionState::SyncConnected) {
+                    // Connected, yet refused (e.g. NoAuth): not a loop to spin.
+                    backoff.warn_once(format_args!("reading the election {election}: {e}"));
+                    backoff.wait().await;
+                } else if !until_reconnected(&mut state).await {
                     return;
                 }
             }

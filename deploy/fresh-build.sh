@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Proves the README's first command needs no protoc: builds elect from a
+# clean clone of this repository, in a private mount namespace where the
+# machine's protoc and protobuf headers are hidden (needs root, for
+# unshare). Run by deploy/test.sh.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+git clone -q "$repo" "$work/elect"
+# What was not committed yet is part of what is tested, when run by hand.
+git -C "$repo" diff HEAD | git -C "$work/elect" apply --allow-empty
+if [ "$(id -u)" != 0 ]; then
+  echo "fresh-build: hiding protoc needs root (unshare --mount); skipped" >&2
+  exit 0
+fi
+unset PROTOC PROTOC_INCLUDE
+unshare --mount --propagation private bash -euo pipefail -c '
+  hide() { if [ -e "$1" ]; then mount --bind "$2" "$1"; fi; }
+  empty=$(mktemp -d)
+  hide /usr/bin/protoc /dev/null
+  hide /usr/include/google "$empty"
+  if command -v protoc >/dev/null && protoc --version >/dev/null 2>&1; then
+    echo "fresh-build: protoc is still visible" >&2
+    exit 1
+  fi
+  cd "$1"
+  started=$(date +%s)
+  cargo build --locked --quiet --bin elect
+  target/debug/elect --version
+  echo "fresh-build: built without protoc in $(( $(date +%s) - started ))s"
+' fresh-build "$work/elect"
