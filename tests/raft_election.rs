@@ -162,15 +162,16 @@ fn a_peer_killed_after_voting_never_votes_twice_in_a_term() {
     }
 }
 
-/// The binary's signal wiring: SIGHUP reaches the command and changes
-/// nothing else; SIGTERM then ends the command and `elect run`.
+/// The binary's signal wiring: SIGUSR1 reaches the command and changes
+/// nothing else; a hang-up (SIGHUP) is a clean stop: forwarded to the
+/// command, whose exit ends `elect run` with its code.
 #[test]
-fn sighup_is_forwarded_to_the_command_and_sigterm_ends_the_run() {
+fn sigusr1_is_forwarded_and_a_hangup_ends_the_run_with_the_command() {
     let cluster = Cluster::new(1, "1s");
     let dir = scratch("raft-hup");
     let log = dir.join("signals");
     let script = format!(
-        "trap 'echo HUP >> {0}' HUP; trap 'echo TERM >> {0}; exit 0' TERM; echo ready >> {0}; \
+        "trap 'echo USR1 >> {0}' USR1; trap 'echo HUP >> {0}; exit 3' HUP; echo ready >> {0}; \
          while :; do sleep 0.01; done",
         log.display()
     );
@@ -180,15 +181,15 @@ fn sighup_is_forwarded_to_the_command_and_sigterm_ends_the_run() {
     support::eventually("the command running", SOON, || {
         read().contains("ready").then_some(())
     });
-    peer.signal(Signal::SIGHUP);
-    support::eventually("HUP forwarded", SOON, || {
-        read().contains("HUP").then_some(())
+    peer.signal(Signal::SIGUSR1);
+    support::eventually("USR1 forwarded", SOON, || {
+        read().contains("USR1").then_some(())
     });
     assert!(
         !peer.sees_event("demoted", Duration::from_millis(300)),
-        "HUP changed nothing"
+        "USR1 changed nothing"
     );
-    peer.signal(Signal::SIGTERM);
-    assert_eq!(peer.wait_exit(SOON), 0);
-    assert!(read().contains("TERM"));
+    peer.signal(Signal::SIGHUP);
+    assert_eq!(peer.wait_exit(SOON), 3, "the command's code");
+    assert!(read().contains("HUP"));
 }

@@ -201,7 +201,7 @@ async fn always_restarts_until_sigterm_which_is_forwarded_and_ends_it() {
 }
 
 #[tokio::test]
-async fn hup_quit_usr1_usr2_reach_the_command_without_ending_supervision() {
+async fn usr1_usr2_reach_the_command_and_hup_quit_term_stop_it() {
     let (_tx, rx) = watch::channel(lead(1, Duration::from_secs(60)));
     let (busy, mut busy_rx) = watch::channel(false);
     let (sig_tx, mut sigs) = mpsc::unbounded_channel();
@@ -216,11 +216,13 @@ async fn hup_quit_usr1_usr2_reach_the_command_without_ending_supervision() {
     let task = async {
         busy_rx.wait_for(|b| *b).await.unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
+        // USR1 and USR2 are only forwarded; HUP and QUIT stop the command
+        // (it ignores them here), and each reaches it; TERM ends it.
         for sig in [
-            Signal::SIGHUP,
-            Signal::SIGQUIT,
             Signal::SIGUSR1,
             Signal::SIGUSR2,
+            Signal::SIGHUP,
+            Signal::SIGQUIT,
         ] {
             sig_tx.send(sig).unwrap();
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -233,7 +235,7 @@ async fn hup_quit_usr1_usr2_reach_the_command_without_ending_supervision() {
     let seen = std::fs::read_to_string(&log).unwrap();
     assert_eq!(
         seen.split_whitespace().collect::<Vec<_>>(),
-        ["HUP", "QUIT", "USR1", "USR2"]
+        ["USR1", "USR2", "HUP", "QUIT"]
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

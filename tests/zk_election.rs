@@ -113,14 +113,26 @@ fn observe_reports_changes_and_leader_exits_3_without_one() {
 }
 
 #[test]
-fn a_connect_string_with_a_chroot_works() {
+fn a_connect_string_with_a_chroot_works_and_a_missing_chroot_is_retried_with_backoff() {
     let zk = Ensemble::start();
     let chrooted = format!("{}/apps", zk.endpoints);
-    // The chroot must exist, as with every ZooKeeper client.
-    assert!(zk.kazoo("zk.ensure_path('/apps')").status.success());
+    // The chroot must exist, as with every ZooKeeper client: until it does,
+    // the candidate retries with backoff and says so once.
     let mut a = campaign_zk(&chrooted, "/jobs", "a", "2s");
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(zk.kazoo("zk.ensure_path('/apps')").status.success());
     a.wait_event("elected", SOON);
     assert_eq!(zk.children("/apps/jobs").len(), 1);
+    let stderr = a.stderr();
+    let said = |level: &str| {
+        stderr
+            .lines()
+            .filter(|l| l.contains(level) && l.contains("does the chroot"))
+            .count()
+    };
+    assert_eq!(said("WARN"), 1, "one warning:\n{stderr}");
+    // 50 ms doubling to 1 s: about 7 attempts in 3 s, not thousands.
+    assert!(said("DEBUG") < 15, "retries back off:\n{stderr}");
 }
 
 /// The member the leader is connected to crashes: the leader steps down at

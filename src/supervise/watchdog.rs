@@ -420,6 +420,11 @@ impl Watchdog {
                 self.phase = Phase::Stopping { kill_at };
             }
             Phase::Stopping { kill_at: was } => {
+                // A second stop (another Ctrl-C, then a lost leadership)
+                // still delivers its signal; SIGKILL only comes closer.
+                if !matches!(sig, Signal::SIGKILL) {
+                    self.signal(sig);
+                }
                 self.phase = Phase::Stopping {
                     kill_at: was.min(kill_at),
                 };
