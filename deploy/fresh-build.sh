@@ -8,7 +8,8 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 git clone -q "$repo" "$work/elect"
-# What was not committed yet is part of what is tested, when run by hand.
+# Run by hand, uncommitted changes to tracked files are tested too (new
+# files only once `git add`ed).
 git -C "$repo" diff HEAD | git -C "$work/elect" apply --allow-empty
 if [ "$(id -u)" != 0 ]; then
   echo "fresh-build: hiding protoc needs root (unshare --mount); skipped" >&2

@@ -375,16 +375,12 @@ impl CommonArgs {
         let mut cfg = match backend {
             BackendKind::Zk => ElectionConfig::zk(endpoints, election)?,
             BackendKind::Raft => {
+                // An empty list is no peers (the library says so), not one
+                // empty entry.
                 let peers = endpoints
                     .split(',')
-                    .map(|entry| entry.split_once('=').unwrap_or(("", entry)))
-                    .collect::<Vec<_>>();
-                if endpoints.trim().is_empty() {
-                    return Err(UsageError::new(
-                        "--endpoints",
-                        "lists no peers; give id=host:port,... for every peer, this one included",
-                    ));
-                }
+                    .filter(|_| !endpoints.trim().is_empty())
+                    .map(|entry| entry.split_once('=').unwrap_or(("", entry)));
                 ElectionConfig::raft(peers, election)?
             }
             _ => ElectionConfig::etcd(endpoints.split(','), election)?,

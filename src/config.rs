@@ -175,18 +175,27 @@ impl ElectionConfig {
     /// Errors: [`Error::Config`] naming `id`: empty, over 1024 bytes,
     /// control characters, or (raft) not one of the peers.
     pub fn with_id(mut self, id: &str) -> Result<Self> {
-        let id = candidate_id(id)?;
-        if self.backend == BackendKind::Raft && !self.peer_ids().any(|p| p == id) {
+        self.id = candidate_id(id)?;
+        self.check_raft_membership()?;
+        Ok(self)
+    }
+
+    /// A Raft candidate must be one of the peers; other backends take any
+    /// id.
+    ///
+    /// Errors: [`Error::Config`] naming `id`.
+    pub(crate) fn check_raft_membership(&self) -> Result<()> {
+        if self.backend == BackendKind::Raft && !self.peer_ids().any(|p| p == self.id) {
             return Err(Error::config(
                 "id",
                 format!(
-                    "{id:?} is not one of the peers ({})",
+                    "{:?} is not one of the peers ({})",
+                    self.id,
                     self.peer_ids().collect::<Vec<_>>().join(", ")
                 ),
             ));
         }
-        self.id = id;
-        Ok(self)
+        Ok(())
     }
 
     /// How long a silent leader keeps its leadership (etcd: lease TTL; zk:

@@ -160,7 +160,7 @@ async fn campaign(cfg: ElectionConfig, output: OutputConfig) -> anyhow::Result<u
         _ = async { while leadership.changed().await.is_ok() {} } => {}
     }
     resign(campaign, running.metrics()).await?;
-    running.finish().await;
+    running.finish().await.context("exporter")?;
     Ok(0)
 }
 
@@ -184,7 +184,7 @@ async fn run(cfg: ElectionConfig, output: OutputConfig, child: ChildConfig) -> a
     let finish = supervise::run(&child, &env, campaign.leadership(), &busy_tx, &mut shutdown).await;
     // The command's group is gone by now on every path; resigning is safe.
     resign(campaign, running.metrics()).await?;
-    running.finish().await;
+    running.finish().await.context("exporter")?;
     match finish? {
         Finish::Exited(code) => Ok(code.clamp(0, 255) as u8),
         Finish::Signalled(_) => Ok(0),

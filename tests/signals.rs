@@ -156,30 +156,48 @@ fn stop_all(runners: Vec<Runner>) {
     }
 }
 
+/// One case on a service that queues candidates (etcd, ZooKeeper): `a`
+/// leads, `b` waits behind it (`candidates` counts the keys or znodes of
+/// the election); `a` gets `blow`; at the end no candidate is left.
+fn queued_case(
+    backend: &str,
+    blow: Blow,
+    election: &str,
+    flags: &[&str],
+    candidates: impl Fn() -> usize,
+) {
+    let dir = scratch(&format!("{backend}-{}", election.trim_start_matches('/')));
+    let start = |id: &str| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(flags)
+            .args(["--format", "json", "run", "--election", election])
+            .args(["--id", id, "--ttl", "2s"])
+            .env("RUST_LOG", "elect=debug,warn");
+        runner(id, cmd, &dir)
+    };
+    let mut runners = vec![start("a")];
+    runners[0].proc.wait_event("elected", SOON);
+    runners.push(start("b"));
+    eventually("b's candidacy", SOON, || (candidates() == 2).then_some(()));
+    deal(&mut runners, 0, blow, backend);
+    stop_all(runners);
+    eventually("no candidacy left", SOON, || {
+        (candidates() == 0).then_some(())
+    });
+}
+
 #[test]
 fn etcd_terminal_signals_and_kills_never_leave_a_command_behind_its_leadership() {
     let cluster = etcd::Cluster::start();
     for (i, blow) in BLOWS.into_iter().enumerate() {
         let election = format!("sig{i}");
-        let dir = scratch(&format!("etcd-{election}"));
-        let start = |id: &str| {
-            let mut cmd = Command::new(BIN);
-            cmd.args(["--endpoints", &cluster.endpoints, "--format", "json"])
-                .args(["run", "--election", &election, "--id", id, "--ttl", "2"])
-                .env("RUST_LOG", "elect=debug,warn");
-            runner(id, cmd, &dir)
-        };
-        let mut runners = vec![start("a")];
-        runners[0].proc.wait_event("elected", SOON);
-        runners.push(start("b"));
-        eventually("b's key", SOON, || {
-            (cluster.candidates(&election).len() == 2).then_some(())
-        });
-        deal(&mut runners, 0, blow, "etcd");
-        stop_all(runners);
-        eventually("no key left", SOON, || {
-            cluster.candidates(&election).is_empty().then_some(())
-        });
+        queued_case(
+            "etcd",
+            blow,
+            &election,
+            &["--endpoints", &cluster.endpoints],
+            || cluster.candidates(&election).len(),
+        );
     }
     eventually("no lease left", SOON, || {
         cluster.leases().is_empty().then_some(())
@@ -191,25 +209,9 @@ fn zk_terminal_signals_and_kills_never_leave_a_command_behind_its_leadership() {
     let ensemble = zk::Ensemble::start();
     for (i, blow) in BLOWS.into_iter().enumerate() {
         let election = format!("/sig{i}");
-        let dir = scratch(&format!("zk-sig{i}"));
-        let start = |id: &str| {
-            let mut cmd = Command::new(BIN);
-            cmd.args(["--backend", "zk", "--endpoints", &ensemble.endpoints])
-                .args(["--format", "json", "run", "--election", &election])
-                .args(["--id", id, "--ttl", "2s"])
-                .env("RUST_LOG", "elect=debug,warn");
-            runner(id, cmd, &dir)
-        };
-        let mut runners = vec![start("a")];
-        runners[0].proc.wait_event("elected", SOON);
-        runners.push(start("b"));
-        eventually("b's znode", SOON, || {
-            (ensemble.children(&election).len() == 2).then_some(())
-        });
-        deal(&mut runners, 0, blow, "zk");
-        stop_all(runners);
-        eventually("no znode left", SOON, || {
-            ensemble.children(&election).is_empty().then_some(())
+        let flags = ["--backend", "zk", "--endpoints", &ensemble.endpoints];
+        queued_case("zk", blow, &election, &flags, || {
+            ensemble.children(&election).len()
         });
     }
 }

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use support::elect::BIN;
-use support::proc::{alive, descendants, read_pids, scratch, tree_script};
+use support::proc::{alive, descendants, parent, read_pids, scratch, tree_script};
 use support::{eventually, loopback_net};
 
 const SOON: Duration = Duration::from_secs(20);
@@ -77,7 +77,7 @@ fn keys_typed_in_a_terminal_stop_the_command_and_elect_resigns() {
         terminal.keys(&[&command, "Enter"]);
         let pids = read_pids(&pids_file, 2);
         // The command's parent is the watchdog; the guard is its other child.
-        let watchdog = parent(pids[0]);
+        let watchdog = parent(pids[0]).expect("the command runs");
         let mut helpers = descendants(watchdog);
         helpers.retain(|p| !pids.contains(p));
         helpers.push(watchdog);
@@ -106,11 +106,4 @@ fn keys_typed_in_a_terminal_stop_the_command_and_elect_resigns() {
             });
         }
     }
-}
-
-/// The parent of `pid`.
-fn parent(pid: i32) -> i32 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let (_, rest) = stat.rsplit_once(')').unwrap();
-    rest.split_whitespace().nth(1).unwrap().parse().unwrap()
 }

@@ -113,12 +113,8 @@ impl Drop for Observation {
 /// the service cleans up by itself (an etcd lease or ZooKeeper session
 /// whose TTL runs out).
 pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Result<Campaign> {
-    if cfg.backend == BackendKind::Raft && !cfg.peer_ids().any(|p| p == cfg.id) {
-        return Err(crate::Error::config(
-            "id",
-            format!("{:?} is not one of the raft peers", cfg.id),
-        ));
-    }
+    // The default id (hostname-pid) is no Raft peer's.
+    cfg.check_raft_membership()?;
     match cfg.backend {
         BackendKind::Etcd => etcd::campaign(cfg, busy).await,
         BackendKind::Zk => zk::campaign(cfg, busy).await,

@@ -83,7 +83,8 @@ pub async fn run(
     metrics: Arc<Metrics>,
     state: watch::Sender<Exported>,
 ) {
-    let (writes, pending) = std::sync::mpsc::channel::<(String, Option<Option<String>>)>();
+    // Each change: the line, and the leader the file names (None: empty).
+    let (writes, pending) = std::sync::mpsc::channel::<(String, Option<String>)>();
     let leader_file = output.leader_file.clone();
     let writer = std::thread::spawn(move || {
         let mut file = leader_file.map(leader_file::LeaderFile::new);
@@ -92,7 +93,7 @@ pub async fn run(
             // A closed stdout must not stop the election; the line is lost.
             let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
             drop(stdout);
-            if let (Some(file), Some(shown)) = (file.as_mut(), shown) {
+            if let Some(file) = file.as_mut() {
                 file.show(shown.as_deref());
             }
         }
@@ -117,7 +118,7 @@ pub async fn run(
                 std::time::SystemTime::now(),
             );
             let in_file = next.leader.clone().filter(|_| next.current);
-            let _ = writes.send((line, Some(in_file)));
+            let _ = writes.send((line, in_file));
             shown = next;
         }
         if rx.changed().await.is_err() {
@@ -199,11 +200,14 @@ impl Running {
 
     /// Waits for the exporter to write what the backend last said (it ends
     /// when the backend's sender is gone), then stops serving HTTP.
-    pub async fn finish(self) {
-        let _ = self.exporter.await;
+    ///
+    /// Errors: the exporter panicked.
+    pub async fn finish(self) -> Result<(), tokio::task::JoinError> {
+        let result = self.exporter.await;
         if let Some(server) = self.server {
             server.abort();
         }
+        result
     }
 
     /// Stops at once.

@@ -184,20 +184,29 @@ impl Child {
         self.send(Control::Signal(sig as i32));
     }
 
-    /// Asks for the group to stop: `sig` now, SIGKILL once `grace` has
-    /// passed or at `kill_by`, whichever is first. Asking again can only
-    /// bring SIGKILL closer.
-    pub fn stop(&mut self, sig: Signal, grace: Duration, kill_by: Instant) {
+    /// Asks for the group to stop: `sig` now (if any), SIGKILL once `grace`
+    /// has passed or at `kill_by`, whichever is first. Asking again
+    /// delivers the new signal and can only bring SIGKILL closer.
+    pub fn stop(&mut self, sig: Option<Signal>, grace: Duration, kill_by: Instant) {
         self.send(Control::Stop {
             grace: grace.as_nanos() as u64,
             kill_by: to_monotonic(kill_by),
-            signal: sig as i32,
+            signal: sig,
         });
     }
 
-    /// SIGKILLs the command's group from here, without the watchdog: for
-    /// when the watchdog has died or does not act.
-    pub fn kill_group(&self) {
+    /// SIGKILLs the command's group from here, without the watchdog (for
+    /// when the watchdog has died or does not act), and waits until no
+    /// live process is left in it. Cancel safe.
+    pub async fn kill_group_and_wait(&self) {
+        self.kill_group();
+        let Some(pgid) = self.pgid else { return };
+        while group_has_live_members(pgid) {
+            sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    fn kill_group(&self) {
         if let Some(pgid) = self.pgid {
             match killpg(pgid, Signal::SIGKILL) {
                 Ok(()) => warn!(group = pgid.as_raw(), "killed the command's group directly"),
@@ -218,9 +227,8 @@ impl Child {
                 Ok(WaitStatus::Signaled(_, sig, _)) => {
                     // The watchdog did not finish its job: finish it here,
                     // before anyone may resign.
-                    error!("the watchdog died of {sig}; killing the command's group");
-                    self.kill_group();
-                    self.wait_group_gone().await;
+                    error!("the watchdog died of {sig}");
+                    self.kill_group_and_wait().await;
                     self.ended = Some(Ended::WatchdogKilled(sig as i32));
                     continue;
                 }
@@ -232,8 +240,7 @@ impl Child {
                 }
                 Err(e) => {
                     warn!("waiting for the watchdog: {e}");
-                    self.kill_group();
-                    self.wait_group_gone().await;
+                    self.kill_group_and_wait().await;
                     self.ended = Some(Ended::Command(1));
                     continue;
                 }
@@ -244,24 +251,11 @@ impl Child {
             }
         }
     }
-
-    /// Whether a live process is left in the command's group.
-    pub fn group_alive(&self) -> bool {
-        self.pgid.is_some_and(group_has_live_members)
-    }
-
-    /// Waits until no live process is left in the command's group.
-    async fn wait_group_gone(&self) {
-        let Some(pgid) = self.pgid else { return };
-        while group_has_live_members(pgid) {
-            sleep(Duration::from_millis(5)).await;
-        }
-    }
 }
 
 /// Whether any process of group `pgid` still runs (zombies, which run
 /// nothing and may wait for a reaper, do not count).
-pub fn group_has_live_members(pgid: Pid) -> bool {
+fn group_has_live_members(pgid: Pid) -> bool {
     if matches!(killpg(pgid, None), Err(Errno::ESRCH)) {
         return false;
     }
@@ -290,7 +284,7 @@ impl Drop for Child {
             self.send(Control::Stop {
                 grace: 0,
                 kill_by: 0,
-                signal: Signal::SIGKILL as i32,
+                signal: None,
             });
             self.kill_group();
         }

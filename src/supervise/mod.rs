@@ -71,7 +71,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::{Instant, sleep_until};
 use tracing::{info, warn};
 
 use crate::config::MAX_DURATION;
@@ -219,7 +219,7 @@ pub fn forwarded(sig: Signal) -> Signal {
 /// [`run`] starts by executing the host binary again: call it first in
 /// `main` and exit with the code it returns, if any.
 pub fn dispatch_hidden() -> Option<i32> {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let args: Vec<OsString> = std::env::args_os().collect();
     let which = args.get(1)?;
     if which == watchdog::SUBCOMMAND {
         Some(watchdog::main(&args[2..]))
@@ -359,7 +359,7 @@ pub async fn run(
                         let to = forwarded(sig);
                         info!("{sig}: stopping the command ({to}, SIGKILL after the grace)");
                         shutting_down = true;
-                        child.stop(to, cfg.grace, deadline);
+                        child.stop(Some(to), cfg.grace, deadline);
                     } else {
                         info!("forwarding {sig} to the command");
                         child.forward(sig);
@@ -437,9 +437,8 @@ async fn stop(
             kill_by.saturating_duration_since(now)
         );
     }
-    child.stop(Signal::SIGTERM, grace, kill_by);
+    child.stop(Some(Signal::SIGTERM), grace, kill_by);
     let mut kill_by = kill_by;
-    let mut killed_here = false;
     loop {
         let backstop = kill_by.min(now + grace) + WATCHDOG_SLACK;
         tokio::select! {
@@ -449,18 +448,13 @@ async fn stop(
                     && d < kill_by
                 {
                     kill_by = d;
-                    child.stop(Signal::SIGKILL, Duration::ZERO, d);
+                    child.stop(None, Duration::ZERO, d);
                 }
             }
-            () = sleep_until(backstop), if !killed_here => {
+            () = sleep_until(backstop) => {
                 warn!("the watchdog has not ended the command's group; killing it from here");
-                child.kill_group();
-                killed_here = true;
-            }
-            () = sleep(Duration::from_millis(20)), if killed_here => {
-                if !child.group_alive() {
-                    return;
-                }
+                child.kill_group_and_wait().await;
+                return;
             }
         }
     }

@@ -17,8 +17,9 @@
 //! clock in every process on the host):
 //! - `deadline <ns>`: the command may run until then;
 //! - `signal <n>`: forward signal `n` to the group;
-//! - `stop <grace ns> <kill by ns> <signal n>`: signal `n` (SIGTERM unless
-//!   told otherwise) now, SIGKILL at the earlier of now + grace and kill-by.
+//! - `stop <grace ns> <kill by ns> <signal n>`: signal `n` now (none if
+//!   `n` is 0), SIGKILL at the earlier of now + grace and kill-by. A later
+//!   stop still delivers its signal; its SIGKILL can only come closer.
 //!
 //! The watchdog exits once the group is gone, with CMD's exit code (128+N
 //! if it died of signal N), 127 if CMD could not be started, and
@@ -85,7 +86,8 @@ pub enum Control {
     Stop {
         grace: u64,
         kill_by: u64,
-        signal: i32,
+        /// Sent at once; `None` only moves SIGKILL's time.
+        signal: Option<Signal>,
     },
 }
 
@@ -98,7 +100,10 @@ impl Control {
                 grace,
                 kill_by,
                 signal,
-            } => format!("stop {grace} {kill_by} {signal}\n"),
+            } => format!(
+                "stop {grace} {kill_by} {}\n",
+                signal.map_or(0, |s| s as i32)
+            ),
         }
     }
 
@@ -112,7 +117,10 @@ impl Control {
             ("stop", &[grace, kill_by, n]) => Some(Control::Stop {
                 grace,
                 kill_by,
-                signal: i32::try_from(n).ok()?,
+                signal: match n {
+                    0 => None,
+                    n => Some(Signal::try_from(i32::try_from(n).ok()?).ok()?),
+                },
             }),
             _ => None,
         }
@@ -357,7 +365,7 @@ impl Watchdog {
             if self.exit.is_some() && self.phase == Phase::Running {
                 // The command ended by itself: what it left in its group
                 // gets the grace, bounded by the deadline.
-                self.stop(now, self.grace, self.deadline, Signal::SIGTERM);
+                self.stop(now, self.grace, self.deadline, Some(Signal::SIGTERM));
             }
             self.enforce(now);
             if !self.group_alive() {
@@ -385,7 +393,7 @@ impl Watchdog {
                     reader = None;
                     let now = monotonic_now();
                     let grace = self.grace.min(1_000_000_000);
-                    self.stop(now, grace, self.deadline, Signal::SIGTERM);
+                    self.stop(now, grace, self.deadline, Some(Signal::SIGTERM));
                 }
                 Ok(_) => match Control::decode(&line) {
                     Some(Control::Deadline(at)) => self.deadline = at,
@@ -398,39 +406,28 @@ impl Watchdog {
                         grace,
                         kill_by,
                         signal,
-                    }) => {
-                        let sig = Signal::try_from(signal).unwrap_or(Signal::SIGTERM);
-                        self.stop(monotonic_now(), grace, kill_by.min(self.deadline), sig);
-                    }
+                    }) => self.stop(monotonic_now(), grace, kill_by.min(self.deadline), signal),
                     None => eprintln!("elect {SUBCOMMAND}: ignoring {line:?}"),
                 },
             }
         }
     }
 
-    fn stop(&mut self, now: u64, grace: u64, kill_by: u64, sig: Signal) {
+    /// `sig` now (then SIGCONT: a stopped group would sit on it), SIGKILL
+    /// at the earlier of now + grace and `kill_by`, or sooner if an earlier
+    /// stop said so.
+    fn stop(&mut self, now: u64, grace: u64, kill_by: u64, sig: Option<Signal>) {
         let kill_at = now.saturating_add(grace).min(kill_by);
-        match self.phase {
-            Phase::Running => {
-                self.signal(sig);
-                // A stopped group would sit on a termination signal.
-                if !matches!(sig, Signal::SIGKILL) {
-                    self.signal(Signal::SIGCONT);
-                }
-                self.phase = Phase::Stopping { kill_at };
-            }
-            Phase::Stopping { kill_at: was } => {
-                // A second stop (another Ctrl-C, then a lost leadership)
-                // still delivers its signal; SIGKILL only comes closer.
-                if !matches!(sig, Signal::SIGKILL) {
-                    self.signal(sig);
-                }
-                self.phase = Phase::Stopping {
-                    kill_at: was.min(kill_at),
-                };
-            }
-            Phase::Killed => {}
+        let kill_at = match self.phase {
+            Phase::Killed => return,
+            Phase::Running => kill_at,
+            Phase::Stopping { kill_at: was } => was.min(kill_at),
+        };
+        if let Some(sig) = sig {
+            self.signal(sig);
+            self.signal(Signal::SIGCONT);
         }
+        self.phase = Phase::Stopping { kill_at };
     }
 
     /// SIGKILL at the deadline or when the grace ran out.
@@ -494,7 +491,12 @@ mod tests {
             Control::Stop {
                 grace: 5,
                 kill_by: 9,
-                signal: 2,
+                signal: Some(Signal::SIGINT),
+            },
+            Control::Stop {
+                grace: 0,
+                kill_by: 0,
+                signal: None,
             },
         ] {
             assert_eq!(Control::decode(&c.encode()), Some(c));

@@ -124,6 +124,18 @@ pub fn tree_script(pids: &std::path::Path, stubborn: bool) -> String {
     )
 }
 
+/// The parent of `pid`, if it is alive.
+pub fn parent(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The parent pid is the second field after the parenthesised name.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// Every living descendant of `pid` (not `pid` itself), parents first.
 pub fn descendants(pid: i32) -> Vec<i32> {
     let mut parents: Vec<(i32, i32)> = Vec::new();
@@ -131,15 +143,7 @@ pub fn descendants(pid: i32) -> Vec<i32> {
         let Some(child) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // The parent pid is the second field after the parenthesised name.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok());
-        if let Some(ppid) = ppid {
+        if let Some(ppid) = parent(child) {
             parents.push((child, ppid));
         }
     }
