@@ -177,3 +177,30 @@ fn raft_peers_are_checked_before_anything_starts() {
         "cannot reach raft",
     );
 }
+
+/// A flag that does nothing here is refused when typed (above), but only
+/// warned about when it comes from the environment, which other commands
+/// may share: the command goes on (and here fails to reach etcd, exit 1).
+#[test]
+fn flags_that_do_nothing_from_the_environment_are_only_warned_about() {
+    let out = std::process::Command::new(support::elect::BIN)
+        .args(["leader", "--election", "jobs", "--endpoints", "127.0.0.1:1"])
+        .args(["--connect-timeout", "200ms"])
+        .env("ELECT_HTTP", "127.0.0.1:4040")
+        .env("ELECT_DATA_DIR", "/tmp")
+        .env_remove("ELECT_ELECTION")
+        .output()
+        .expect("running elect");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for flag in [
+        "--http (from ELECT_HTTP)",
+        "--data-dir (from ELECT_DATA_DIR)",
+    ] {
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("elect: warning: ") && l.contains(flag)),
+            "no warning for {flag}: {err}"
+        );
+    }
+}

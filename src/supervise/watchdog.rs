@@ -205,7 +205,7 @@ pub fn main(args: &[OsString]) -> i32 {
     let watchdog = std::process::id() as libc::pid_t;
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..]).process_group(0);
-    // SAFETY: only async-signal-safe calls (prctl, getppid, signal, kill)
+    // SAFETY: only async-signal-safe calls (prctl, getppid, raise, signal)
     // between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
