@@ -56,8 +56,10 @@ case "$mode" in
     # What an interrupted earlier run may have left behind.
     remove_test_containers() {
       docker ps -aq --filter label=elect-test | xargs -r docker rm -f -v >/dev/null
+      docker ps -aq --filter label=elect-lab | xargs -r docker rm -f -v >/dev/null
       docker ps -aq --filter name=electdemo | xargs -r docker rm -f -v >/dev/null
       docker network ls -q --filter label=elect-test | xargs -r docker network rm >/dev/null
+      docker network ls -q --filter label=elect-lab | xargs -r docker network rm >/dev/null
       docker network ls -q --filter name=electdemo | xargs -r docker network rm >/dev/null
     }
     remove_test_containers

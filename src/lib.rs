@@ -25,6 +25,10 @@
 //!   |   its own session that kills      /leader /healthz /readyz,      |
 //!   |   the group by the deadline       Prometheus /metrics            |
 //!   +------------------------------------------------------------------+
+//!
+//!   lab: real etcd / ZooKeeper members (processes or containers), faults
+//!        on them, a TCP fault proxy, a fenced store and a history checker:
+//!        what `elect lab`, `elect compare` and the project's tests run on
 //! ```
 //!
 //! Campaigning in a few lines (see `examples/` for whole programs):
@@ -65,6 +69,7 @@ pub mod backend;
 pub mod config;
 pub mod error;
 pub mod export;
+pub mod lab;
 pub mod leadership;
 pub mod supervise;
 

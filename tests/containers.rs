@@ -19,7 +19,11 @@ const SOON: Duration = Duration::from_secs(20);
 /// (1 s) and the ZooKeeper follower's sync limit (10 ticks of 200 ms).
 const OUTAGE: Duration = Duration::from_secs(3);
 
-type Fault = (&'static str, fn(&Container), fn(&Container));
+type Fault = (
+    &'static str,
+    fn(&Container) -> elect::lab::Result<()>,
+    fn(&Container) -> elect::lab::Result<()>,
+);
 
 /// What is done to one member, and how it is undone.
 const MINORITY_FAULTS: [Fault; 2] = [
@@ -44,9 +48,9 @@ fn minority_faults_leave_the_leader_in_place<'a>(
 ) {
     for i in 0..3 {
         for (what, cut, heal) in MINORITY_FAULTS {
-            cut(member(i));
+            cut(member(i)).unwrap_or_else(|e| panic!("{what}: {e}"));
             std::thread::sleep(OUTAGE);
-            heal(member(i));
+            heal(member(i)).unwrap_or_else(|e| panic!("undoing {what}: {e}"));
             assert!(
                 !b.sees_event("elected", Duration::ZERO),
                 "b was elected while only member {i} had a fault ({what}); a's log:\n{}\nb's log:\n{}",
@@ -81,7 +85,7 @@ fn etcd_members_cut_off_or_frozen_one_at_a_time_change_nothing() {
     minority_faults_leave_the_leader_in_place(
         "etcd",
         &etcd.endpoints,
-        |i| etcd.member(i).node.container(),
+        |i| etcd.member(i).container().expect("container mode"),
         &a,
         &mut b,
     );
@@ -107,7 +111,7 @@ fn zk_members_cut_off_or_frozen_one_at_a_time_change_nothing() {
     minority_faults_leave_the_leader_in_place(
         "zk",
         &zk.endpoints,
-        |i| zk.member(i).node.container(),
+        |i| zk.member(i).container().expect("container mode"),
         &a,
         &mut b,
     );
@@ -130,7 +134,7 @@ fn cut_off_leader_dies_first_and_rejoins_as_follower(
     let command = ["--", "sh", "-c", "sleep 1000 & wait"];
     let run = |id: &str, n: u8| -> ElectContainer {
         let argv = [args, &["--format", "json", "run", "--id", id], &command[..]].concat();
-        network.elect(id, n, &argv)
+        support::docker::elect(network, id, n, &argv)
     };
     let mut a = run("a", 41);
     a.proc.wait_event("elected", SOON);
@@ -220,7 +224,7 @@ fn raft_partitioned_leader_steps_down_first_and_heals_without_term_inflation() {
     if !containers_only("Raft-vote partition") {
         return;
     }
-    let network = support::docker::Network::create("raft");
+    let network = support::docker::TestNetwork::create("raft");
     let ids = ["p1", "p2", "p3"];
     let endpoints = ids
         .iter()
@@ -232,7 +236,8 @@ fn raft_partitioned_leader_steps_down_first_and_heals_without_term_inflation() {
         .iter()
         .enumerate()
         .map(|(i, id)| {
-            network.elect(
+            support::docker::elect(
+                &network,
                 id,
                 31 + i as u8,
                 &[

@@ -13,11 +13,12 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use elect::lab::fault::{FencedStore, Interval, Proxy, Traffic, check};
+use elect::lab::stats::Summary;
 use nix::sys::signal::Signal;
 use support::elect::{Proc, elect};
-use support::fault::{FencedStore, Interval, Mode, Proxy, check, percentiles};
 use support::proc::descendants;
-use support::{etcd, eventually, loopback_net, raft, signal_pid, zk};
+use support::{MemberExt, etcd, eventually, loopback_net, raft, signal_pid, zk};
 
 const SOON: Duration = Duration::from_secs(30);
 const ELECTION: &str = "/faults";
@@ -70,7 +71,7 @@ impl Rig {
             etcd: (backend == Backend::Etcd).then(etcd::Cluster::start),
             zk: (backend == Backend::Zk).then(zk::Ensemble::start),
             raft: (backend == Backend::Raft).then(|| raft::Cluster::new(3, "1s")),
-            store: FencedStore::start(),
+            store: FencedStore::start().expect("the fenced store listens"),
             net: loopback_net(),
             candidates: BTreeMap::new(),
             proxies: BTreeMap::new(),
@@ -103,7 +104,10 @@ impl Rig {
                     let proxies = self
                         .members()
                         .iter()
-                        .map(|m| Proxy::start(&format!("{}.{n}:0", self.net), m))
+                        .map(|m| {
+                            Proxy::start(&format!("{}.{n}:0", self.net), m)
+                                .expect("the proxy listens")
+                        })
                         .collect();
                     self.proxies.insert(id.to_owned(), proxies);
                 }
@@ -166,10 +170,10 @@ impl Rig {
     }
 
     /// Ensemble member `i`.
-    fn member_mut(&mut self, i: usize) -> &mut support::Node {
+    fn member_mut(&mut self, i: usize) -> &mut elect::lab::Member {
         match self.backend {
-            Backend::Etcd => &mut self.etcd.as_mut().unwrap().member_mut(i).node,
-            Backend::Zk => &mut self.zk.as_mut().unwrap().member_mut(i).node,
+            Backend::Etcd => self.etcd.as_mut().unwrap().member_mut(i),
+            Backend::Zk => self.zk.as_mut().unwrap().member_mut(i),
             Backend::Raft => unreachable!("Raft-vote has no ensemble"),
         }
     }
@@ -194,7 +198,7 @@ impl Rig {
         [vec![pid], descendants(pid)].concat()
     }
 
-    fn cut_off(&self, id: &str, mode: Mode) {
+    fn cut_off(&self, id: &str, mode: Traffic) {
         for p in &self.proxies[id] {
             p.set(mode);
         }
@@ -208,7 +212,7 @@ impl Rig {
             drop(p);
         }
         for p in self.proxies.values().flatten() {
-            p.set(Mode::Pass);
+            p.set(Traffic::Pass);
         }
         eventually("every command dead", SOON, || {
             self.store
@@ -222,7 +226,8 @@ impl Rig {
         let step_downs = if self.step_downs.is_empty() {
             "-".to_owned()
         } else {
-            let (p50, p99) = percentiles(&self.step_downs);
+            let s = Summary::of(&self.step_downs).expect("step-downs");
+            let (p50, p99) = (s.p50, s.p99);
             format!(
                 "{:.0} / {:.0} ms",
                 p50.as_secs_f64() * 1e3,
@@ -302,10 +307,16 @@ fn whole_tree_paused(backend: Backend) {
     for &pid in &pids {
         signal_pid(pid, Signal::SIGSTOP);
     }
-    let new = rig.store.wait_new_tenure(old.token, SOON);
+    let new = rig
+        .store
+        .wait_new_tenure(old.token, SOON)
+        .expect("a new tenure in the fenced store");
     // The store can only reject the frozen leader's writes once it has
     // seen the successor's token.
-    rig.store.wait_written(new.token, SOON);
+    assert!(
+        rig.store.wait_written(new.token, SOON),
+        "a write with the new token"
+    );
     let resumed = Instant::now();
     for &pid in &pids {
         signal_pid(pid, Signal::SIGCONT);
@@ -327,7 +338,9 @@ fn only_elect_paused(backend: Backend) {
     signal_pid(elect_pid, Signal::SIGSTOP);
     let ended = rig.ended(&old, SOON);
     rig.step_downs.push(ended - paused);
-    rig.store.wait_new_tenure(old.token, SOON);
+    rig.store
+        .wait_new_tenure(old.token, SOON)
+        .expect("a new tenure in the fenced store");
     signal_pid(elect_pid, Signal::SIGCONT);
     rig.finish("only elect paused", false);
 }
@@ -340,11 +353,14 @@ fn leader_cut_off(backend: Backend) {
     start_all(&mut rig);
     let old = rig.leader();
     let cut = Instant::now();
-    rig.cut_off(&old.id, Mode::Blackhole);
+    rig.cut_off(&old.id, Traffic::Blackhole);
     let ended = rig.ended(&old, SOON);
     rig.step_downs.push(ended - cut);
-    let new = rig.store.wait_new_tenure(old.token, SOON);
-    rig.cut_off(&old.id, Mode::Pass);
+    let new = rig
+        .store
+        .wait_new_tenure(old.token, SOON)
+        .expect("a new tenure in the fenced store");
+    rig.cut_off(&old.id, Traffic::Pass);
     let seen = rig
         .candidates
         .get_mut(&old.id)
@@ -360,13 +376,13 @@ fn short_cut_off(backend: Backend) {
     let mut rig = Rig::new(backend);
     start_all(&mut rig);
     let old = rig.leader();
-    rig.cut_off(&old.id, Mode::Blackhole);
+    rig.cut_off(&old.id, Traffic::Blackhole);
     std::thread::sleep(backend.ttl() / 4);
-    rig.cut_off(&old.id, Mode::Pass);
+    rig.cut_off(&old.id, Traffic::Pass);
     // Slow but working: a 50 ms delay each way for a while.
-    rig.cut_off(&old.id, Mode::Delay(Duration::from_millis(50)));
+    rig.cut_off(&old.id, Traffic::Delay(Duration::from_millis(50)));
     std::thread::sleep(backend.ttl());
-    rig.cut_off(&old.id, Mode::Pass);
+    rig.cut_off(&old.id, Traffic::Pass);
     let _ = rig.leader();
     rig.finish("short cut-off, then delay", false);
 }
@@ -383,7 +399,7 @@ fn lost_create_reply(backend: Backend) {
         "b".into(),
         rig.members()
             .iter()
-            .map(|m| Proxy::start(&format!("{}.9:0", rig.net), m))
+            .map(|m| Proxy::start(&format!("{}.9:0", rig.net), m).expect("the proxy listens"))
             .collect(),
     );
     for p in &rig.proxies["b"] {

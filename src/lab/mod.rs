@@ -1,0 +1,646 @@
+//! The lab: real etcd clusters and ZooKeeper ensembles to test against,
+//! the faults to deal them, and the instruments that judge the outcome.
+//!
+//! Nothing here mocks a coordination service. [`Lab::up`] starts members
+//! from the installed `etcd` and ZooKeeper (Debian's `etcd-server` and
+//! `zookeeper`) as local processes, each on its own `127.a.b.x` address, or
+//! as containers from the `deploy/` images on a private Docker network, each
+//! at its own fixed address ([`Mode`]). Members can be killed and started
+//! again on their data, paused and resumed, and (containers) cut off the
+//! network and healed ([`Fault`]). Candidates can be cut off by the TCP
+//! fault [`fault::Proxy`]; the [`fault::FencedStore`] and
+//! [`fault::check`] tell whether two leaders' work overlapped and whether a
+//! stale leader's write got through.
+//!
+//! A `Lab` tears everything down when dropped, unless [`Lab::detach`]ed
+//! (what `elect lab up` does, saving the state [`Lab::load`] reads back);
+//! [`Lab::down`] leaves no process, container, network or directory.
+//! `elect compare`, the project's tests and its benchmarks all use it.
+
+pub mod docker;
+pub mod etcd;
+pub mod fault;
+pub mod interrupt;
+pub mod member;
+pub mod process;
+pub mod raft;
+pub mod stats;
+pub mod zk;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+pub use member::{Member, Role};
+
+/// What the lab could not do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A program, package, image or engine the lab needs is not there.
+    #[error("{what} is missing: {hint}")]
+    Missing {
+        /// What is missing.
+        what: String,
+        /// How to get it.
+        hint: String,
+    },
+    /// A `docker` command failed.
+    #[error("docker {command}: {stderr}")]
+    Docker {
+        /// Its arguments.
+        command: String,
+        /// What it said.
+        stderr: String,
+    },
+    /// Members did not become healthy in time.
+    #[error("{what} not healthy within {within:?}; member logs are in {dir}")]
+    Unhealthy {
+        /// Which ensemble.
+        what: String,
+        /// How long we waited.
+        within: Duration,
+        /// Where the logs are kept.
+        dir: String,
+    },
+    /// No member of that name.
+    #[error("no member {name:?} in this lab; its members are {members}")]
+    NoSuchMember {
+        /// The name asked for.
+        name: String,
+        /// The names there are.
+        members: String,
+    },
+    /// A fault that this member cannot be dealt.
+    #[error("cannot {fault} {member}: {why}")]
+    Fault {
+        /// The fault.
+        fault: Fault,
+        /// The member.
+        member: String,
+        /// Why not.
+        why: String,
+    },
+    /// The lab's state file is missing, or names a lab already up.
+    #[error("{0}")]
+    State(String),
+    /// Ctrl-C (or SIGTERM) arrived while waiting.
+    #[error("interrupted")]
+    Interrupted,
+    /// Reading or writing the lab's files.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// What the lab's operations return.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How to get what process mode needs.
+pub(crate) const INSTALL_HINT: &str = "install Debian's etcd-server and zookeeper (and a Java \
+    runtime), or use containers (--containers) built by deploy/images/build.sh";
+
+/// Where members run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Local processes, each on its own loopback address.
+    Processes,
+    /// Containers on a private Docker network.
+    Containers,
+}
+
+/// A fault to deal one member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fault {
+    /// SIGKILL, as a crash would.
+    Kill,
+    /// Start a killed member again on its data.
+    Restart,
+    /// SIGSTOP (or `docker pause`).
+    Pause,
+    /// SIGCONT (or `docker unpause`).
+    Resume,
+    /// Take it off the network (containers only).
+    Cut,
+    /// Put it back.
+    Heal,
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Fault::Kill => "kill",
+            Fault::Restart => "restart",
+            Fault::Pause => "pause",
+            Fault::Resume => "resume",
+            Fault::Cut => "cut",
+            Fault::Heal => "heal",
+        })
+    }
+}
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    /// Where members run.
+    pub mode: Mode,
+    /// etcd members (0 for none; 1, 3 or 5 make sense).
+    pub etcd: usize,
+    /// ZooKeeper servers (0 for none).
+    pub zk: usize,
+    /// Raft-vote peers (0 for none).
+    pub raft: usize,
+    /// The `elect` binary Raft-vote peers run (default: this program).
+    pub elect_bin: Option<PathBuf>,
+    /// etcd's Raft timing.
+    pub etcd_timing: etcd::Timing,
+    /// The lab's directory: member data and logs; removed by `down`.
+    pub dir: PathBuf,
+    /// How long members may take to become healthy.
+    pub ready_within: Duration,
+}
+
+impl Spec {
+    /// `etcd` etcd members and `zk` ZooKeeper servers in `mode`, in a fresh
+    /// directory under the system's temporary directory.
+    pub fn new(mode: Mode, etcd: usize, zk: usize) -> Spec {
+        let id = unique_id();
+        Spec {
+            mode,
+            etcd,
+            zk,
+            raft: 0,
+            elect_bin: None,
+            etcd_timing: etcd::Timing::default(),
+            dir: std::env::temp_dir().join(format!("elect-lab-{id}")),
+            ready_within: Duration::from_secs(90),
+        }
+    }
+}
+
+/// Where the members being started go: the lab's id, directory and, in
+/// container mode, network.
+pub(crate) struct Placement {
+    pub(crate) id: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) network: Option<docker::Network>,
+}
+
+/// A running lab.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Lab {
+    /// Its id: a prefix of every container and network name.
+    pub id: String,
+    /// Where members run.
+    pub mode: Mode,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// When it started (seconds since the epoch).
+    pub started: u64,
+    network: Option<docker::Network>,
+    members: Vec<Member>,
+    #[serde(skip)]
+    detached: bool,
+}
+
+impl Lab {
+    /// Starts what `spec` asks for and waits until every member is healthy:
+    /// etcd answers `/health` (a leader and a quorum read), ZooKeeper
+    /// servers are leader or follower. Whatever was started is torn down
+    /// again if that fails.
+    pub fn up(spec: &Spec) -> Result<Lab> {
+        let id = spec
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| format!("elect-lab-{}", unique_id()));
+        if spec.mode == Mode::Processes {
+            if spec.etcd > 0 && which("etcd").is_none() {
+                return Err(Error::Missing {
+                    what: "etcd".into(),
+                    hint: INSTALL_HINT.into(),
+                });
+            }
+            if spec.zk > 0 && (which("java").is_none() || !Path::new(zk::JAR).exists()) {
+                return Err(Error::Missing {
+                    what: format!("java or {}", zk::JAR),
+                    hint: INSTALL_HINT.into(),
+                });
+            }
+        }
+        std::fs::create_dir_all(&spec.dir)?;
+        raise_fd_limit();
+        let mut lab = Lab {
+            id: id.clone(),
+            mode: spec.mode,
+            dir: spec.dir.clone(),
+            started: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs(),
+            network: None,
+            members: Vec::new(),
+            detached: false,
+        };
+        // From here on, dropping `lab` on an error tears down what started.
+        let (hosts, net): (Box<dyn Fn(u8) -> String>, _) = match spec.mode {
+            Mode::Containers => {
+                let network = docker::Network::create(&id, &id)?;
+                lab.network = Some(network.clone());
+                (Box::new(move |n| network.ip(n)), lab.network.clone())
+            }
+            Mode::Processes => {
+                let prefix = loopback_net();
+                (Box::new(move |n| format!("{prefix}.{n}")), None)
+            }
+        };
+        let place = Placement {
+            id: id.clone(),
+            dir: spec.dir.clone(),
+            network: net,
+        };
+        if spec.etcd > 0 {
+            let h: Vec<String> = (0..spec.etcd).map(|i| hosts(11 + i as u8)).collect();
+            lab.members
+                .extend(etcd::start(&place, &h, spec.etcd_timing)?);
+        }
+        if spec.zk > 0 {
+            let h: Vec<String> = (0..spec.zk).map(|i| hosts(21 + i as u8)).collect();
+            lab.members.extend(zk::start(&place, &h)?);
+        }
+        if spec.raft > 0 {
+            let bin = match &spec.elect_bin {
+                Some(bin) => bin.clone(),
+                None => std::env::current_exe()?,
+            };
+            let h: Vec<String> = (0..spec.raft).map(|i| hosts(31 + i as u8)).collect();
+            lab.members.extend(raft::start(&place, &h, &bin)?);
+        }
+        lab.wait_healthy(spec.ready_within)?;
+        Ok(lab)
+    }
+
+    fn wait_healthy(&self, within: Duration) -> Result<()> {
+        for role in [Role::Etcd, Role::Zk, Role::Raft] {
+            let clients: Vec<&str> = self
+                .members
+                .iter()
+                .filter(|m| m.role == role)
+                .map(|m| m.client.as_str())
+                .collect();
+            if clients.is_empty() {
+                continue;
+            }
+            let healthy = |c: &str| healthy(role, c);
+            if poll(within, || clients.iter().all(|c| healthy(c)).then_some(())).is_none() {
+                if interrupt::requested() {
+                    return Err(Error::Interrupted);
+                }
+                self.save_container_logs();
+                return Err(Error::Unhealthy {
+                    what: format!("{} ({})", role.name(), clients.join(",")),
+                    within,
+                    dir: self.dir.display().to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The members, in start order.
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// Member `name` (`etcd-2`, `zk-1`...).
+    pub fn member(&self, name: &str) -> Result<&Member> {
+        self.members
+            .iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| self.no_such(name))
+    }
+
+    /// Member `name`, to deal it a fault.
+    pub fn member_mut(&mut self, name: &str) -> Result<&mut Member> {
+        let missing = self.no_such(name);
+        self.members
+            .iter_mut()
+            .find(|m| m.name == name)
+            .ok_or(missing)
+    }
+
+    fn no_such(&self, name: &str) -> Error {
+        Error::NoSuchMember {
+            name: name.to_owned(),
+            members: self
+                .members
+                .iter()
+                .map(|m| m.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+
+    /// Deals `fault` to member `name`.
+    pub fn fault(&mut self, fault: Fault, name: &str) -> Result<()> {
+        self.member_mut(name)?.apply(fault)
+    }
+
+    /// The client endpoints of the members of `role`, `host:port,...`;
+    /// for Raft-vote, `id=host:port,...` as `--endpoints` takes them
+    /// (`None` when the lab has none).
+    pub fn endpoints(&self, role: Role) -> Option<String> {
+        let list: Vec<String> = self
+            .members
+            .iter()
+            .filter(|m| m.role == role)
+            .map(|m| match role {
+                Role::Raft => format!("{}={}", m.name, m.client),
+                _ => m.client.clone(),
+            })
+            .collect();
+        (!list.is_empty()).then(|| list.join(","))
+    }
+
+    /// The private network, in container mode.
+    pub fn network(&self) -> Option<&docker::Network> {
+        self.network.as_ref()
+    }
+
+    /// Each member's name, role, client address and state.
+    pub fn status(&mut self) -> Vec<MemberStatus> {
+        self.members
+            .iter_mut()
+            .map(|m| {
+                let state = m.state();
+                let healthy = state == "running" && healthy(m.role, &m.client);
+                MemberStatus {
+                    name: m.name.clone(),
+                    role: m.role,
+                    client: m.client.clone(),
+                    state,
+                    healthy,
+                }
+            })
+            .collect()
+    }
+
+    /// Keeps everything running when the `Lab` is dropped: for a lab that
+    /// outlives this process (saved with [`Lab::save`]).
+    pub fn detach(mut self) {
+        self.detached = true;
+    }
+
+    /// Writes the lab's state (JSON) to `path`, for [`Lab::load`].
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(tmp, path)?;
+        Ok(())
+    }
+
+    /// Reads back a lab [`Lab::save`]d: still detached, so dropping it
+    /// leaves it running; [`Lab::down`] takes it down.
+    pub fn load(path: &Path) -> Result<Lab> {
+        let text = std::fs::read_to_string(path)?;
+        let mut lab: Lab = serde_json::from_str(&text)
+            .map_err(|e| Error::State(format!("{} is not a lab's state: {e}", path.display())))?;
+        lab.detached = true;
+        Ok(lab)
+    }
+
+    /// Stops every member, removes the network and the lab's directory.
+    pub fn down(mut self) -> Result<()> {
+        self.detached = false;
+        self.teardown()
+    }
+
+    fn teardown(&mut self) -> Result<()> {
+        for m in &mut self.members {
+            m.remove();
+        }
+        self.members.clear();
+        if let Some(network) = self.network.take() {
+            // Anything else carrying our label too (a killed `up`).
+            docker::remove_all(&self.id);
+            let _ = network.remove();
+        }
+        match std::fs::remove_dir_all(&self.dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+
+    fn save_container_logs(&self) {
+        for m in &self.members {
+            if let Some(c) = m.container() {
+                let _ = std::fs::write(m.dir.join("member.log"), c.logs());
+            }
+        }
+    }
+
+    /// Keeps the logs (not the lab) when a test or experiment failed: call
+    /// before dropping; the directory is named on stderr.
+    pub fn keep_logs(&mut self) {
+        self.save_container_logs();
+        let kept = std::env::temp_dir().join(format!("{}-logs", self.id));
+        let _ = std::fs::create_dir_all(&kept);
+        for m in &self.members {
+            let _ = std::fs::copy(
+                m.dir.join("member.log"),
+                kept.join(format!("{}.log", m.name)),
+            );
+        }
+        eprintln!("lab {}: member logs kept in {}", self.id, kept.display());
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if !self.detached {
+            if std::thread::panicking() {
+                self.keep_logs();
+            }
+            let _ = self.teardown();
+        }
+    }
+}
+
+/// One line of `elect lab status`.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemberStatus {
+    /// `etcd-1`...
+    pub name: String,
+    /// What it serves.
+    pub role: Role,
+    /// Its client address.
+    pub client: String,
+    /// `running`, `paused`, `cut`, `killed`...
+    pub state: String,
+    /// Whether it answers as a healthy member.
+    pub healthy: bool,
+}
+
+/// Whether the member of `role` at `client` serves: etcd answers
+/// `/health`, a ZooKeeper server is leader or follower, a Raft-vote peer
+/// accepts connections.
+pub fn healthy(role: Role, client: &str) -> bool {
+    match role {
+        Role::Etcd => etcd::healthy(client),
+        Role::Zk => zk::healthy(client),
+        Role::Raft => raft::healthy(client),
+    }
+}
+
+/// A name no other lab (of this or a parallel process) has.
+fn unique_id() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos();
+    format!(
+        "{}-{:x}{}",
+        std::process::id(),
+        nanos & 0xffff,
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A loopback network of our own: `127.<a>.<b>.x`, chosen per call so
+/// parallel labs never share an address or a port.
+pub fn loopback_net() -> String {
+    let seed = (std::process::id() as u64).wrapping_mul(0x2545_F491_4F6C_DD1D)
+        ^ (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos() as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let a = 1 + (seed % 250);
+    let b = 1 + ((seed >> 8) % 250);
+    format!("127.{a}.{b}")
+}
+
+/// Lifts this process's soft limit on open files to the hard one: members
+/// it starts inherit it, and a thousand candidates hold several thousand
+/// sockets on each side.
+pub fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscalls on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+/// Polls `probe` every 10 ms until it returns `Some`, for at most `within`
+/// (and not after an [`interrupt`]).
+pub fn poll<T>(within: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let until = Instant::now() + within;
+    loop {
+        if let Some(v) = probe() {
+            return Some(v);
+        }
+        if Instant::now() >= until || interrupt::requested() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The full path of `program` on `PATH`.
+pub fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.is_file())
+}
+
+/// `GET path` from an HTTP/1.1 server at `addr`: the status code and body
+/// (status 0 when nothing answers).
+pub fn http_get(addr: &str, path: &str, timeout: Duration) -> (u16, String) {
+    use std::io::{Read, Write};
+    let Ok(sock) = addr.parse::<std::net::SocketAddr>().or_else(|_| {
+        use std::net::ToSocketAddrs;
+        addr.to_socket_addrs()?
+            .next()
+            .ok_or_else(|| std::io::Error::other("no address"))
+    }) else {
+        return (0, String::new());
+    };
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&sock, timeout) else {
+        return (0, String::new());
+    };
+    let _ = stream.set_read_timeout(Some(timeout));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: elect\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return (0, String::new());
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Prometheus text exposition summed by metric name (labels dropped).
+pub fn sum_prometheus(text: &str) -> BTreeMap<String, f64> {
+    let mut sums = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let name = series.split('{').next().unwrap_or(series);
+        if let Ok(v) = value.parse::<f64>() {
+            *sums.entry(name.to_owned()).or_insert(0.0) += v;
+        }
+    }
+    sums
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prometheus_text_sums_by_name() {
+        let text = "# HELP x\nx_total{a=\"1\"} 2\nx_total{a=\"2\"} 3\ny 1.5\n";
+        let sums = sum_prometheus(text);
+        assert_eq!(sums["x_total"], 5.0);
+        assert_eq!(sums["y"], 1.5);
+    }
+
+    #[test]
+    fn a_member_that_is_not_there_is_named_with_those_that_are() {
+        let lab = Lab {
+            id: "t".into(),
+            mode: Mode::Processes,
+            dir: std::env::temp_dir().join("elect-lab-unit-none"),
+            started: 0,
+            network: None,
+            members: Vec::new(),
+            detached: true,
+        };
+        let e = lab.member("etcd-9").unwrap_err();
+        assert!(e.to_string().contains("no member \"etcd-9\""), "{e}");
+    }
+}

@@ -1,0 +1,109 @@
+//! Real ZooKeeper servers (Debian's `zookeeper`, run with the machine's
+//! Java): how to start an ensemble, and its four-letter words.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use super::member::{Member, Role, Runner};
+use super::{Placement, Result};
+
+/// The ensemble's tick. Servers accept session timeouts from 2 to 20 ticks,
+/// so 200 ms allows 400 ms to 4 s and failovers stay quick.
+pub const TICK: Duration = Duration::from_millis(200);
+
+/// A small heap and a quick-starting JIT: several members share two cores.
+const JVM: &str = "-Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Dzookeeper.root.logger=INFO,CONSOLE -Dzookeeper.console.threshold=INFO \
+    -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar";
+const MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+/// Where Debian's package puts the server.
+pub const JAR: &str = "/usr/share/java/zookeeper.jar";
+
+/// Starts one server per host, each named `zk-<i>`.
+pub(crate) fn start(place: &Placement, hosts: &[String]) -> Result<Vec<Member>> {
+    let servers: String = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, host)| format!("server.{}={host}:2888:3888\n", i + 1))
+        .collect();
+    let mut members = Vec::new();
+    for (i, host) in hosts.iter().enumerate() {
+        let id = i + 1;
+        let name = format!("zk-{id}");
+        let dir = place.dir.join(&name);
+        std::fs::create_dir_all(&dir)?;
+        let config = |data: &str| {
+            format!(
+                "tickTime={}\ninitLimit=50\nsyncLimit=10\ndataDir={data}\nclientPort=2181\n\
+                 clientPortAddress={host}\n4lw.commands.whitelist=*\n\
+                 admin.enableServer=false\nstandaloneEnabled=false\nmaxClientCnxns=0\n{servers}",
+                TICK.as_millis(),
+            )
+        };
+        let runner = match &place.network {
+            Some(network) => {
+                let container = network.container(&format!("{}-{name}", place.id), host);
+                let script = format!(
+                    "mkdir -p /data/zk && echo {id} > /data/zk/myid && printf '{}' > /data/zoo.cfg \
+                     && exec java {JVM} {MAIN} /data/zoo.cfg",
+                    config("/data/zk").replace('\n', "\\n")
+                );
+                network.run(&container, &dir, &[], &["sh", "-c", &script])?;
+                Runner::Container {
+                    container,
+                    cut: false,
+                }
+            }
+            None => {
+                let data = dir.join("data");
+                std::fs::create_dir_all(&data)?;
+                std::fs::write(data.join("myid"), format!("{id}\n"))?;
+                let cfg = dir.join("zoo.cfg");
+                std::fs::write(&cfg, config(&data.display().to_string()))?;
+                let mut argv = vec!["java".to_owned()];
+                argv.extend(JVM.split_whitespace().map(str::to_owned));
+                argv.extend([MAIN.to_owned(), cfg.display().to_string()]);
+                Member::spawn_process(argv, dir.join("member.log"))?
+            }
+        };
+        members.push(Member {
+            name,
+            role: Role::Zk,
+            client: format!("{host}:2181"),
+            dir,
+            runner,
+        });
+    }
+    Ok(members)
+}
+
+/// Whether the server at `client` serves as leader or follower.
+pub fn healthy(client: &str) -> bool {
+    let srvr = four_letter(client, "srvr");
+    srvr.contains("Mode: leader") || srvr.contains("Mode: follower")
+}
+
+/// One four-letter-word exchange; empty on any failure.
+pub fn four_letter(addr: &str, word: &str) -> String {
+    let Ok(mut stream) = TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut answer = String::new();
+    if stream.write_all(word.as_bytes()).is_ok() {
+        let _ = stream.read_to_string(&mut answer);
+    }
+    answer
+}
+
+/// The server's `mntr` numbers by name (`zk_packets_received`...).
+pub fn mntr(client: &str) -> std::collections::BTreeMap<String, f64> {
+    four_letter(client, "mntr")
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('\t')?;
+            Some((k.to_owned(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
