@@ -152,3 +152,23 @@ fn a_ttl_below_the_server_minimum_is_reported_with_the_granted_ttl() {
         "{stderr}"
     );
 }
+
+/// etcd sends GOAWAY "too_many_pings" to clients that ping more often than
+/// its --grpc-keepalive-min-time (5 s): a leader and a waiting candidate
+/// left idle for 15 s keep their watches, and nothing is lost or retried.
+#[test]
+fn idle_candidates_keep_their_connections_to_etcd() {
+    let etcd = Cluster::start();
+    let mut a = campaign(&etcd.endpoints, "/idle", "a", "10");
+    a.wait_event("elected", SOON);
+    let mut b = campaign(&etcd.endpoints, "/idle", "b", "10");
+    b.wait_leader("a", SOON);
+    std::thread::sleep(Duration::from_secs(15));
+    for p in [&a, &b] {
+        let stderr = p.stderr();
+        for sign in ["too_many_pings", "lost contact", "failed"] {
+            assert!(!stderr.contains(sign), "{}: {sign} in\n{stderr}", p.name);
+        }
+    }
+    assert!(!b.sees_event("elected", Duration::ZERO));
+}

@@ -39,6 +39,10 @@ async fn connect(cfg: &ElectionConfig) -> Result<Client> {
     connect_to(cfg, &cfg.endpoints).await
 }
 
+/// How often an idle connection is pinged: just above etcd's default
+/// `--grpc-keepalive-min-time` of 5 s, which it enforces.
+const KEEPALIVE_PING: Duration = Duration::from_secs(6);
+
 /// One client per endpoint, for the keepalive loop (see [`lease`]): it
 /// pings every member at once, so no single member that is paused, cut off
 /// or without a leader can cost the lease, where the balancing client could
@@ -57,12 +61,16 @@ async fn connect_each(cfg: &ElectionConfig, client: &Client) -> Result<Vec<Clien
 }
 
 async fn connect_to(cfg: &ElectionConfig, endpoints: &[String]) -> Result<Client> {
-    // HTTP/2 pings find a dead connection within ~2 s even while idle, and
-    // `require_leader` makes members that lost quorum fail our watches
-    // instead of serving them silently.
+    // HTTP/2 pings find a dead connection within ~9 s even while idle (the
+    // lease's renewals, with their own timeouts, are what keep leadership
+    // safe), and `require_leader` makes members that lost quorum fail our
+    // watches instead of serving them silently. etcd answers pings more
+    // often than its --grpc-keepalive-min-time (5 s by default) with a
+    // GOAWAY "too_many_pings", which broke every idle watch every few
+    // seconds when we pinged each second.
     let options = ConnectOptions::new()
         .with_connect_timeout(cfg.connect_timeout)
-        .with_keep_alive(Duration::from_secs(1), Duration::from_secs(2))
+        .with_keep_alive(KEEPALIVE_PING, Duration::from_secs(3))
         .with_keep_alive_while_idle(true)
         .with_require_leader(true);
     Client::connect(endpoints, Some(options))
