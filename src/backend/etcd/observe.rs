@@ -6,6 +6,16 @@
 //! Leadership is decided from the watch stream and fresh linearizable reads,
 //! never from a cached value, so a paused process never reports an old
 //! leader as current (etcd 3.4's stale-read bug, #20418).
+//!
+//! A sorted read of the prefix costs etcd the whole prefix (it sorts by
+//! create revision after reading every key), and with a thousand
+//! candidates each following the leader, a thousand such reads per leader
+//! change. So the follower keeps the next few keys in line from its last
+//! listing, and when the leader's key goes it reads the first of them that
+//! still exists, key by key, each read linearizable. That is sound because
+//! create revisions only grow: a key created after the listing sorts after
+//! every listed one, and a listed name deleted and created again has a new
+//! create revision, which tells it apart.
 
 use etcd_client::{Client, EventType, GetOptions, SortOrder, SortTarget, WatchOptions};
 use tokio::sync::watch;
@@ -65,30 +75,102 @@ pub async fn read_leader(client: &Client, prefix: &str) -> Result<View> {
     })
 }
 
+/// How many keys after the leader a listing keeps for the next changes.
+const SUCCESSORS: i64 = 16;
+
+/// The keys after the leader, in order, as last listed.
+type Successors = std::collections::VecDeque<CandidateKey>;
+
+/// Reads the leader and the next [`SUCCESSORS`] keys in line.
+async fn read_leader_and_successors(
+    client: &Client,
+    prefix: &str,
+    known: &mut Successors,
+) -> Result<View> {
+    let options = GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, SortOrder::Ascend)
+        .with_limit(SUCCESSORS + 1);
+    let resp = client
+        .kv_client()
+        .get(prefix, Some(options))
+        .await
+        .map_err(|e| etcd_error("reading the leader", e))?;
+    let mut keys = resp.kvs().iter().map(CandidateKey::from);
+    let leader = keys.next();
+    *known = keys.collect();
+    Ok(View {
+        leader,
+        current: true,
+        revision: resp.header().map_or(0, |h| h.revision()),
+    })
+}
+
+/// After the leader's key was deleted: the first key `known` from the last
+/// listing that still exists (same create revision) leads. `None` when none
+/// is left and a listing must decide.
+async fn read_successor(client: &Client, known: &mut Successors) -> Result<Option<View>> {
+    while let Some(next) = known.front() {
+        let resp = client
+            .kv_client()
+            .get(next.key.clone(), None)
+            .await
+            .map_err(|e| etcd_error("reading the leader", e))?;
+        match resp.kvs().first().map(CandidateKey::from) {
+            Some(key) if key.create_revision == next.create_revision => {
+                known.pop_front();
+                return Ok(Some(View {
+                    leader: Some(key),
+                    current: true,
+                    revision: resp.header().map_or(0, |h| h.revision()),
+                }));
+            }
+            _ => {
+                known.pop_front();
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// Keeps `out` current until the receiver side is dropped. Errors are
 /// retried with backoff; while they last the view is marked not current.
 pub async fn follow(client: Client, prefix: String, first: View, out: watch::Sender<View>) {
     let mut view = first;
+    let mut known = Successors::new();
     let mut backoff = Backoff::new();
     loop {
         publish_if_changed(&out, view.clone());
-        match watch_until_change(&client, &prefix, &view, &out).await {
-            Ok(()) => backoff.reset(),
+        let leader_gone = match watch_until_change(&client, &prefix, &view, &out).await {
+            Ok(gone) => {
+                backoff.reset();
+                gone
+            }
             Err(e) => {
                 lost_contact(&out, &e);
                 if out.is_closed() {
                     return;
                 }
                 backoff.wait().await;
+                false
             }
-        }
+        };
         if out.is_closed() {
             return;
         }
+        if !leader_gone {
+            known.clear();
+        }
         view = loop {
-            match read_leader(&client, &prefix).await {
+            let next = match read_successor(&client, &mut known).await {
+                Ok(Some(v)) => Ok(v),
+                Ok(None) => read_leader_and_successors(&client, &prefix, &mut known).await,
+                Err(e) => Err(e),
+            };
+            match next {
                 Ok(v) => break v,
                 Err(e) => {
+                    known.clear();
                     lost_contact(&out, &e);
                     backoff.wait().await;
                 }
@@ -109,14 +191,14 @@ fn lost_contact(out: &watch::Sender<View>, e: &impl std::fmt::Display) {
 }
 
 /// Watches from just after `view.revision` and returns once the leader may
-/// have changed, publishing proclaims (new values of the leader's key) on
-/// the way.
+/// have changed (`true` when its key was deleted), publishing proclaims
+/// (new values of the leader's key) on the way.
 async fn watch_until_change(
     client: &Client,
     prefix: &str,
     view: &View,
     out: &watch::Sender<View>,
-) -> Result<()> {
+) -> Result<bool> {
     let from = WatchOptions::new().with_start_revision(view.revision + 1);
     let (key, options) = match &view.leader {
         Some(leader) => (leader.key.clone(), from),
@@ -130,14 +212,14 @@ async fn watch_until_change(
     loop {
         let resp = tokio::select! {
             r = stream.message() => r.map_err(|e| etcd_error("watching the leader", e))?,
-            _ = out.closed() => return Ok(()),
+            _ = out.closed() => return Ok(false),
         };
         let Some(resp) = resp else {
             return Err(etcd_error("watching the leader", "stream closed"));
         };
         if resp.canceled() {
             // Compacted or cancelled by the server: read afresh.
-            return Ok(());
+            return Ok(false);
         }
         for event in resp.events() {
             match (event.event_type(), event.kv(), &view.leader) {
@@ -147,7 +229,8 @@ async fn watch_until_change(
                     next.revision = kv.mod_revision();
                     publish_if_changed(out, next);
                 }
-                (EventType::Put, _, None) | (EventType::Delete, _, _) => return Ok(()),
+                (EventType::Put, _, None) => return Ok(false),
+                (EventType::Delete, _, leader) => return Ok(leader.is_some()),
                 (EventType::Put, None, Some(_)) => {}
             }
         }

@@ -6,6 +6,15 @@
 //! An observer sets one watch, never one per participant, and while a
 //! leader exists never a children watch, so a crowd of observers does not
 //! turn each join or leave into a storm of `getChildren` calls.
+//!
+//! Nor does a leader change: a follower remembers the participants after
+//! the leader as last listed ([`Successors`]). When the leader's znode
+//! goes, the first of them that still exists is the new leader, found
+//! with one small read instead of a listing of every participant (with a
+//! thousand candidates each following the leader, a thousand listings of a
+//! thousand names). That is sound because sequence numbers only grow: a
+//! participant that joined after the listing sorts after everyone listed,
+//! so nobody unlisted can precede a listed participant that still exists.
 
 use crate::backend::backoff::Backoff;
 use zookeeper_client::{Client, Error as ZkError, OneshotWatcher, SessionState};
@@ -70,13 +79,53 @@ pub async fn list_queue(client: &Client, election: &str) -> Result<Vec<Participa
     }
 }
 
+/// The participants after the leader, in order, as last listed; the
+/// leader itself first, so a data change (a new id) is read from it.
+#[derive(Debug, Default)]
+pub struct Successors(std::collections::VecDeque<Participant>);
+
 /// Reads the current leader and arms one watch that fires when it may have
 /// changed.
 ///
 /// Errors: a request failed. Cancel safe.
 pub async fn read_leader(client: &Client, election: &str) -> Result<(View, OneshotWatcher)> {
+    read_leader_after(client, election, &mut Successors::default()).await
+}
+
+/// [`read_leader`], trying the participants `known` from an earlier
+/// listing before listing them all again.
+async fn read_leader_after(
+    client: &Client,
+    election: &str,
+    known: &mut Successors,
+) -> Result<(View, OneshotWatcher)> {
+    while let Some(next) = known.0.front() {
+        let path = format!("{election}/{}", next.name);
+        match client.get_and_watch_data(&path).await {
+            Ok((data, _stat, watcher)) => {
+                let leader = Leader {
+                    id: String::from_utf8_lossy(&data).into_owned(),
+                    sequence: next.sequence,
+                    path,
+                };
+                let view = View {
+                    leader: Some(leader),
+                    current: true,
+                };
+                return Ok((view, watcher));
+            }
+            Err(ZkError::NoNode) => {
+                known.0.pop_front();
+            }
+            Err(e) => {
+                known.0.clear();
+                return Err(zk_error("reading the leader", e));
+            }
+        }
+    }
     loop {
         let queue = list_queue(client, election).await?;
+        known.0 = queue.iter().cloned().collect();
         let Some(first) = queue.first() else {
             let watcher = match client.list_and_watch_children(election).await {
                 Ok((children, watcher)) if layout::queue(&children).is_empty() => watcher,
@@ -109,7 +158,10 @@ pub async fn read_leader(client: &Client, election: &str) -> Result<(View, Onesh
                 return Ok((view, watcher));
             }
             // Gone between the listing and the read: list again.
-            Err(ZkError::NoNode) => continue,
+            Err(ZkError::NoNode) => {
+                known.0.clear();
+                continue;
+            }
             Err(e) => return Err(zk_error("reading the leader", e)),
         }
     }
@@ -120,16 +172,23 @@ pub async fn read_leader(client: &Client, election: &str) -> Result<(View, Onesh
 pub async fn follow(client: Client, election: String, out: watch::Sender<View>) {
     let mut state = client.state_watcher();
     let mut backoff = Backoff::new();
+    let mut known = Successors::default();
     loop {
         if out.is_closed() {
             return;
         }
-        match read_leader(&client, &election).await {
+        match read_leader_after(&client, &election, &mut known).await {
             Ok((view, watcher)) => {
                 backoff.reset();
                 publish_if_changed(&out, view);
                 tokio::select! {
-                    event = watcher.changed() => debug!(?event.event_type, "leader may have changed"),
+                    event = watcher.changed() => {
+                        debug!(?event.event_type, "leader may have changed");
+                        // Its znode is gone: no need to read it again.
+                        if event.event_type == zookeeper_client::EventType::NodeDeleted {
+                            known.0.pop_front();
+                        }
+                    }
                     () = out.closed() => return,
                     ended = until_disconnected(&mut state) => {
                         warn!("disconnected from ZooKeeper, the leader is unknown until the session is back");
