@@ -1,7 +1,8 @@
 //! Raft-vote with real `elect` peers on loopback: crash failover (SIGKILL
 //! of the leader until another peer reports `elected`) at several election
-//! timeouts and cluster sizes, graceful transfer (SIGTERM), and the cost of
-//! an idle peer.
+//! timeouts and cluster sizes and graceful transfer (SIGTERM), through
+//! `elect compare`; beside them etcd's own Raft election on a lab cluster,
+//! and the cost of an idle peer.
 //!
 //! `cargo bench --bench raft -- [--trials 200] [--ttl 150ms,1s] [--peers 3,5] [--transfers 100] [--etcd-trials 20]`
 //!
@@ -10,9 +11,9 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
 use support::elect::Proc;
 use support::raft::Cluster;
 
@@ -25,27 +26,27 @@ fn main() {
     let ttls = arg("--ttl").unwrap_or_else(|| "150ms,1s".into());
     let peers = arg("--peers").unwrap_or_else(|| "3,5".into());
 
-    println!("crash failover, SIGKILL of the leader until another peer reports elected");
-    println!(
-        "{:<16} {:>10} {:>10} {:>10} {:>8} {:>8} {:>12}",
-        "", "mean", "p99", "max", "mean/T", "p99/T", "terms/fail"
-    );
+    // Crash failover and transfer through `elect compare`, one run per
+    // timeout and cluster size.
     for ttl in ttls.split(',') {
-        let t = humantime::parse_duration(ttl).unwrap();
-        for n in peers.split(',').map(|n| n.parse::<usize>().unwrap()) {
-            let (times, terms) = failovers(n, ttl, trials);
-            report(&format!("T={ttl}, {n} peers"), &times, t, terms);
+        for n in peers.split(',') {
+            let failover = trials.to_string();
+            let transfer = transfers.to_string();
+            let mut runs = vec![("failover", failover.as_str())];
+            if n == "3" {
+                runs.push(("handover", transfer.as_str()));
+            }
+            for (scenario, trials) in runs {
+                let status = Command::new(env!("CARGO_BIN_EXE_elect"))
+                    .args(["compare", "--backends", "raft", "--scenarios", scenario])
+                    .args(["--ttl", &format!("raft={ttl}"), "--raft-peers", n])
+                    .args(["--trials", trials])
+                    .status()
+                    .expect("running elect compare");
+                assert!(status.success(), "elect compare failed");
+            }
         }
     }
-    let (transfer, _) = handovers(3, "1s", transfers);
-    let mut sorted = transfer.clone();
-    sorted.sort();
-    println!(
-        "\ngraceful transfer (SIGTERM to the leader, 3 peers, T=1s, {transfers} trials): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        ms(sorted[sorted.len() / 2]),
-        ms(sorted[(sorted.len() * 99).div_ceil(100) - 1]),
-        ms(*sorted.last().unwrap())
-    );
     let etcd_trials: usize = arg("--etcd-trials").map_or(20, |n| n.parse().unwrap());
     println!(
         "\netcd's own Raft leader election, 3 members, heartbeat T/10, election timeout T (SIGKILL of the leader member)"
@@ -53,7 +54,7 @@ fn main() {
     for ttl in ttls.split(',') {
         let t = humantime::parse_duration(ttl).unwrap();
         let times = etcd_failovers(t, etcd_trials);
-        report(&format!("etcd T={ttl}"), &times, t, f64::NAN);
+        report(&format!("etcd T={ttl}"), &times, t);
     }
     idle_cost();
 }
@@ -84,78 +85,19 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn quiet(cluster: &Cluster, id: &str) -> Proc {
-    let mut p = cluster.campaign(id);
-    p.name = id.to_owned();
-    p
-}
-
-/// Index, instant and token of the next peer (other than `skip`) to report
-/// `elected`.
-fn next_elected(procs: &mut [Proc], skip: Option<usize>) -> (usize, Instant, u64) {
-    let until = Instant::now() + SOON;
-    loop {
-        for (i, p) in procs.iter_mut().enumerate() {
-            if Some(i) == skip {
-                continue;
-            }
-            if let Some((at, v)) = p.try_event("elected") {
-                return (i, at, v["token"].as_u64().unwrap());
-            }
-        }
-        assert!(Instant::now() < until, "no leader");
-        std::thread::sleep(Duration::from_micros(200));
-    }
-}
-
-fn failovers(n: usize, ttl: &str, trials: usize) -> (Vec<Duration>, f64) {
-    trial_loop(n, ttl, trials, Signal::SIGKILL)
-}
-
-fn handovers(n: usize, ttl: &str, trials: usize) -> (Vec<Duration>, f64) {
-    trial_loop(n, ttl, trials, Signal::SIGTERM)
-}
-
-/// Signals the leader, times the next election, restarts the old leader
-/// (same data dir) as a follower, and repeats.
-fn trial_loop(n: usize, ttl: &str, trials: usize, signal: Signal) -> (Vec<Duration>, f64) {
-    let cluster = Cluster::new(n, ttl);
-    let mut procs: Vec<Proc> = cluster.ids.iter().map(|id| quiet(&cluster, id)).collect();
-    let (mut leader, _, mut token) = next_elected(&mut procs, None);
-    let mut times = Vec::with_capacity(trials);
-    let mut terms = 0u64;
-    for _ in 0..trials {
-        let sent = Instant::now();
-        procs[leader].signal(signal);
-        let (next, at, next_token) = next_elected(&mut procs, Some(leader));
-        times.push(at - sent);
-        terms += next_token - token;
-        let _ = procs[leader].wait_exit(SOON);
-        procs[leader] = quiet(&cluster, &cluster.ids[leader]);
-        // Back as a follower before the next trial.
-        procs[leader].wait_line("the restarted peer follows", SOON, |l| {
-            l.json().is_some_and(|v| v["event"] == "leader")
-        });
-        leader = next;
-        token = next_token;
-    }
-    (times, terms as f64 / trials as f64)
-}
-
-fn report(name: &str, times: &[Duration], t: Duration, terms: f64) {
+fn report(name: &str, times: &[Duration], t: Duration) {
     let mut sorted = times.to_vec();
     sorted.sort();
     let mean = sorted.iter().sum::<Duration>() / sorted.len() as u32;
     let p99 = sorted[(sorted.len() * 99).div_ceil(100) - 1];
     let max = *sorted.last().unwrap();
     println!(
-        "{name:<16} {:>8.1}ms {:>8.1}ms {:>8.1}ms {:>8.2} {:>8.2} {:>12.2}",
+        "{name:<16} {:>8.1}ms {:>8.1}ms {:>8.1}ms {:>8.2} {:>8.2}",
         ms(mean),
         ms(p99),
         ms(max),
         mean.as_secs_f64() / t.as_secs_f64(),
         p99.as_secs_f64() / t.as_secs_f64(),
-        terms
     );
 }
 
@@ -182,8 +124,12 @@ fn usage(pid: i32) -> (u64, u64) {
 
 fn idle_cost() {
     let cluster = Cluster::new(3, "1s");
-    let mut procs: Vec<Proc> = cluster.ids.iter().map(|id| quiet(&cluster, id)).collect();
-    let (leader, _, _) = next_elected(&mut procs, None);
+    let mut procs: Vec<Proc> = cluster.ids.iter().map(|id| cluster.campaign(id)).collect();
+    let leader = support::eventually("a leader", SOON, || {
+        procs
+            .iter_mut()
+            .position(|p| p.try_event("elected").is_some())
+    });
     let follower = (leader + 1) % 3;
     std::thread::sleep(Duration::from_secs(2));
     let window = Duration::from_secs(10);

@@ -22,7 +22,7 @@ pub struct UsageError {
 }
 
 impl UsageError {
-    fn new(flag: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub fn new(flag: impl Into<String>, reason: impl Into<String>) -> Self {
         UsageError {
             flag: flag.into(),
             reason: reason.into(),
@@ -73,6 +73,8 @@ pub enum FormatArg {
     Text,
     /// One JSON object per line, each a full snapshot.
     Json,
+    /// `lab up` and `lab status` only: shell lines to eval.
+    Env,
 }
 
 /// `run --restart`.
@@ -174,6 +176,142 @@ pub enum CliCommand {
     /// A local 3-peer Raft-vote cluster of real elect processes: election,
     /// crash failover and graceful handover, timed. Needs no service.
     Demo,
+    /// Real etcd clusters and ZooKeeper ensembles on this machine, in the
+    /// background, and faults on their members.
+    Lab(LabArgs),
+    /// The three backends (and the peers' own tools) through the same
+    /// scenarios, side by side, on ensembles it starts or that you name.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    pub action: LabAction,
+
+    /// The lab's directory: its state, member data and logs [default:
+    /// elect-lab-UID in the temporary directory].
+    #[arg(long, env = "ELECT_LAB_DIR", global = true)]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LabAction {
+    /// Start an etcd cluster and a ZooKeeper ensemble (3 members each, or
+    /// what --etcd, --zk and --raft say), wait until healthy, print the
+    /// endpoints. `--format env` prints lines a shell can eval.
+    Up {
+        /// etcd members (0, 1, 3, 5 or 7); with only --zk given, none.
+        #[arg(long)]
+        etcd: Option<usize>,
+        /// ZooKeeper servers (0, 1, 3, 5 or 7); with only --etcd given, none.
+        #[arg(long)]
+        zk: Option<usize>,
+        /// Raft-vote peers, `elect campaign` processes electing among
+        /// themselves (0, 1, 3, 5 or 7) [default: 0].
+        #[arg(long)]
+        raft: Option<usize>,
+        /// Run members as containers (deploy/images) instead of local
+        /// processes.
+        #[arg(long)]
+        containers: bool,
+    },
+    /// Each member's address and state, and whether it is healthy.
+    Status,
+    /// Deal a fault to one member (named like etcd-2 or zk-1).
+    Fault {
+        /// kill (SIGKILL), restart (on its data), pause (SIGSTOP), resume,
+        /// cut (off the network; containers), heal.
+        #[arg(value_enum)]
+        fault: FaultArg,
+        /// The member, as `elect lab status` names it.
+        member: String,
+    },
+    /// Stop every member; remove containers, network and directory.
+    Down,
+}
+
+/// `elect lab fault`'s faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FaultArg {
+    /// SIGKILL, as a crash would.
+    Kill,
+    /// Start a killed member again on its data.
+    Restart,
+    /// Freeze it (SIGSTOP or docker pause).
+    Pause,
+    /// Let a paused member go on.
+    Resume,
+    /// Take its container off the network.
+    Cut,
+    /// Put it back.
+    Heal,
+}
+
+impl From<FaultArg> for elect::lab::Fault {
+    fn from(f: FaultArg) -> Self {
+        use elect::lab::Fault;
+        match f {
+            FaultArg::Kill => Fault::Kill,
+            FaultArg::Restart => Fault::Restart,
+            FaultArg::Pause => Fault::Pause,
+            FaultArg::Resume => Fault::Resume,
+            FaultArg::Cut => Fault::Cut,
+            FaultArg::Heal => Fault::Heal,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Which backends, comma-separated: etcd, zk, raft.
+    #[arg(long, env = "ELECT_COMPARE_BACKENDS", default_value = "etcd,zk,raft")]
+    pub backends: String,
+
+    /// Which scenarios, comma-separated: election, handover, failover,
+    /// freeze, cutoff, member-kill, churn, scale [default: all].
+    #[arg(long, env = "ELECT_COMPARE_SCENARIOS")]
+    pub scenarios: Option<String>,
+
+    /// Trials per scenario [default: depends on the scenario; see README].
+    #[arg(long)]
+    pub trials: Option<usize>,
+
+    /// A small run for a first look: few trials, scale up to 30.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Raft-vote peers: 3 or 5.
+    #[arg(long, default_value_t = 3)]
+    pub raft_peers: usize,
+
+    /// Candidates per election (scale: one process, through the library;
+    /// up to 1000 on etcd and ZooKeeper) [default: 3; scale: 3,30,300,1000].
+    #[arg(long)]
+    pub candidates: Option<usize>,
+
+    /// Also run the peers' own tools where installed: `etcdctl elect`,
+    /// kazoo's Election, Curator's LeaderLatch.
+    #[arg(long)]
+    pub baselines: bool,
+
+    /// Start the ensembles as containers (deploy/images) instead of local
+    /// processes.
+    #[arg(long)]
+    pub containers: bool,
+
+    /// Use this etcd cluster (host:port,...) instead of starting one.
+    #[arg(long, env = "ELECT_ETCD_ENDPOINTS")]
+    pub etcd_endpoints: Option<String>,
+
+    /// Use this ZooKeeper ensemble (host:port,...) instead of starting one.
+    #[arg(long, env = "ELECT_ZK_ENDPOINTS")]
+    pub zk_endpoints: Option<String>,
+
+    /// Write charts (SVG) and a page (report.md) with the table, the
+    /// command and the versions into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -206,6 +344,8 @@ pub enum Command {
     Leader(ElectionConfig, Format),
     Run(ElectionConfig, OutputConfig, ChildConfig),
     Demo,
+    Lab(crate::lab_cli::Request),
+    Compare(crate::compare::Plan),
 }
 
 /// A validated invocation and what the user should be told about it.
@@ -257,12 +397,39 @@ impl Cli {
     /// environment.
     pub fn validate(self, matches: &ArgMatches) -> Result<Validated> {
         let mut warnings = Vec::new();
-        if matches!(self.command, CliCommand::Demo) {
+        let format = self.common.format;
+        let standalone = match &self.command {
             // The demo picks its own cluster; it takes no election flags.
-            return Ok(Validated {
-                command: Command::Demo,
-                warnings,
-            });
+            CliCommand::Demo => Some(Command::Demo),
+            CliCommand::Lab(lab) => {
+                self.refuse_election_flags(matches, "lab", &mut warnings)?;
+                Some(Command::Lab(crate::lab_cli::Request::validate(
+                    lab, format,
+                )?))
+            }
+            CliCommand::Compare(compare) => {
+                self.refuse_election_flags(matches, "compare", &mut warnings)?;
+                let ttl = match source(matches, "ttl") {
+                    Some(ValueSource::CommandLine) => self.common.ttl.as_deref(),
+                    _ => None,
+                };
+                Some(Command::Compare(crate::compare::Plan::validate(
+                    compare,
+                    ttl,
+                    format,
+                    &mut warnings,
+                )?))
+            }
+            _ => None,
+        };
+        if let Some(command) = standalone {
+            return Ok(Validated { command, warnings });
+        }
+        if format == FormatArg::Env {
+            return Err(UsageError::new(
+                "--format",
+                "env is for `elect lab up` and `elect lab status`; use text or json",
+            ));
         }
         self.refuse_unused(matches, &mut warnings)?;
         let campaigns = matches!(self.command, CliCommand::Campaign | CliCommand::Run(_));
@@ -289,7 +456,9 @@ impl Cli {
             CliCommand::Campaign => Command::Campaign(election, output),
             CliCommand::Observe => Command::Observe(election, output),
             CliCommand::Leader => Command::Leader(election, output.format),
-            CliCommand::Demo => unreachable!("handled above"),
+            CliCommand::Demo | CliCommand::Lab(_) | CliCommand::Compare(_) => {
+                unreachable!("handled above")
+            }
             CliCommand::Run(run) => {
                 let grace = parse_duration("--grace", &run.grace)?;
                 let child = ChildConfig::new(run.command)
@@ -312,7 +481,9 @@ impl Cli {
             CliCommand::Observe => ("observe", false),
             CliCommand::Leader => ("leader", false),
             CliCommand::Run(_) => ("run", true),
-            CliCommand::Demo => ("demo", false),
+            CliCommand::Demo | CliCommand::Lab(_) | CliCommand::Compare(_) => {
+                unreachable!("validated apart")
+            }
         };
         let backend = BackendKind::from(self.common.backend).name();
         let mut unused: Vec<(&str, &str, String)> = Vec::new();
@@ -346,6 +517,57 @@ impl Cli {
             ));
         }
         for (id, flag, why) in unused {
+            match source(matches, id) {
+                Some(ValueSource::CommandLine) => {
+                    return Err(UsageError::new(flag, format!("does nothing here: {why}")));
+                }
+                Some(ValueSource::EnvVariable) => warnings.push(format!(
+                    "{flag} (from ELECT_{}) is ignored: {why}",
+                    id.to_uppercase()
+                )),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Cli {
+    /// `lab` and `compare` choose their own elections: the election flags
+    /// would do nothing (compare reads `--ttl` itself, in its own syntax).
+    fn refuse_election_flags(
+        &self,
+        matches: &ArgMatches,
+        subcommand: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<()> {
+        let flags = [
+            ("backend", "--backend"),
+            ("endpoints", "--endpoints"),
+            ("election", "--election"),
+            ("id", "--id"),
+            ("ttl", "--ttl"),
+            ("connect_timeout", "--connect-timeout"),
+            ("data_dir", "--data-dir"),
+            ("leader_file", "--leader-file"),
+            ("http", "--http"),
+        ];
+        for (id, flag) in flags {
+            if subcommand == "compare" && id == "ttl" {
+                if source(matches, id) == Some(ValueSource::EnvVariable) {
+                    warnings.push(
+                        "--ttl (from ELECT_TTL) is ignored: compare takes --ttl only as typed, \
+                         e.g. --ttl etcd=2s,zk=2s,raft=150ms"
+                            .into(),
+                    );
+                }
+                continue;
+            }
+            let why = if subcommand == "lab" {
+                "`lab` starts ensembles; it takes part in no election"
+            } else {
+                "`compare` runs its own elections (see --backends, --ttl, --etcd-endpoints)"
+            };
             match source(matches, id) {
                 Some(ValueSource::CommandLine) => {
                     return Err(UsageError::new(flag, format!("does nothing here: {why}")));
@@ -433,6 +655,8 @@ impl From<FormatArg> for Format {
         match f {
             FormatArg::Text => Format::Text,
             FormatArg::Json => Format::Json,
+            // Refused for everything but `lab`, which prints on its own.
+            FormatArg::Env => Format::Text,
         }
     }
 }

@@ -18,7 +18,9 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
 
 mod cli;
+mod compare;
 mod demo;
+mod lab_cli;
 
 use cli::Command;
 
@@ -30,8 +32,18 @@ fn main() -> ExitCode {
         return ExitCode::from(code.clamp(0, 255) as u8);
     }
     let validated = cli::parse();
+    // `lab` and `compare` run the library in-process for many candidates:
+    // their own progress is what the user reads, not each candidate's.
+    let quiet = matches!(
+        validated,
+        Ok(cli::Validated {
+            command: Command::Lab(_) | Command::Compare(_),
+            ..
+        })
+    );
+    let default_filter = if quiet { "warn" } else { "warn,elect=info" };
     let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,elect=info"));
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
@@ -41,6 +53,7 @@ fn main() -> ExitCode {
         )
         // Unfiltered: RUST_LOG must not change what the metrics count.
         .with(export::metrics::BackendErrors)
+        .with(compare::scale::WakeupCounter)
         .init();
     let command = match validated {
         Ok(v) => {
@@ -53,6 +66,12 @@ fn main() -> ExitCode {
             eprintln!("elect: {e}");
             return ExitCode::from(USAGE);
         }
+    };
+    // Threads and processes of their own: no async runtime around them.
+    let command = match command {
+        Command::Lab(request) => return exit_with("elect lab", lab_cli::run(request)),
+        Command::Compare(plan) => return exit_with("elect compare", compare::run(plan)),
+        other => other,
     };
     if let Command::Demo = command {
         // Plain processes and threads: the demo needs no async runtime.
@@ -80,13 +99,25 @@ fn main() -> ExitCode {
     }
 }
 
+fn exit_with(what: &str, outcome: anyhow::Result<u8>) -> ExitCode {
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("{what}: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 async fn execute(command: Command) -> anyhow::Result<u8> {
     match command {
         Command::Leader(cfg, format) => leader(cfg, format).await,
         Command::Observe(cfg, output) => observe(cfg, output).await,
         Command::Campaign(cfg, output) => campaign(cfg, output).await,
         Command::Run(cfg, output, child) => run(cfg, output, child).await,
-        Command::Demo => unreachable!("runs without the runtime"),
+        Command::Demo | Command::Lab(_) | Command::Compare(_) => {
+            unreachable!("runs without the runtime")
+        }
     }
 }
 

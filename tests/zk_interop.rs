@@ -1,6 +1,6 @@
 //! `elect` with the JVM's and Python's ZooKeeper election recipes, on a
 //! real ensemble: a Curator `LeaderLatch` (Debian's libcurator-recipes-java,
-//! driven by tests/interop/LatchDriver.java compiled here) and kazoo's
+//! driven by src/compare/LatchDriver.java compiled here) and kazoo's
 //! `Election` (Debian's python3-kazoo).
 
 mod support;
@@ -26,7 +26,7 @@ fn compile_latch_driver() -> PathBuf {
         .arg(&out)
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/interop/LatchDriver.java"
+            "/src/compare/LatchDriver.java"
         ))
         .status()
         .expect("javac");

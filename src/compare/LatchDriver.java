@@ -1,4 +1,5 @@
-// A Curator LeaderLatch participant for elect's interop tests.
+// A Curator LeaderLatch participant: the `curator` baseline of `elect compare`
+// and the other side of elect's interop tests.
 //
 // Usage: java LatchDriver <connect string> <latch path> <id>
 // Prints "SEES <id>" whenever the leader it sees changes and "LEADER" when

@@ -30,7 +30,7 @@ use etcd_client::{
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::etcd_error;
 use super::layout::{self, CandidateKey};
@@ -404,9 +404,12 @@ async fn wait_for_turn(client: &Client, prefix: &str, my_rev: i64) -> Option<Can
             return last;
         };
         // Deleted, cancelled or failed: in every case, look again.
-        if let Err(e) = wait_for_delete(client, &pred.key, rev).await {
-            warn!("{e}; looking again");
-            sleep(Duration::from_millis(50)).await;
+        match wait_for_delete(client, &pred.key, rev).await {
+            Ok(_) => debug!(predecessor = %pred.id, "woke: predecessor changed"),
+            Err(e) => {
+                warn!("{e}; looking again");
+                sleep(Duration::from_millis(50)).await;
+            }
         }
         last = Some(pred);
     }

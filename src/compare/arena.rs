@@ -1,0 +1,477 @@
+//! One compared election in progress: its candidates as real processes,
+//! the instants they said `elected`, and for Raft-vote the fixed set of
+//! peers (each restarted on its own data after a fault).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use elect::lab::fault::{FencedStore, Proxy, Traffic};
+use elect::lab::process::{Line, Watched};
+use elect::lab::{interrupt, loopback_net};
+
+use super::contender::{Backend, Contender, RaftPeers, Role};
+use super::probe::Probe;
+
+/// Long enough for anything a healthy ensemble does; a wait past it is a
+/// failed run, not a slow sample.
+pub const SOON: Duration = Duration::from_secs(60);
+
+/// How candidates reach the ensemble.
+pub enum Reach {
+    /// Straight to the members.
+    Direct,
+    /// Through fault proxies of their own, so one can be cut off.
+    Proxied,
+}
+
+/// A candidate slot.
+pub struct Slot {
+    pub id: String,
+    pub proc: Watched,
+    /// The proxies between this candidate and the ensemble (or the other
+    /// peers), when proxied.
+    pub proxies: Vec<Proxy>,
+    /// The endpoints this candidate was given.
+    pub endpoints: String,
+    /// Every line read so far.
+    lines: Vec<Line>,
+    /// How many of `lines` were looked at for `elected`.
+    checked: usize,
+}
+
+impl Slot {
+    fn new(id: String, proc: Watched, proxies: Vec<Proxy>, endpoints: String) -> Slot {
+        Slot {
+            id,
+            proc,
+            proxies,
+            endpoints,
+            lines: Vec::new(),
+            checked: 0,
+        }
+    }
+
+    fn pull(&mut self) {
+        self.lines.extend(self.proc.drain());
+    }
+
+    /// Whether it said it follows `leader`.
+    fn follows(&self, leader: &str) -> bool {
+        self.lines.iter().any(|l| {
+            l.json()
+                .is_some_and(|v| v["event"] == "leader" && v["leader"] == leader)
+        })
+    }
+}
+
+/// A running election.
+pub struct Arena<'a> {
+    pub contender: &'a Contender,
+    pub election: String,
+    /// etcd or ZooKeeper members (`host:port,...`); for Raft, unused.
+    endpoints: String,
+    probe: Option<&'a Probe>,
+    pub slots: Vec<Option<Slot>>,
+    next_id: usize,
+    /// The fenced store the leaders' commands write to (scenarios that run
+    /// a command).
+    pub store: Option<FencedStore>,
+    raft: Option<RaftPeers>,
+    /// Raft proxies: `matrix[i][j]` carries peer i's traffic to peer j.
+    raft_matrix: Vec<Vec<Option<Proxy>>>,
+    reach: Reach,
+    /// Rotate each candidate's endpoint list so candidate i lists member
+    /// i first (member-kill).
+    rotate: bool,
+    /// Campaign wake-ups logged by candidates that have exited.
+    retired_wakeups: usize,
+}
+
+impl<'a> Arena<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        contender: &'a Contender,
+        election: String,
+        endpoints: &str,
+        probe: Option<&'a Probe>,
+        raft_peers: usize,
+        store: bool,
+        reach: Reach,
+        rotate: bool,
+    ) -> anyhow::Result<Arena<'a>> {
+        let store = store
+            .then(FencedStore::start)
+            .transpose()
+            .context("starting the fenced store")?;
+        let mut arena = Arena {
+            contender,
+            election,
+            endpoints: endpoints.to_owned(),
+            probe,
+            slots: Vec::new(),
+            next_id: 0,
+            store,
+            raft: None,
+            raft_matrix: Vec::new(),
+            reach,
+            rotate,
+            retired_wakeups: 0,
+        };
+        if contender.backend == Backend::Raft {
+            arena.raft = Some(arena.raft_peers(raft_peers)?);
+        }
+        Ok(arena)
+    }
+
+    fn raft_peers(&mut self, n: usize) -> anyhow::Result<RaftPeers> {
+        let net = loopback_net();
+        let ids: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+        let real: Vec<String> = (0..n).map(|i| format!("{net}.{}:7000", i + 1)).collect();
+        let dir =
+            std::env::temp_dir().join(format!("elect-compare-raft-{net}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut endpoints = Vec::new();
+        for i in 0..n {
+            let mut row = Vec::new();
+            let mut list = Vec::new();
+            for j in 0..n {
+                if i == j || matches!(self.reach, Reach::Direct) {
+                    row.push(None);
+                    list.push(format!("{}={}", ids[j], real[j]));
+                } else {
+                    // Peer i's own way to peer j, on an address of i's.
+                    let proxy = Proxy::start(&format!("{net}.{}:0", 101 + i), &real[j])?;
+                    list.push(format!("{}={}", ids[j], proxy.addr));
+                    row.push(Some(proxy));
+                }
+            }
+            self.raft_matrix.push(row);
+            endpoints.push(list.join(","));
+        }
+        Ok(RaftPeers {
+            ids,
+            endpoints,
+            dir,
+        })
+    }
+
+    /// Raft peer count, or `None` for etcd and ZooKeeper.
+    pub fn peers(&self) -> Option<usize> {
+        self.raft.as_ref().map(|r| r.ids.len())
+    }
+
+    /// Adds a new candidate (etcd and ZooKeeper) or starts the next peer
+    /// that is not running (Raft). Its slot index.
+    pub fn spawn(&mut self) -> anyhow::Result<usize> {
+        if let Some(raft) = &self.raft {
+            let i = self
+                .slots
+                .iter()
+                .position(Option::is_none)
+                .or_else(|| (self.slots.len() < raft.ids.len()).then_some(self.slots.len()))
+                .ok_or_else(|| anyhow!("every Raft peer already runs"))?;
+            return self.start_peer(i);
+        }
+        let id = format!("c{}", self.next_id);
+        self.next_id += 1;
+        let members: Vec<&str> = self.endpoints.split(',').collect();
+        let mut order: Vec<&str> = members.clone();
+        if self.rotate {
+            order.rotate_left((self.next_id - 1) % members.len());
+        }
+        let (endpoints, proxies) = match self.reach {
+            Reach::Direct => (order.join(","), Vec::new()),
+            Reach::Proxied => {
+                let host = loopback_net();
+                let proxies = order
+                    .iter()
+                    .map(|m| Proxy::start(&format!("{host}.1:0"), m))
+                    .collect::<std::io::Result<Vec<_>>>()?;
+                let list = proxies
+                    .iter()
+                    .map(|p| p.addr.clone())
+                    .collect::<Vec<_>>()
+                    .join(",");
+                (list, proxies)
+            }
+        };
+        let script = self.store.as_ref().map(FencedStore::writer_script);
+        let role = match &script {
+            Some(s) => Role::Run(s),
+            None => Role::Campaign,
+        };
+        let proc = self
+            .contender
+            .spawn(&self.election, &id, &endpoints, None, role)?;
+        self.slots
+            .push(Some(Slot::new(id, proc, proxies, endpoints)));
+        Ok(self.slots.len() - 1)
+    }
+
+    fn start_peer(&mut self, i: usize) -> anyhow::Result<usize> {
+        let raft = self.raft.as_ref().expect("raft");
+        let id = raft.ids[i].clone();
+        let endpoints = raft.endpoints[i].clone();
+        let dir: PathBuf = raft.dir.join(&id);
+        let script = self.store.as_ref().map(FencedStore::writer_script);
+        let role = match &script {
+            Some(s) => Role::Run(s),
+            None => Role::Campaign,
+        };
+        let proc = self
+            .contender
+            .spawn(&raft.cluster_name(), &id, &endpoints, Some(&dir), role)?;
+        let slot = Slot::new(id, proc, Vec::new(), endpoints);
+        if i < self.slots.len() {
+            self.slots[i] = Some(slot);
+        } else {
+            self.slots.push(Some(slot));
+        }
+        Ok(i)
+    }
+
+    /// The live slots' indices.
+    pub fn live(&self) -> Vec<usize> {
+        (0..self.slots.len())
+            .filter(|&i| self.slots[i].is_some())
+            .collect()
+    }
+
+    /// The next candidate (other than `skip`) to say `elected`: its slot,
+    /// the instant, and its fencing token where reported. Lines before
+    /// that are read and dropped.
+    pub fn wait_elected(
+        &mut self,
+        skip: Option<usize>,
+        within: Duration,
+    ) -> anyhow::Result<(usize, Instant, Option<u64>)> {
+        let until = Instant::now() + within;
+        loop {
+            for (i, slot) in self.slots.iter_mut().enumerate() {
+                let Some(slot) = slot else { continue };
+                slot.pull();
+                while slot.checked < slot.lines.len() {
+                    let line = &slot.lines[slot.checked];
+                    slot.checked += 1;
+                    if Some(i) != skip && self.contender.elected(line, &slot.id) {
+                        return Ok((i, line.at, self.contender.token(line)));
+                    }
+                }
+            }
+            if interrupt::requested() {
+                bail!("interrupted");
+            }
+            if Instant::now() >= until {
+                bail!(
+                    "no candidate of {} on {} said elected within {within:?}{}",
+                    self.contender.imp.name(),
+                    self.contender.backend.name(),
+                    self.stderr_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// Whether anyone but `skip` says `elected` within `within`.
+    pub fn elected_within(
+        &mut self,
+        skip: Option<usize>,
+        within: Duration,
+    ) -> anyhow::Result<Option<(usize, Instant)>> {
+        match self.wait_elected(skip, within) {
+            Ok((i, at, _)) => Ok(Some((i, at))),
+            Err(_) if interrupt::requested() => bail!("interrupted"),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Waits until `n` candidates are queued (the ensemble holds their
+    /// keys or znodes), or for Raft until peer `peer` follows the peer in
+    /// slot `leader`.
+    pub fn wait_queued(&mut self, n: usize, peer: Option<(usize, usize)>) -> anyhow::Result<()> {
+        if self.raft.is_some() {
+            let Some((i, leader)) = peer else {
+                return Ok(());
+            };
+            let leader_id = self.slots[leader]
+                .as_ref()
+                .map(|s| s.id.clone())
+                .context("the leader's slot")?;
+            let until = Instant::now() + SOON;
+            loop {
+                let slot = self.slots[i].as_mut().context("a running peer")?;
+                slot.pull();
+                if slot.follows(&leader_id) {
+                    return Ok(());
+                }
+                if interrupt::requested() {
+                    bail!("interrupted");
+                }
+                if Instant::now() >= until {
+                    let id = slot.id.clone();
+                    bail!(
+                        "{id} did not follow {leader_id} within {SOON:?}{}",
+                        self.stderr_tail()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let probe = self.probe.expect("a probe for etcd and ZooKeeper");
+        let election = self.election.clone();
+        elect::lab::poll(SOON, || (probe.queued(&election) == Some(n)).then_some(())).ok_or_else(
+            || {
+                anyhow!(
+                    "{n} candidates were not queued in {election} within {SOON:?} (saw {:?}){}",
+                    probe.queued(&election),
+                    self.stderr_tail()
+                )
+            },
+        )
+    }
+
+    /// Signals slot `i`'s process.
+    pub fn signal(&self, i: usize, sig: nix::sys::signal::Signal) {
+        if let Some(s) = &self.slots[i] {
+            s.proc.signal(sig);
+        }
+    }
+
+    /// Waits for slot `i` to exit and frees it.
+    pub fn reap(&mut self, i: usize) -> anyhow::Result<()> {
+        if let Some(mut slot) = self.slots[i].take() {
+            if slot.proc.wait_exit(SOON).is_none() {
+                bail!("{} did not exit within {SOON:?}", slot.proc.name);
+            }
+            // The pipe may hold the last lines a moment longer.
+            std::thread::sleep(Duration::from_millis(2));
+            self.retired_wakeups += wakeups(&slot);
+        }
+        Ok(())
+    }
+
+    /// Campaign wake-ups elect candidates logged so far (exited ones too).
+    pub fn wakeups(&self) -> usize {
+        self.retired_wakeups + self.slots.iter().flatten().map(wakeups).sum::<usize>()
+    }
+
+    /// Cuts slot `i` off (everything through its proxies stops), or heals.
+    pub fn cut(&self, i: usize, cut: bool) {
+        let traffic = if cut {
+            Traffic::Blackhole
+        } else {
+            Traffic::Pass
+        };
+        if let Some(s) = &self.slots[i] {
+            for p in &s.proxies {
+                p.set(traffic);
+            }
+        }
+        for (a, row) in self.raft_matrix.iter().enumerate() {
+            for (b, proxy) in row.iter().enumerate() {
+                if let Some(p) = proxy.as_ref().filter(|_| a == i || b == i) {
+                    p.set(traffic);
+                }
+            }
+        }
+    }
+
+    /// The endpoints slot `i` lists first (member-kill's victim).
+    pub fn first_member(&self, i: usize) -> Option<String> {
+        let s = self.slots[i].as_ref()?;
+        s.endpoints.split(',').next().map(str::to_owned)
+    }
+
+    /// Host pids of slot `i`'s process and all its descendants.
+    pub fn tree(&self, i: usize) -> Vec<i32> {
+        let Some(s) = &self.slots[i] else {
+            return Vec::new();
+        };
+        let mut pids = vec![s.proc.pid()];
+        pids.extend(descendants(s.proc.pid()));
+        pids
+    }
+
+    fn stderr_tail(&self) -> String {
+        let mut text = String::new();
+        for s in self.slots.iter().flatten() {
+            let err = s.proc.stderr();
+            let tail: Vec<&str> = err.lines().rev().take(5).collect();
+            if !tail.is_empty() {
+                text.push_str(&format!("\n  {}: ", s.proc.name));
+                text.push_str(&tail.into_iter().rev().collect::<Vec<_>>().join("\n    "));
+            }
+        }
+        text
+    }
+
+    /// Stops every candidate (SIGTERM, so each resigns) and waits.
+    pub fn stop_all(&mut self) {
+        for s in self.slots.iter().flatten() {
+            s.proc.signal(nix::sys::signal::Signal::SIGCONT);
+            s.proc.signal(nix::sys::signal::Signal::SIGTERM);
+        }
+        for s in self.slots.iter_mut().flatten() {
+            if s.proc.wait_exit(Duration::from_secs(10)).is_none() {
+                s.proc.signal(nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        self.slots.clear();
+    }
+}
+
+impl Drop for Arena<'_> {
+    fn drop(&mut self) {
+        self.stop_all();
+        if let Some(raft) = &self.raft {
+            let _ = std::fs::remove_dir_all(&raft.dir);
+        }
+    }
+}
+
+impl RaftPeers {
+    /// The cluster name every peer of a compared election shares.
+    pub fn cluster_name(&self) -> String {
+        "elect-compare".into()
+    }
+}
+
+fn wakeups(slot: &Slot) -> usize {
+    slot.proc
+        .stderr()
+        .matches(super::contender::WAKEUP_LINE)
+        .count()
+}
+
+/// Every descendant of `pid`, from /proc.
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let mut children: std::collections::HashMap<i32, Vec<i32>> = Default::default();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for e in entries.flatten() {
+            let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|s| s.parse::<i32>().ok());
+            if let Some(ppid) = ppid {
+                children.entry(ppid).or_default().push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![pid];
+    while let Some(p) = stack.pop() {
+        for &c in children.get(&p).into_iter().flatten() {
+            out.push(c);
+            stack.push(c);
+        }
+    }
+    out
+}

@@ -1,0 +1,625 @@
+//! `elect compare`: the same scenarios on every backend, side by side, and
+//! the peers' own tools beside elect on the same ensembles.
+//!
+//! - [`contender`]: who campaigns (elect on a backend, `etcdctl elect`,
+//!   kazoo, Curator) and how each says it was elected;
+//! - [`arena`]: one election's candidates as real processes;
+//! - [`scenario`]: the trials (handover, failover, freeze...);
+//! - [`scale`]: many candidates in one process, through the library;
+//! - [`probe`]: what the servers count (queued candidates, notifications,
+//!   requests);
+//! - [`output`] and [`report`]: the table, JSON lines, charts and page.
+//!
+//! Ensembles come from the lab (local processes, or `--containers`) unless
+//! the user names them; whatever compare started is gone when it ends,
+//! also on Ctrl-C (the lab's interrupt flag ends every wait, and the
+//! `Drop`s of arenas and the lab tear down).
+
+pub mod arena;
+pub mod contender;
+pub mod output;
+pub mod probe;
+pub mod progress;
+pub mod report;
+pub mod scale;
+pub mod scenario;
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use elect::lab::{self, Lab, Mode, Role, Spec};
+
+use crate::cli::{CompareArgs, FormatArg, UsageError, parse_duration};
+use contender::{Backend, Contender, Implementation, baseline_available};
+use output::Row;
+use probe::Probe;
+use progress::Progress;
+use scenario::{Scenario, Setup};
+
+/// Exit code when a safety check failed: an overlap outside `freeze`, or a
+/// stale write accepted. 0 when every check held; 1 when compare itself
+/// could not run; 2 for bad usage.
+pub const SAFETY_FAILED: u8 = 4;
+
+/// The most candidates run as separate processes; more go through the
+/// library in one process (`scale`).
+const MAX_PROCESS_CANDIDATES: usize = 50;
+const MAX_SCALE_CANDIDATES: usize = 1000;
+/// The shortest etcd TTL the scale scenario runs with.
+const SCALE_ETCD_TTL: Duration = Duration::from_secs(10);
+
+/// A validated `elect compare`.
+#[derive(Debug)]
+pub struct Plan {
+    backends: Vec<Backend>,
+    scenarios: Vec<Scenario>,
+    trials: Option<usize>,
+    quick: bool,
+    ttl: BTreeMap<Backend, Duration>,
+    raft_peers: usize,
+    candidates: Option<usize>,
+    baselines: bool,
+    mode: Mode,
+    etcd_endpoints: Option<String>,
+    zk_endpoints: Option<String>,
+    json: bool,
+    report: Option<PathBuf>,
+    command_line: String,
+}
+
+fn list<T>(
+    flag: &str,
+    text: &str,
+    parse: impl Fn(&str) -> Option<T>,
+    known: &str,
+) -> Result<Vec<T>, UsageError> {
+    let mut out = Vec::new();
+    for item in text.split(',').map(str::trim) {
+        let value = parse(item)
+            .ok_or_else(|| UsageError::new(flag, format!("{item:?} is not one of {known}")))?;
+        out.push(value);
+    }
+    Ok(out)
+}
+
+impl Plan {
+    pub fn validate(
+        args: &CompareArgs,
+        ttl: Option<&str>,
+        format: FormatArg,
+        warnings: &mut Vec<String>,
+    ) -> Result<Plan, UsageError> {
+        let mut backends = list(
+            "--backends",
+            &args.backends,
+            Backend::parse,
+            "etcd, zk, raft",
+        )?;
+        backends.sort();
+        backends.dedup();
+        let mut scenarios = match &args.scenarios {
+            None => Scenario::ALL.to_vec(),
+            Some(text) => list(
+                "--scenarios",
+                text,
+                Scenario::parse,
+                "election, handover, failover, freeze, cutoff, member-kill, churn, scale",
+            )?,
+        };
+        scenarios.sort();
+        scenarios.dedup();
+        let mut ttls = BTreeMap::from([
+            (Backend::Etcd, Duration::from_secs(2)),
+            (Backend::Zk, Duration::from_secs(2)),
+            (Backend::Raft, Duration::from_millis(150)),
+        ]);
+        if let Some(text) = ttl {
+            for item in text.split(',').map(str::trim) {
+                let (name, value) = item.split_once('=').ok_or_else(|| {
+                    UsageError::new(
+                        "--ttl",
+                        format!(
+                            "{item:?}: expected BACKEND=DURATION, e.g. etcd=2s,zk=2s,raft=150ms"
+                        ),
+                    )
+                })?;
+                let backend = Backend::parse(name).ok_or_else(|| {
+                    UsageError::new("--ttl", format!("{name:?} is not one of etcd, zk, raft"))
+                })?;
+                let d = parse_duration("--ttl", value)?;
+                let ok = match backend {
+                    Backend::Etcd => d.as_secs() >= 1 && d.subsec_nanos() == 0,
+                    Backend::Zk => d >= Duration::from_millis(400),
+                    Backend::Raft => d >= Duration::from_millis(10),
+                };
+                if !ok || d > Duration::from_secs(3600) {
+                    return Err(UsageError::new(
+                        "--ttl",
+                        format!(
+                            "{name}={value}: etcd takes whole seconds, zk at least 400ms (2 ticks of \
+                             the lab's ensemble), raft at least 10ms; none more than 1h"
+                        ),
+                    ));
+                }
+                ttls.insert(backend, d);
+            }
+        }
+        if !matches!(args.raft_peers, 3 | 5) {
+            return Err(UsageError::new(
+                "--raft-peers",
+                format!("{}: compare runs 3 or 5 peers", args.raft_peers),
+            ));
+        }
+        if let Some(n) = args.candidates {
+            let only_scale = scenarios.iter().all(|s| *s == Scenario::Scale);
+            let max = if only_scale {
+                MAX_SCALE_CANDIDATES
+            } else {
+                MAX_PROCESS_CANDIDATES
+            };
+            if n < 2 || n > max {
+                return Err(UsageError::new(
+                    "--candidates",
+                    format!(
+                        "{n}: use 2 to {max}{}",
+                        if only_scale {
+                            ""
+                        } else {
+                            " (up to 1000 with --scenarios scale, which runs them in one process)"
+                        }
+                    ),
+                ));
+            }
+        }
+        if args.trials == Some(0) {
+            return Err(UsageError::new("--trials", "0 trials measure nothing"));
+        }
+        if args.quick && args.trials.is_some() {
+            warnings.push("--quick sets few trials; --trials overrides them".into());
+        }
+        for (flag, value) in [
+            ("--etcd-endpoints", &args.etcd_endpoints),
+            ("--zk-endpoints", &args.zk_endpoints),
+        ] {
+            if let Some(v) = value {
+                if v.split(',').any(|e| e.trim().is_empty()) {
+                    return Err(UsageError::new(
+                        flag,
+                        format!("{v:?} has an empty endpoint"),
+                    ));
+                }
+                if v.contains("https://") {
+                    return Err(UsageError::new(
+                        flag,
+                        "TLS endpoints are not supported by compare yet",
+                    ));
+                }
+            }
+        }
+        let mode = if args.containers {
+            Mode::Containers
+        } else {
+            Mode::Processes
+        };
+        Ok(Plan {
+            backends,
+            scenarios,
+            trials: args.trials,
+            quick: args.quick,
+            ttl: ttls,
+            raft_peers: args.raft_peers,
+            candidates: args.candidates,
+            baselines: args.baselines,
+            mode,
+            etcd_endpoints: args
+                .etcd_endpoints
+                .as_ref()
+                .map(|e| e.replace("http://", "")),
+            zk_endpoints: args.zk_endpoints.clone(),
+            json: format == FormatArg::Json,
+            report: args.report.clone(),
+            command_line: std::env::args().collect::<Vec<_>>().join(" "),
+        })
+    }
+
+    fn trials(&self, s: Scenario) -> usize {
+        self.trials.unwrap_or_else(|| s.default_trials(self.quick))
+    }
+
+    /// Candidate counts for the scale curve.
+    fn scale_sizes(&self) -> Vec<usize> {
+        match (self.candidates, self.quick) {
+            (Some(n), _) => vec![n],
+            (None, true) => vec![3, 30],
+            (None, false) => vec![3, 30, 300, 1000],
+        }
+    }
+}
+
+/// A backend that cannot run, and how to enable it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Unavailable {
+    pub backend: &'static str,
+    pub implementation: &'static str,
+    pub scenario: Option<&'static str>,
+    pub reason: String,
+}
+
+/// Where the backends run.
+struct Ensembles {
+    lab: Option<RefCell<Lab>>,
+    etcd: Result<String, String>,
+    zk: Result<String, String>,
+}
+
+impl Ensembles {
+    fn prepare(plan: &Plan) -> anyhow::Result<Ensembles> {
+        let wants = |b| plan.backends.contains(&b);
+        let start_etcd = wants(Backend::Etcd) && plan.etcd_endpoints.is_none();
+        let start_zk = wants(Backend::Zk) && plan.zk_endpoints.is_none();
+        let mut ens = Ensembles {
+            lab: None,
+            etcd: plan
+                .etcd_endpoints
+                .clone()
+                .ok_or_else(|| "not started".to_owned()),
+            zk: plan
+                .zk_endpoints
+                .clone()
+                .ok_or_else(|| "not started".to_owned()),
+        };
+        if !(start_etcd || start_zk) {
+            return Ok(ens);
+        }
+        let mut etcd = usize::from(start_etcd) * 3;
+        let mut zk = usize::from(start_zk) * 3;
+        // Process mode needs the programs; say what is missing per backend
+        // rather than giving up on both.
+        if plan.mode == Mode::Processes {
+            if etcd > 0 && lab::which("etcd").is_none() {
+                ens.etcd = Err(format!(
+                    "etcd is not installed: {}, or pass --etcd-endpoints",
+                    "apt-get install etcd-server, or use --containers"
+                ));
+                etcd = 0;
+            }
+            if zk > 0
+                && (lab::which("java").is_none() || !std::path::Path::new(lab::zk::JAR).exists())
+            {
+                ens.zk = Err(
+                    "ZooKeeper is not installed: apt-get install zookeeper (and a Java runtime), \
+                     or use --containers, or pass --zk-endpoints"
+                        .into(),
+                );
+                zk = 0;
+            }
+        }
+        if etcd + zk == 0 {
+            return Ok(ens);
+        }
+        let mut spec = Spec::new(plan.mode, etcd, zk);
+        spec.dir = std::env::temp_dir().join(format!("elect-compare-{}", std::process::id()));
+        eprintln!(
+            "compare: starting {}{}{} as {}",
+            if etcd > 0 {
+                "a 3-member etcd cluster"
+            } else {
+                ""
+            },
+            if etcd > 0 && zk > 0 { " and " } else { "" },
+            if zk > 0 {
+                "a 3-server ZooKeeper ensemble"
+            } else {
+                ""
+            },
+            match plan.mode {
+                Mode::Processes => "local processes",
+                Mode::Containers => "containers",
+            }
+        );
+        match Lab::up(&spec) {
+            Ok(lab) => {
+                if etcd > 0 {
+                    ens.etcd = Ok(lab.endpoints(Role::Etcd).expect("started"));
+                }
+                if zk > 0 {
+                    ens.zk = Ok(lab.endpoints(Role::Zk).expect("started"));
+                }
+                ens.lab = Some(RefCell::new(lab));
+            }
+            Err(lab::Error::Interrupted) => anyhow::bail!("interrupted"),
+            Err(e) => {
+                let reason = format!("the lab could not start it: {e}");
+                if etcd > 0 {
+                    ens.etcd = Err(reason.clone());
+                }
+                if zk > 0 {
+                    ens.zk = Err(reason);
+                }
+            }
+        }
+        Ok(ens)
+    }
+
+    fn endpoints(&self, backend: Backend) -> Result<String, String> {
+        match backend {
+            Backend::Etcd => self.etcd.clone(),
+            Backend::Zk => self.zk.clone(),
+            Backend::Raft => Ok(String::new()),
+        }
+    }
+}
+
+fn implementations(backend: Backend, baselines: bool) -> Vec<Implementation> {
+    let mut out = vec![Implementation::Elect];
+    if baselines {
+        match backend {
+            Backend::Etcd => out.push(Implementation::Etcdctl),
+            Backend::Zk => out.extend([Implementation::Kazoo, Implementation::Curator]),
+            Backend::Raft => {}
+        }
+    }
+    out
+}
+
+/// Runs the plan; the exit code.
+pub fn run(plan: Plan) -> anyhow::Result<u8> {
+    lab::interrupt::install();
+    let started = std::time::Instant::now();
+    let bin = std::env::current_exe().context("locating the elect binary")?;
+    let work = std::env::temp_dir().join(format!("elect-compare-work-{}", std::process::id()));
+    let outcome = run_plan(&plan, &bin, &work);
+    let _ = std::fs::remove_dir_all(&work);
+    let (rows, unavailable) = outcome?;
+    if !plan.json {
+        println!("{}", output::text_table(&rows));
+        for u in &unavailable {
+            println!(
+                "not run: {} {}{}: {}",
+                u.backend,
+                u.implementation,
+                u.scenario.map(|s| format!(" {s}")).unwrap_or_default(),
+                u.reason
+            );
+        }
+        for r in rows.iter().filter(|r| !r.notes.is_empty()) {
+            println!(
+                "note: {} {} {}: {}",
+                r.backend,
+                r.implementation,
+                r.scenario,
+                r.notes.join("; ")
+            );
+        }
+        println!("compare took {:.0}s", started.elapsed().as_secs_f64());
+    }
+    if let Some(dir) = &plan.report {
+        let page = report::write(dir, &rows, &unavailable, &plan.command_line)
+            .with_context(|| format!("writing the report to {}", dir.display()))?;
+        eprintln!("compare: report in {}", page.display());
+    }
+    let violations: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.safety_violation.is_some())
+        .collect();
+    for r in &violations {
+        eprintln!(
+            "compare: SAFETY: {} {} {}: {}",
+            r.backend,
+            r.implementation,
+            r.scenario,
+            r.safety_violation.as_deref().unwrap_or_default()
+        );
+    }
+    Ok(if violations.is_empty() {
+        0
+    } else {
+        SAFETY_FAILED
+    })
+}
+
+fn run_plan(
+    plan: &Plan,
+    bin: &std::path::Path,
+    work: &std::path::Path,
+) -> anyhow::Result<(Vec<Row>, Vec<Unavailable>)> {
+    let ensembles = Ensembles::prepare(plan)?;
+    let mut rows = Vec::new();
+    let mut unavailable = Vec::new();
+    let mut not_run =
+        |backend: Backend, imp: Implementation, scenario: Option<Scenario>, reason: String| {
+            let u = Unavailable {
+                backend: backend.name(),
+                implementation: imp.name(),
+                scenario: scenario.map(Scenario::name),
+                reason,
+            };
+            if plan.json {
+                eprintln!(
+                    "compare: not run: {}",
+                    serde_json::to_string(&u).unwrap_or_default()
+                );
+            }
+            unavailable.push(u);
+        };
+    let mut curator_classes = None;
+    for &backend in &plan.backends {
+        let endpoints = match ensembles.endpoints(backend) {
+            Ok(e) => e,
+            Err(reason) => {
+                not_run(backend, Implementation::Elect, None, reason);
+                continue;
+            }
+        };
+        let probe = match backend {
+            Backend::Raft => None,
+            _ => match Probe::new(backend, &endpoints) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    not_run(backend, Implementation::Elect, None, format!("{e:#}"));
+                    continue;
+                }
+            },
+        };
+        let ttl = plan.ttl[&backend];
+        for imp in implementations(backend, plan.baselines) {
+            if let Err(reason) = baseline_available(imp) {
+                not_run(backend, imp, None, reason);
+                continue;
+            }
+            if imp == Implementation::Curator && curator_classes.is_none() {
+                match contender::compile_curator(&work.join("curator")) {
+                    Ok(dir) => curator_classes = Some(dir),
+                    Err(e) => {
+                        not_run(backend, imp, None, format!("{e:#}"));
+                        continue;
+                    }
+                }
+            }
+            let contender = Contender {
+                backend,
+                imp,
+                ttl,
+                bin: bin.to_owned(),
+                curator_classes: curator_classes.clone(),
+            };
+            for &scenario in &plan.scenarios {
+                if let Err(reason) = scenario.supports(imp) {
+                    if imp != Implementation::Elect && scenario != Scenario::Scale {
+                        not_run(backend, imp, Some(scenario), reason.into());
+                    }
+                    continue;
+                }
+                if scenario == Scenario::MemberKill
+                    && backend != Backend::Raft
+                    && ensembles.lab.is_none()
+                {
+                    not_run(backend, imp, Some(scenario), "kills ensemble members: needs an ensemble compare starts (not --etcd-endpoints/--zk-endpoints)".into());
+                    continue;
+                }
+                if scenario == Scenario::Scale {
+                    if imp != Implementation::Elect {
+                        continue;
+                    }
+                    if backend == Backend::Raft {
+                        not_run(
+                            backend,
+                            imp,
+                            Some(scenario),
+                            "the Raft-vote cluster is its peers: it does not grow with candidates"
+                                .into(),
+                        );
+                        continue;
+                    }
+                    // A thousand etcd leases renewed every TTL/3 from one
+                    // process over six connections each overload two cores
+                    // at a 2 s TTL: scale runs etcd at 10 s or more.
+                    let ttl = if backend == Backend::Etcd {
+                        ttl.max(SCALE_ETCD_TTL)
+                    } else {
+                        ttl
+                    };
+                    for n in plan.scale_sizes() {
+                        let trials = plan.trials(scenario);
+                        let progress = Progress::start(
+                            format!("{} elect scale n={n}", backend.name()),
+                            trials,
+                        );
+                        let probe = probe.as_ref().expect("etcd and zk have a probe");
+                        let point =
+                            scale::run(backend, &endpoints, ttl, n, trials, probe, &progress)
+                                .with_context(|| {
+                                    format!("{} scale with {n} candidates", backend.name())
+                                })?;
+                        let mut row = Row::new(
+                            backend.name(),
+                            imp.name(),
+                            scenario.name(),
+                            ttl,
+                            n,
+                            &point.samples,
+                            point.changes,
+                            Some(point.counters),
+                        );
+                        row.rss_kib_per_candidate =
+                            Some((point.rss_kib_per_candidate * 10.0).round() / 10.0);
+                        row.set_wakeups(point.wakeups as f64, point.changes);
+                        progress.finish(&summary(&row));
+                        emit(plan, &row);
+                        rows.push(row);
+                    }
+                    continue;
+                }
+                let trials = plan.trials(scenario);
+                let candidates = match backend {
+                    Backend::Raft => plan.raft_peers,
+                    _ => plan.candidates.unwrap_or(3),
+                };
+                let progress = Progress::start(
+                    format!("{} {} {}", backend.name(), imp.name(), scenario.name()),
+                    trials,
+                );
+                let setup = Setup {
+                    contender: &contender,
+                    endpoints: &endpoints,
+                    probe: probe.as_ref(),
+                    lab: ensembles.lab.as_ref(),
+                    raft_peers: plan.raft_peers,
+                    candidates,
+                    trials,
+                    progress: &progress,
+                    seed: 0x5eed ^ trials as u64,
+                };
+                let out = scenario::run(scenario, &setup).with_context(|| {
+                    format!("{} {} {}", backend.name(), imp.name(), scenario.name())
+                })?;
+                let mut row = Row::new(
+                    backend.name(),
+                    imp.name(),
+                    scenario.name(),
+                    ttl,
+                    candidates,
+                    &out.samples,
+                    out.changes,
+                    out.counters,
+                );
+                if let Some(w) = out.wakeups {
+                    row.set_wakeups(w as f64, out.changes);
+                }
+                row.fenced = scenario.fenced();
+                row.max_overlap_ms = out
+                    .max_overlap
+                    .filter(|d| !d.is_zero())
+                    .map(|d| (d.as_secs_f64() * 1e6).round() / 1e3);
+                row.stale_writes_accepted = out.stale_accepted;
+                row.terms_per_change = out.terms_per_change;
+                row.safety_violation = scenario::safety_violation(scenario, &out);
+                row.notes = out.notes;
+                if scenario == Scenario::MemberKill {
+                    row.notes
+                        .push("a sample is the leaderless gap; 0 = the leader kept leading".into());
+                }
+                progress.finish(&summary(&row));
+                emit(plan, &row);
+                rows.push(row);
+            }
+        }
+    }
+    Ok((rows, unavailable))
+}
+
+fn emit(plan: &Plan, row: &Row) {
+    if plan.json {
+        println!("{}", serde_json::to_string(row).expect("rows serialize"));
+    }
+}
+
+fn summary(row: &Row) -> String {
+    match (row.p50_ms, row.p99_ms) {
+        (Some(p50), Some(p99)) => format!("p50 {p50:.2}ms p99 {p99:.2}ms"),
+        _ => "no samples".into(),
+    }
+}

@@ -1,0 +1,543 @@
+//! The scenarios, each a loop of trials on one [`Arena`]. Every sample is
+//! the time from the blow (a signal, a cut, a kill) to the instant the
+//! successor's `elected` line was read.
+
+use std::cell::RefCell;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use elect::lab::fault::check;
+use elect::lab::{Fault, Lab, Role};
+use nix::sys::signal::Signal;
+
+use super::arena::{Arena, Reach, SOON};
+use super::contender::{Backend, Contender, Implementation};
+use super::probe::{Counters, Probe};
+use super::progress::Progress;
+
+/// The scenarios, in the order they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scenario {
+    /// First leader from a cold start: candidates spawned together.
+    Election,
+    /// SIGTERM to the leader: it resigns.
+    Handover,
+    /// SIGKILL to the leader: its session, lease or heartbeats run out.
+    Failover,
+    /// The leader's whole tree SIGSTOPped past the TTL, its command
+    /// writing through the fenced store.
+    Freeze,
+    /// The leader cut off from the ensemble (or the other peers) past the TTL.
+    Cutoff,
+    /// The ensemble member the leader lists first is killed.
+    MemberKill,
+    /// Candidates come and go at random; the leader among them.
+    Churn,
+    /// Many candidates in one process, through the library.
+    Scale,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 8] = [
+        Scenario::Election,
+        Scenario::Handover,
+        Scenario::Failover,
+        Scenario::Freeze,
+        Scenario::Cutoff,
+        Scenario::MemberKill,
+        Scenario::Churn,
+        Scenario::Scale,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Election => "election",
+            Scenario::Handover => "handover",
+            Scenario::Failover => "failover",
+            Scenario::Freeze => "freeze",
+            Scenario::Cutoff => "cutoff",
+            Scenario::MemberKill => "member-kill",
+            Scenario::Churn => "churn",
+            Scenario::Scale => "scale",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Scenario> {
+        Scenario::ALL.into_iter().find(|s| s.name() == text)
+    }
+
+    /// Trials when `--trials` is not given: many where a trial takes
+    /// milliseconds, few where it waits out a TTL.
+    pub fn default_trials(self, quick: bool) -> usize {
+        match (self, quick) {
+            (Scenario::Handover, false) => 100,
+            (Scenario::Handover, true) => 10,
+            (Scenario::Election | Scenario::Churn, false) => 20,
+            (Scenario::Election | Scenario::Churn, true) => 3,
+            (Scenario::Failover | Scenario::Freeze | Scenario::Cutoff, false) => 10,
+            (Scenario::Failover | Scenario::Freeze | Scenario::Cutoff, true) => 2,
+            (Scenario::MemberKill, false) => 3,
+            (Scenario::MemberKill, true) => 1,
+            (Scenario::Scale, false) => 20,
+            (Scenario::Scale, true) => 5,
+        }
+    }
+
+    /// Whether `imp` can take part: the peers' tools hold leadership but run
+    /// no command, so the fenced-store scenarios are elect's alone, and
+    /// `etcdctl elect`'s 60 s session makes its failover a minute a trial.
+    pub fn supports(self, imp: Implementation) -> Result<(), &'static str> {
+        match (self, imp) {
+            (_, Implementation::Elect) => Ok(()),
+            (Scenario::Election | Scenario::Handover, _) => Ok(()),
+            (Scenario::Failover, Implementation::Etcdctl) => {
+                Err("etcdctl elect's session TTL is fixed at 60 s")
+            }
+            (Scenario::Failover, _) => Ok(()),
+            _ => Err("runs elect's wrapped command against the fenced store (elect only)"),
+        }
+    }
+
+    /// Whether a command writing through the fenced store runs under each
+    /// leader, so overlap and stale writes are checked.
+    pub fn fenced(self) -> bool {
+        matches!(self, Scenario::Freeze | Scenario::Cutoff | Scenario::Churn)
+    }
+}
+
+/// What the scenario needs.
+pub struct Setup<'a> {
+    pub contender: &'a Contender,
+    /// etcd or ZooKeeper members.
+    pub endpoints: &'a str,
+    pub probe: Option<&'a Probe>,
+    /// The lab, when compare started it (member-kill needs one).
+    pub lab: Option<&'a RefCell<Lab>>,
+    pub raft_peers: usize,
+    pub candidates: usize,
+    pub trials: usize,
+    pub progress: &'a Progress,
+    pub seed: u64,
+}
+
+/// What one scenario measured.
+#[derive(Default)]
+pub struct Outcome {
+    pub samples: Vec<Duration>,
+    /// Leader changes the scenario caused.
+    pub changes: usize,
+    /// The largest overlap of two tenures, when a fenced command ran.
+    pub max_overlap: Option<Duration>,
+    /// Stale writes the fenced store accepted, when a fenced command ran.
+    pub stale_accepted: Option<usize>,
+    /// Server counters over the scenario (etcd and ZooKeeper).
+    pub counters: Option<Counters>,
+    /// Campaign wake-ups elect candidates logged (etcd and ZooKeeper).
+    pub wakeups: Option<usize>,
+    /// Raft terms per leader change, where tokens are terms.
+    pub terms_per_change: Option<f64>,
+    /// Said beside the row.
+    pub notes: Vec<String>,
+}
+
+/// Runs `scenario`.
+pub fn run(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Outcome> {
+    let before = setup.probe.map(Probe::counters);
+    let mut outcome = match scenario {
+        Scenario::Election => election(setup)?,
+        Scenario::Handover => succession(setup, Scenario::Handover, Signal::SIGTERM)?,
+        Scenario::Failover => succession(setup, Scenario::Failover, Signal::SIGKILL)?,
+        Scenario::Freeze => freeze(setup)?,
+        Scenario::Cutoff => cutoff(setup)?,
+        Scenario::MemberKill => member_kill(setup)?,
+        Scenario::Churn => churn(setup)?,
+        Scenario::Scale => unreachable!("scale runs in-process: see scale.rs"),
+    };
+    // A killed member starts its counters from zero again.
+    if let (Some(probe), Some(before), false) =
+        (setup.probe, before, scenario == Scenario::MemberKill)
+    {
+        outcome.counters = Some(probe.counters() - before);
+    }
+    Ok(outcome)
+}
+
+fn arena<'a>(
+    setup: &'a Setup<'a>,
+    scenario: Scenario,
+    n: usize,
+    reach: Reach,
+) -> anyhow::Result<Arena<'a>> {
+    Arena::new(
+        setup.contender,
+        setup.contender.election(scenario.name(), n),
+        setup.endpoints,
+        setup.probe,
+        setup.raft_peers,
+        scenario.fenced(),
+        reach,
+        scenario == Scenario::MemberKill,
+    )
+}
+
+/// How many candidates take part: the Raft peers, or `--candidates`.
+fn size(setup: &Setup<'_>) -> usize {
+    match setup.contender.backend {
+        Backend::Raft => setup.raft_peers,
+        _ => setup.candidates,
+    }
+}
+
+/// Starts every candidate and waits until one leads and all are queued.
+fn populate(a: &mut Arena<'_>, n: usize) -> anyhow::Result<(usize, Option<u64>)> {
+    for _ in 0..n {
+        a.spawn()?;
+    }
+    let (leader, _, token) = a.wait_elected(None, SOON)?;
+    written(a, token);
+    queue_all(a, n, leader)?;
+    Ok((leader, token))
+}
+
+/// Waits until all `n` candidates are queued; for Raft until every peer
+/// but the leader follows it.
+fn queue_all(a: &mut Arena<'_>, n: usize, leader: usize) -> anyhow::Result<()> {
+    if a.peers().is_some() {
+        for i in a.live() {
+            if i != leader {
+                a.wait_queued(n, Some((i, leader)))?;
+            }
+        }
+        Ok(())
+    } else {
+        a.wait_queued(n, None)
+    }
+}
+
+fn election(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
+    let mut out = Outcome::default();
+    let n = size(setup);
+    for t in 0..setup.trials {
+        let mut a = arena(setup, Scenario::Election, t, Reach::Direct)?;
+        let start = Instant::now();
+        for _ in 0..n {
+            a.spawn()?;
+        }
+        let (leader, at, _) = a.wait_elected(None, SOON)?;
+        out.samples.push(at - start);
+        // Everyone in place before they leave, so each resigns cleanly
+        // (a tool signalled while still connecting may leave its session
+        // to expire).
+        queue_all(&mut a, n, leader)?;
+        drop(a);
+        if let Some(probe) = setup.probe {
+            let election = setup.contender.election(Scenario::Election.name(), t);
+            elect::lab::poll(SOON, || (probe.queued(&election) == Some(0)).then_some(()))
+                .with_context(|| format!("{election} still holds candidates after they left"))?;
+        }
+        setup.progress.inc();
+    }
+    out.changes = setup.trials;
+    Ok(out)
+}
+
+/// Handover and failover: signal the leader, time the successor, bring
+/// the numbers back up (a new candidate; the same Raft peer on its data),
+/// repeat.
+fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Result<Outcome> {
+    let mut out = Outcome::default();
+    let n = size(setup);
+    let mut a = arena(setup, scenario, 0, Reach::Direct)?;
+    let (mut leader, mut token) = populate(&mut a, n)?;
+    let mut terms = 0u64;
+    for _ in 0..setup.trials {
+        let sent = Instant::now();
+        a.signal(leader, sig);
+        let (next, at, next_token) = a.wait_elected(Some(leader), SOON)?;
+        out.samples.push(at - sent);
+        if let (Some(t0), Some(t1)) = (token, next_token) {
+            terms += t1.saturating_sub(t0);
+        }
+        a.reap(leader)?;
+        let fresh = a.spawn()?;
+        a.wait_queued(n, Some((fresh, next)))?;
+        leader = next;
+        token = next_token;
+        setup.progress.inc();
+    }
+    out.changes = setup.trials;
+    if setup.contender.backend == Backend::Raft && setup.trials > 0 {
+        out.terms_per_change = Some(terms as f64 / setup.trials as f64);
+    }
+    count_wakeups(&a, &mut out);
+    Ok(out)
+}
+
+/// Wake-ups the arena's elect candidates logged, where they log them.
+fn count_wakeups(a: &Arena<'_>, out: &mut Outcome) {
+    if a.contender.imp == Implementation::Elect && a.peers().is_none() {
+        out.wakeups = Some(a.wakeups());
+    }
+}
+
+/// Fills in overlap and stale writes from the fenced store's history.
+fn judge(a: &Arena<'_>, out: &mut Outcome) -> anyhow::Result<()> {
+    if let Some(store) = &a.store {
+        let intervals = store.intervals();
+        // A check of nothing would pass: the leaders' commands must have
+        // written, one tenure per leader at least.
+        if intervals.len() <= out.changes {
+            anyhow::bail!(
+                "the fenced store saw {} tenures ({}) for {} leader changes: the leaders' \
+                 commands did not write",
+                intervals.len(),
+                intervals
+                    .iter()
+                    .map(|i| format!("{} token {}", i.id, i.token))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                out.changes
+            );
+        }
+        let verdict = check(&intervals, Instant::now());
+        out.max_overlap = Some(verdict.max_overlap);
+        out.stale_accepted = Some(store.stale_accepted());
+    }
+    Ok(())
+}
+
+fn freeze(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
+    let mut out = Outcome::default();
+    let n = size(setup).max(2);
+    let mut a = arena(setup, Scenario::Freeze, 0, Reach::Direct)?;
+    let (mut leader, _) = populate(&mut a, n)?;
+    for _ in 0..setup.trials {
+        let tree = a.tree(leader);
+        let stopped = Instant::now();
+        for &pid in &tree {
+            signal_pid(pid, Signal::SIGSTOP);
+        }
+        let waited = a.wait_elected(Some(leader), SOON);
+        // The new leader writes before the old one thaws: the worst case,
+        // where only fencing stops the old command's next write.
+        if let (Ok((_, _, Some(token))), Some(store)) = (&waited, &a.store) {
+            store.wait_written(*token, SOON);
+        }
+        for &pid in &tree {
+            signal_pid(pid, Signal::SIGCONT);
+        }
+        let (next, at, _) = waited?;
+        out.samples.push(at - stopped);
+        // The thawed leader finds its deadline passed, kills its command
+        // and campaigns again behind the new leader.
+        queue_all(&mut a, n, next)?;
+        leader = next;
+        setup.progress.inc();
+    }
+    out.changes = setup.trials;
+    judge(&a, &mut out)?;
+    count_wakeups(&a, &mut out);
+    Ok(out)
+}
+
+fn cutoff(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
+    let mut out = Outcome::default();
+    let n = size(setup).max(2);
+    let mut a = arena(setup, Scenario::Cutoff, 0, Reach::Proxied)?;
+    let (mut leader, _) = populate(&mut a, n)?;
+    for _ in 0..setup.trials {
+        let cut = Instant::now();
+        a.cut(leader, true);
+        let waited = a.wait_elected(Some(leader), SOON);
+        let (next, at, token) = match waited {
+            Ok(v) => v,
+            Err(e) => {
+                a.cut(leader, false);
+                return Err(e);
+            }
+        };
+        out.samples.push(at - cut);
+        a.cut(leader, false);
+        written(&a, token);
+        queue_all(&mut a, n, next)?;
+        leader = next;
+        setup.progress.inc();
+    }
+    out.changes = setup.trials;
+    judge(&a, &mut out)?;
+    count_wakeups(&a, &mut out);
+    Ok(out)
+}
+
+/// Kills the member the leader lists first (or, for Raft, a follower peer:
+/// the peers are the ensemble) and watches for a leader change for twice
+/// the TTL. A sample is the leaderless gap: zero when the leader kept
+/// leading, which is the point.
+fn member_kill(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
+    let mut out = Outcome::default();
+    let n = size(setup);
+    let mut a = arena(setup, Scenario::MemberKill, 0, Reach::Direct)?;
+    let (mut leader, _) = populate(&mut a, n)?;
+    let watch = setup.contender.ttl * 2 + Duration::from_millis(500);
+    for _ in 0..setup.trials {
+        if a.peers().is_some() {
+            let follower = a.live().into_iter().find(|&i| i != leader).expect("peers");
+            let killed = Instant::now();
+            a.signal(follower, Signal::SIGKILL);
+            a.reap(follower)?;
+            match a.elected_within(Some(follower), watch)? {
+                Some((next, at)) => {
+                    out.samples.push(at - killed);
+                    out.changes += 1;
+                    leader = next;
+                }
+                None => out.samples.push(Duration::ZERO),
+            }
+            let fresh = a.spawn()?;
+            a.wait_queued(n, Some((fresh, leader)))?;
+        } else {
+            let lab = setup
+                .lab
+                .context("member-kill needs a lab that compare started")?;
+            let member = a.first_member(leader).context("the leader's member")?;
+            let name = lab
+                .borrow()
+                .members()
+                .iter()
+                .find(|m| m.client == member)
+                .map(|m| m.name.clone())
+                .with_context(|| format!("no lab member serves {member}"))?;
+            let killed = Instant::now();
+            lab.borrow_mut().fault(Fault::Kill, &name)?;
+            let outcome = a.elected_within(None, watch);
+            lab.borrow_mut().fault(Fault::Restart, &name)?;
+            match outcome? {
+                Some((next, at)) => {
+                    out.samples.push(at - killed);
+                    if next == leader {
+                        out.notes.push(format!(
+                            "the leader lost leadership for {:?} and was elected again",
+                            at - killed
+                        ));
+                    } else {
+                        out.changes += 1;
+                    }
+                    leader = next;
+                }
+                None => out.samples.push(Duration::ZERO),
+            }
+            let role = if setup.contender.backend == Backend::Etcd {
+                Role::Etcd
+            } else {
+                Role::Zk
+            };
+            wait_member_healthy(lab, &name, role)?;
+            a.wait_queued(n, None)?;
+        }
+        setup.progress.inc();
+    }
+    count_wakeups(&a, &mut out);
+    Ok(out)
+}
+
+fn wait_member_healthy(lab: &RefCell<Lab>, name: &str, role: Role) -> anyhow::Result<()> {
+    let client = lab.borrow().member(name)?.client.clone();
+    elect::lab::poll(SOON, || elect::lab::healthy(role, &client).then_some(()))
+        .with_context(|| format!("{name} did not come back within {SOON:?}"))
+}
+
+/// `trials` departures of a random candidate (SIGTERM), each replaced by a
+/// newcomer; the leader's departures are timed.
+fn churn(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
+    let mut out = Outcome::default();
+    let n = size(setup).max(2);
+    let mut a = arena(setup, Scenario::Churn, 0, Reach::Direct)?;
+    let (mut leader, _) = populate(&mut a, n)?;
+    let mut rng = setup.seed | 1;
+    for _ in 0..setup.trials {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let live = a.live();
+        let victim = live[(rng % live.len() as u64) as usize];
+        let sent = Instant::now();
+        a.signal(victim, Signal::SIGTERM);
+        if victim == leader {
+            let (next, at, token) = a.wait_elected(Some(leader), SOON)?;
+            out.samples.push(at - sent);
+            written(&a, token);
+            out.changes += 1;
+            leader = next;
+        }
+        a.reap(victim)?;
+        let fresh = a.spawn()?;
+        a.wait_queued(n, Some((fresh, leader)))?;
+        setup.progress.inc();
+    }
+    if out.samples.is_empty() {
+        out.notes
+            .push("the leader was never among those who left".into());
+    }
+    judge(&a, &mut out)?;
+    count_wakeups(&a, &mut out);
+    Ok(out)
+}
+
+/// Waits until the new leader's command wrote with its token, so its
+/// tenure is on record before the next blow (or the verdict).
+fn written(a: &Arena<'_>, token: Option<u64>) {
+    if let (Some(store), Some(token)) = (&a.store, token) {
+        store.wait_written(token, SOON);
+    }
+}
+
+fn signal_pid(pid: i32, sig: Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+}
+
+/// Fails unless `out` is safe: no stale write accepted, and no overlap
+/// outside `freeze` (where the frozen leader's connection stays open while
+/// it cannot act: the store's fencing is what keeps it harmless).
+pub fn safety_violation(scenario: Scenario, out: &Outcome) -> Option<String> {
+    if let Some(n) = out.stale_accepted.filter(|&n| n > 0) {
+        return Some(format!("{n} stale writes accepted"));
+    }
+    match out.max_overlap {
+        Some(d) if scenario != Scenario::Freeze && !d.is_zero() => {
+            Some(format!("tenures overlapped by {d:?}"))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlap_outside_freeze_and_any_stale_write_are_violations() {
+        let overlapping = Outcome {
+            max_overlap: Some(Duration::from_millis(3)),
+            stale_accepted: Some(0),
+            ..Outcome::default()
+        };
+        assert!(safety_violation(Scenario::Cutoff, &overlapping).is_some());
+        // A frozen leader cannot close its connection: fencing is what counts.
+        assert!(safety_violation(Scenario::Freeze, &overlapping).is_none());
+        let stale = Outcome {
+            max_overlap: Some(Duration::ZERO),
+            stale_accepted: Some(1),
+            ..Outcome::default()
+        };
+        assert!(safety_violation(Scenario::Freeze, &stale).is_some());
+        assert!(safety_violation(Scenario::Handover, &Outcome::default()).is_none());
+    }
+
+    #[test]
+    fn scenarios_parse_by_their_names() {
+        for s in Scenario::ALL {
+            assert_eq!(Scenario::parse(s.name()), Some(s));
+        }
+        assert_eq!(Scenario::parse("crash"), None);
+    }
+}

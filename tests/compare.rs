@@ -1,0 +1,157 @@
+//! `elect compare`: all three backends through the quick scenarios on
+//! ensembles it starts itself, its JSON rows and its report; and the
+//! refusals of bad input.
+
+mod support;
+
+use std::process::Command;
+
+use serde_json::Value;
+use support::elect::BIN;
+
+const SCENARIOS: [&str; 7] = [
+    "election",
+    "handover",
+    "failover",
+    "freeze",
+    "cutoff",
+    "member-kill",
+    "churn",
+];
+
+#[test]
+fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
+    let report = std::env::temp_dir().join(format!("elect-compare-report-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&report);
+    let child = Command::new(BIN)
+        .args(["compare", "--quick", "--format", "json", "--report"])
+        .arg(&report)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let row = |backend: &str, scenario: &str| -> &Value {
+        rows.iter()
+            .find(|r| r["backend"] == backend && r["scenario"] == scenario)
+            .unwrap_or_else(|| panic!("no {backend} {scenario} row in {rows:?}"))
+    };
+    for backend in ["etcd", "zk", "raft"] {
+        for scenario in SCENARIOS {
+            let r = row(backend, scenario);
+            assert_eq!(r["implementation"], "elect");
+            for field in [
+                "trials",
+                "ttl_ms",
+                "candidates",
+                "samples_ms",
+                "p50_ms",
+                "p99_ms",
+                "max_ms",
+                "mean_ms",
+                "failovers",
+                "max_overlap_ms",
+                "stale_writes_accepted",
+                "wakeups_per_change",
+            ] {
+                assert!(r.get(field).is_some(), "{field} missing in {r}");
+            }
+            let samples = r["samples_ms"].as_array().unwrap();
+            assert_eq!(samples.len() as u64, r["trials"].as_u64().unwrap(), "{r}");
+            assert!(!samples.is_empty(), "{r}");
+            assert!(r["safety_violation"].is_null(), "{r}");
+        }
+        for scenario in ["freeze", "cutoff", "churn"] {
+            assert_eq!(row(backend, scenario)["stale_writes_accepted"], 0);
+        }
+    }
+    // A leader change wakes one waiting candidate, however many wait.
+    for backend in ["etcd", "zk"] {
+        for r in rows
+            .iter()
+            .filter(|r| r["backend"] == backend && r["scenario"] == "scale")
+        {
+            assert_eq!(r["wakeups_per_change"], 1.0, "{r}");
+        }
+    }
+    // Generous bounds only: handovers take round trips, failovers a TTL.
+    for backend in ["etcd", "zk", "raft"] {
+        let handover = row(backend, "handover")["p50_ms"].as_f64().unwrap();
+        let failover = row(backend, "failover")["p50_ms"].as_f64().unwrap();
+        let ttl = row(backend, "failover")["ttl_ms"].as_f64().unwrap();
+        assert!(handover < 1000.0, "{backend} handover p50 {handover} ms");
+        assert!(
+            failover > 0.5 * ttl && failover < 10.0 * ttl,
+            "{backend} failover {failover} ms"
+        );
+    }
+    assert!(
+        stderr.contains("not run"),
+        "Raft's scale is said not to run: {stderr}"
+    );
+    for file in [
+        "report.html",
+        "report.md",
+        "rows.json",
+        "handover.svg",
+        "failover.svg",
+        "scale.svg",
+    ] {
+        let path = report.join(file);
+        let len = std::fs::metadata(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .len();
+        assert!(len > 100, "{} is nearly empty", path.display());
+    }
+    let page = std::fs::read_to_string(report.join("report.html")).unwrap();
+    assert!(
+        page.contains("<svg") && page.contains("compare --quick"),
+        "the page inlines the charts and the command"
+    );
+    let _ = std::fs::remove_dir_all(&report);
+    // Nothing left behind: the lab's and the scratch directories are gone.
+    for dir in [
+        format!("elect-compare-{pid}"),
+        format!("elect-compare-work-{pid}"),
+    ] {
+        let path = std::env::temp_dir().join(dir);
+        assert!(!path.exists(), "{} is left", path.display());
+    }
+}
+
+#[test]
+fn bad_compare_and_lab_input_is_refused_naming_the_flag() {
+    let cases: [(&[&str], &str); 9] = [
+        (&["compare", "--backends", "etcd,consul"], "--backends"),
+        (&["compare", "--scenarios", "crash"], "--scenarios"),
+        (&["compare", "--ttl", "etcd=1500ms"], "--ttl"),
+        (&["compare", "--ttl", "2s"], "--ttl"),
+        (&["compare", "--raft-peers", "4"], "--raft-peers"),
+        (&["compare", "--candidates", "1000"], "--candidates"),
+        (&["compare", "--trials", "0"], "--trials"),
+        (&["lab", "up", "--etcd", "2"], "--etcd"),
+        (&["lab", "down", "--format", "env"], "--format"),
+    ];
+    for (args, flag) in cases {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(flag),
+            "{args:?} should name {flag}: {stderr}"
+        );
+    }
+    let out = Command::new(BIN)
+        .args(["compare", "--endpoints", "x:1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--endpoints: does nothing here"));
+}
