@@ -155,3 +155,63 @@ fn bad_compare_and_lab_input_is_refused_naming_the_flag() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--endpoints: does nothing here"));
 }
+
+/// Ctrl-C in the middle of a run: compare stops, and every ensemble member
+/// and candidate it started is gone with its directories.
+#[test]
+fn an_interrupted_compare_leaves_nothing_behind() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(BIN)
+        .args([
+            "compare",
+            "--backends",
+            "etcd,zk",
+            "--scenarios",
+            "handover",
+        ])
+        .args(["--trials", "100000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    // Both ensembles are up and candidates campaign once trials run.
+    while !seen.contains("etcd elect handover: 100000 trials") {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "compare ended: {seen}"
+        );
+        seen.push_str(&line);
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let started = support::proc::descendants(pid);
+    assert!(
+        started.len() >= 6,
+        "members and candidates run: {started:?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    assert_eq!(status.code(), Some(1), "{rest}");
+    assert!(rest.contains("interrupted"), "{rest}");
+    let alive: Vec<i32> = started
+        .into_iter()
+        .filter(|p| support::proc::alive(*p))
+        .collect();
+    assert!(alive.is_empty(), "left running: {alive:?}");
+    for dir in [
+        format!("elect-compare-{pid}"),
+        format!("elect-compare-work-{pid}"),
+    ] {
+        let path = std::env::temp_dir().join(dir);
+        assert!(!path.exists(), "{} is left", path.display());
+    }
+}

@@ -373,6 +373,11 @@ pub fn run(plan: Plan) -> anyhow::Result<u8> {
     let work = std::env::temp_dir().join(format!("elect-compare-work-{}", std::process::id()));
     let outcome = run_plan(&plan, &bin, &work);
     let _ = std::fs::remove_dir_all(&work);
+    // Whatever wait the interrupt cut short failed on its own terms; say
+    // what happened (everything started is torn down by now).
+    if lab::interrupt::requested() {
+        anyhow::bail!("interrupted; everything it started is stopped and removed");
+    }
     let (rows, unavailable) = outcome?;
     if !plan.json {
         println!("{}", output::text_table(&rows));

@@ -50,7 +50,7 @@ pub fn write(
         let file = dir.join("scale.svg");
         scale_curve(&file, &scale)?;
         charts.push((
-            "scale: handover p50 and wake-ups per leader change against candidates".into(),
+            "scale: handover p50, wake-ups per leader change and memory per candidate against candidates".into(),
             file,
         ));
     }
@@ -122,27 +122,23 @@ fn distribution(file: &Path, scenario: &str, rows: &[&Row]) -> anyhow::Result<()
     Ok(())
 }
 
-/// Handover p50 (left) and wake-ups per change (right) against N.
+/// Handover p50, wake-ups per change and memory per candidate against N.
 fn scale_curve(file: &Path, rows: &[&Row]) -> anyhow::Result<()> {
-    let root = SVGBackend::new(file, (900, 420)).into_drawing_area();
+    let root = SVGBackend::new(file, (1200, 420)).into_drawing_area();
     root.fill(&WHITE)?;
-    let (left, right) = root.split_horizontally(450);
+    let panels = root.split_evenly((1, 3));
     let max_n = rows.iter().map(|r| r.candidates).max().unwrap_or(3) as f64;
     let backends: Vec<&str> = {
         let mut b: Vec<&str> = rows.iter().map(|r| r.backend).collect();
         b.dedup();
         b
     };
-    for (area, title, pick) in [
-        (
-            &left,
-            "handover p50 (ms)",
-            (|r: &Row| r.p50_ms) as fn(&Row) -> Option<f64>,
-        ),
-        (&right, "wake-ups per leader change", |r: &Row| {
-            r.wakeups_per_change
-        }),
-    ] {
+    let picks: [(&str, fn(&Row) -> Option<f64>); 3] = [
+        ("handover p50 (ms)", |r| r.p50_ms),
+        ("wake-ups per leader change", |r| r.wakeups_per_change),
+        ("memory per candidate (KiB)", |r| r.rss_kib_per_candidate),
+    ];
+    for (area, (title, pick)) in panels.iter().zip(picks) {
         let ymax = rows.iter().filter_map(|r| pick(r)).fold(1.0f64, f64::max);
         let mut chart = ChartBuilder::on(area)
             .caption(title, ("sans-serif", 18))

@@ -446,20 +446,27 @@ fn wait_member_healthy(lab: &RefCell<Lab>, name: &str, role: Role) -> anyhow::Re
         .with_context(|| format!("{name} did not come back within {SOON:?}"))
 }
 
-/// `trials` departures of a random candidate (SIGTERM), each replaced by a
-/// newcomer; the leader's departures are timed.
+/// `trials` departures of a random candidate (SIGTERM; the leader at
+/// least every third time), each replaced by a newcomer; the leader's
+/// departures are timed.
 fn churn(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
     let mut out = Outcome::default();
     let n = size(setup).max(2);
     let mut a = arena(setup, Scenario::Churn, 0, Reach::Direct)?;
     let (mut leader, _) = populate(&mut a, n)?;
     let mut rng = setup.seed | 1;
-    for _ in 0..setup.trials {
+    for step in 0..setup.trials {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
         let live = a.live();
-        let victim = live[(rng % live.len() as u64) as usize];
+        // At random, but the leader at least every third step, so even a
+        // short run times some handovers.
+        let victim = if step % 3 == 2 {
+            leader
+        } else {
+            live[(rng % live.len() as u64) as usize]
+        };
         let sent = Instant::now();
         a.signal(victim, Signal::SIGTERM);
         if victim == leader {
