@@ -122,6 +122,9 @@ fn distribution(file: &Path, scenario: &str, rows: &[&Row]) -> anyhow::Result<()
     Ok(())
 }
 
+/// One measure of a row, for a chart.
+type Pick = fn(&Row) -> Option<f64>;
+
 /// Handover p50, wake-ups per change and memory per candidate against N.
 fn scale_curve(file: &Path, rows: &[&Row]) -> anyhow::Result<()> {
     let root = SVGBackend::new(file, (1200, 420)).into_drawing_area();
@@ -133,7 +136,7 @@ fn scale_curve(file: &Path, rows: &[&Row]) -> anyhow::Result<()> {
         b.dedup();
         b
     };
-    let picks: [(&str, fn(&Row) -> Option<f64>); 3] = [
+    let picks: [(&str, Pick); 3] = [
         ("handover p50 (ms)", |r| r.p50_ms),
         ("wake-ups per leader change", |r| r.wakeups_per_change),
         ("memory per candidate (KiB)", |r| r.rss_kib_per_candidate),
