@@ -517,16 +517,7 @@ impl Cli {
             ));
         }
         for (id, flag, why) in unused {
-            match source(matches, id) {
-                Some(ValueSource::CommandLine) => {
-                    return Err(UsageError::new(flag, format!("does nothing here: {why}")));
-                }
-                Some(ValueSource::EnvVariable) => warnings.push(format!(
-                    "{flag} (from ELECT_{}) is ignored: {why}",
-                    id.to_uppercase()
-                )),
-                _ => {}
-            }
+            refuse_unused_flag(matches, id, flag, &why, warnings)?;
         }
         Ok(())
     }
@@ -568,18 +559,34 @@ impl Cli {
             } else {
                 "`compare` runs its own elections (see --backends, --ttl, --etcd-endpoints)"
             };
-            match source(matches, id) {
-                Some(ValueSource::CommandLine) => {
-                    return Err(UsageError::new(flag, format!("does nothing here: {why}")));
-                }
-                Some(ValueSource::EnvVariable) => warnings.push(format!(
-                    "{flag} (from ELECT_{}) is ignored: {why}",
-                    id.to_uppercase()
-                )),
-                _ => {}
-            }
+            refuse_unused_flag(matches, id, flag, why, warnings)?;
         }
         Ok(())
+    }
+}
+
+/// A flag that would do nothing: refused when typed (exit 2), a warning
+/// when it comes from its environment variable, which other commands may
+/// share.
+fn refuse_unused_flag(
+    matches: &ArgMatches,
+    id: &str,
+    flag: &str,
+    why: &str,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    match source(matches, id) {
+        Some(ValueSource::CommandLine) => {
+            Err(UsageError::new(flag, format!("does nothing here: {why}")))
+        }
+        Some(ValueSource::EnvVariable) => {
+            warnings.push(format!(
+                "{flag} (from ELECT_{}) is ignored: {why}",
+                id.to_uppercase()
+            ));
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }
 

@@ -197,10 +197,7 @@ impl<'a> Arena<'a> {
             }
         };
         let script = self.store.as_ref().map(FencedStore::writer_script);
-        let role = match &script {
-            Some(s) => Role::Run(s),
-            None => Role::Campaign,
-        };
+        let role = Role::with(script.as_deref());
         let proc = self
             .contender
             .spawn(&self.election, &id, &endpoints, None, role)?;
@@ -215,10 +212,7 @@ impl<'a> Arena<'a> {
         let endpoints = raft.endpoints[i].clone();
         let dir: PathBuf = raft.dir.join(&id);
         let script = self.store.as_ref().map(FencedStore::writer_script);
-        let role = match &script {
-            Some(s) => Role::Run(s),
-            None => Role::Campaign,
-        };
+        let role = Role::with(script.as_deref());
         let proc = self
             .contender
             .spawn(&raft.cluster_name(), &id, &endpoints, Some(&dir), role)?;

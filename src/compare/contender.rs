@@ -153,6 +153,13 @@ pub enum Role<'a> {
     Run(&'a str),
 }
 
+impl<'a> Role<'a> {
+    /// `Run(script)` when there is one, else `Campaign`.
+    pub fn with(script: Option<&'a str>) -> Role<'a> {
+        script.map_or(Role::Campaign, Role::Run)
+    }
+}
+
 impl Contender {
     /// Spawns candidate `id` in `election` against `endpoints` (for Raft,
     /// the peer's own `--endpoints`; `peer_dir` its data directory).

@@ -469,7 +469,6 @@ fn run_plan(
                 }
             },
         };
-        let ttl = plan.ttl[&backend];
         for imp in implementations(backend, plan.baselines) {
             if let Err(reason) = baseline_available(imp) {
                 not_run(backend, imp, None, reason);
@@ -487,133 +486,148 @@ fn run_plan(
             let contender = Contender {
                 backend,
                 imp,
-                ttl,
+                ttl: plan.ttl[&backend],
                 bin: bin.to_owned(),
                 curator_classes: curator_classes.clone(),
             };
             for &scenario in &plan.scenarios {
-                if let Err(reason) = scenario.supports(imp) {
-                    if imp != Implementation::Elect && scenario != Scenario::Scale {
+                if let Err(reason) = runnable(&contender, scenario, ensembles.lab.is_some()) {
+                    if let Some(reason) = reason {
                         not_run(backend, imp, Some(scenario), reason.into());
                     }
                     continue;
                 }
-                if scenario == Scenario::MemberKill
-                    && backend != Backend::Raft
-                    && ensembles.lab.is_none()
-                {
-                    not_run(backend, imp, Some(scenario), "kills ensemble members: needs an ensemble compare starts (not --etcd-endpoints/--zk-endpoints)".into());
-                    continue;
-                }
-                if scenario == Scenario::Scale {
-                    if imp != Implementation::Elect {
-                        continue;
-                    }
-                    if backend == Backend::Raft {
-                        not_run(
-                            backend,
-                            imp,
-                            Some(scenario),
-                            "the Raft-vote cluster is its peers: it does not grow with candidates"
-                                .into(),
-                        );
-                        continue;
-                    }
-                    // A thousand etcd leases renewed every TTL/3 from one
-                    // process over six connections each overload two cores
-                    // at a 2 s TTL: scale runs etcd at 10 s or more.
-                    let ttl = if backend == Backend::Etcd {
-                        ttl.max(SCALE_ETCD_TTL)
-                    } else {
-                        ttl
+                let new_rows = if scenario == Scenario::Scale {
+                    let probe = probe.as_ref().expect("etcd and zk have a probe");
+                    scale_rows(plan, &contender, &endpoints, probe)?
+                } else {
+                    let setup = Setup {
+                        contender: &contender,
+                        endpoints: &endpoints,
+                        probe: probe.as_ref(),
+                        lab: ensembles.lab.as_ref(),
+                        raft_peers: plan.raft_peers,
+                        candidates: match backend {
+                            Backend::Raft => plan.raft_peers,
+                            _ => plan.candidates.unwrap_or(3),
+                        },
+                        trials: plan.trials(scenario),
+                        progress: &Progress::start(
+                            format!("{} {} {}", backend.name(), imp.name(), scenario.name()),
+                            plan.trials(scenario),
+                        ),
+                        seed: 0x5eed ^ plan.trials(scenario) as u64,
                     };
-                    for n in plan.scale_sizes() {
-                        let trials = plan.trials(scenario);
-                        let progress = Progress::start(
-                            format!("{} elect scale n={n}", backend.name()),
-                            trials,
-                        );
-                        let probe = probe.as_ref().expect("etcd and zk have a probe");
-                        let point =
-                            scale::run(backend, &endpoints, ttl, n, trials, probe, &progress)
-                                .with_context(|| {
-                                    format!("{} scale with {n} candidates", backend.name())
-                                })?;
-                        let mut row = Row::new(
-                            backend.name(),
-                            imp.name(),
-                            scenario.name(),
-                            ttl,
-                            n,
-                            &point.samples,
-                            point.changes,
-                            Some(point.counters),
-                        );
-                        row.rss_kib_per_candidate =
-                            Some((point.rss_kib_per_candidate * 10.0).round() / 10.0);
-                        row.set_wakeups(point.wakeups as f64, point.changes);
-                        progress.finish(&summary(&row));
-                        emit(plan, &row);
-                        rows.push(row);
-                    }
-                    continue;
-                }
-                let trials = plan.trials(scenario);
-                let candidates = match backend {
-                    Backend::Raft => plan.raft_peers,
-                    _ => plan.candidates.unwrap_or(3),
+                    vec![scenario_row(scenario, &setup)?]
                 };
-                let progress = Progress::start(
-                    format!("{} {} {}", backend.name(), imp.name(), scenario.name()),
-                    trials,
-                );
-                let setup = Setup {
-                    contender: &contender,
-                    endpoints: &endpoints,
-                    probe: probe.as_ref(),
-                    lab: ensembles.lab.as_ref(),
-                    raft_peers: plan.raft_peers,
-                    candidates,
-                    trials,
-                    progress: &progress,
-                    seed: 0x5eed ^ trials as u64,
-                };
-                let out = scenario::run(scenario, &setup).with_context(|| {
-                    format!("{} {} {}", backend.name(), imp.name(), scenario.name())
-                })?;
-                let mut row = Row::new(
-                    backend.name(),
-                    imp.name(),
-                    scenario.name(),
-                    ttl,
-                    candidates,
-                    &out.samples,
-                    out.changes,
-                    out.counters,
-                );
-                if let Some(w) = out.wakeups {
-                    row.set_wakeups(w as f64, out.changes);
+                for row in new_rows {
+                    emit(plan, &row);
+                    rows.push(row);
                 }
-                row.fenced = scenario.fenced();
-                row.max_overlap_ms = out
-                    .max_overlap
-                    .filter(|d| !d.is_zero())
-                    .map(|d| (d.as_secs_f64() * 1e6).round() / 1e3);
-                row.stale_writes_accepted = out.stale_accepted;
-                row.terms_per_change = out.terms_per_change;
-                row.safety_violation = scenario::safety_violation(scenario, &out);
-                row.notes = out.notes;
-                if scenario == Scenario::MemberKill {
-                    row.notes
-                        .push("a sample is the leaderless gap; 0 = the leader kept leading".into());
-                }
-                progress.finish(&summary(&row));
-                emit(plan, &row);
-                rows.push(row);
             }
         }
     }
     Ok((rows, unavailable))
+}
+
+/// Whether `scenario` runs for `contender`: `Err(Some(reason))` to report,
+/// `Err(None)` for combinations that make no sense to list (the recipes'
+/// scale: scale is elect's library).
+fn runnable(
+    contender: &Contender,
+    scenario: Scenario,
+    have_lab: bool,
+) -> Result<(), Option<&'static str>> {
+    let (backend, imp) = (contender.backend, contender.imp);
+    if let Err(reason) = scenario.supports(imp) {
+        return Err((scenario != Scenario::Scale).then_some(reason));
+    }
+    if scenario == Scenario::MemberKill && backend != Backend::Raft && !have_lab {
+        return Err(Some(
+            "kills ensemble members: needs an ensemble compare starts \
+             (not --etcd-endpoints/--zk-endpoints)",
+        ));
+    }
+    if scenario == Scenario::Scale && backend == Backend::Raft {
+        return Err(Some(
+            "the Raft-vote cluster is its peers: it does not grow with candidates",
+        ));
+    }
+    Ok(())
+}
+
+/// One row of a process-based scenario.
+fn scenario_row(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Row> {
+    let c = setup.contender;
+    let out = scenario::run(scenario, setup)
+        .with_context(|| format!("{} {} {}", c.backend.name(), c.imp.name(), scenario.name()))?;
+    let mut row = Row::new(
+        c.backend.name(),
+        c.imp.name(),
+        scenario.name(),
+        c.ttl,
+        setup.candidates,
+        &out.samples,
+        out.changes,
+        out.counters,
+    );
+    if let Some(w) = out.wakeups {
+        row.set_wakeups(w as f64, out.changes);
+    }
+    row.fenced = scenario.fenced();
+    row.max_overlap_ms = out
+        .max_overlap
+        .filter(|d| !d.is_zero())
+        .map(|d| (d.as_secs_f64() * 1e6).round() / 1e3);
+    row.stale_writes_accepted = out.stale_accepted;
+    row.terms_per_change = out.terms_per_change;
+    row.safety_violation = scenario::safety_violation(scenario, &out);
+    row.notes = out.notes;
+    if scenario == Scenario::MemberKill {
+        row.notes
+            .push("a sample is the leaderless gap; 0 = the leader kept leading".into());
+    }
+    setup.progress.finish(&summary(&row));
+    Ok(row)
+}
+
+/// The scale curve: one row per candidate count.
+fn scale_rows(
+    plan: &Plan,
+    contender: &Contender,
+    endpoints: &str,
+    probe: &Probe,
+) -> anyhow::Result<Vec<Row>> {
+    let backend = contender.backend;
+    // A thousand etcd leases renewed every TTL/3 from one process over six
+    // connections each overload two cores at a 2 s TTL: scale runs etcd at
+    // 10 s or more.
+    let ttl = match backend {
+        Backend::Etcd => contender.ttl.max(SCALE_ETCD_TTL),
+        _ => contender.ttl,
+    };
+    let trials = plan.trials(Scenario::Scale);
+    let mut rows = Vec::new();
+    for n in plan.scale_sizes() {
+        let progress = Progress::start(format!("{} elect scale n={n}", backend.name()), trials);
+        let point = scale::run(backend, endpoints, ttl, n, trials, probe, &progress)
+            .with_context(|| format!("{} scale with {n} candidates", backend.name()))?;
+        let mut row = Row::new(
+            backend.name(),
+            contender.imp.name(),
+            Scenario::Scale.name(),
+            ttl,
+            n,
+            &point.samples,
+            point.changes,
+            Some(point.counters),
+        );
+        row.rss_kib_per_candidate = Some((point.rss_kib_per_candidate * 10.0).round() / 10.0);
+        row.set_wakeups(point.wakeups as f64, point.changes);
+        progress.finish(&summary(&row));
+        rows.push(row);
+    }
+    Ok(rows)
 }
 
 fn emit(plan: &Plan, row: &Row) {

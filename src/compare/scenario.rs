@@ -385,14 +385,8 @@ fn member_kill(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
             let killed = Instant::now();
             a.signal(follower, Signal::SIGKILL);
             a.reap(follower)?;
-            match a.elected_within(Some(follower), watch)? {
-                Some((next, at)) => {
-                    out.samples.push(at - killed);
-                    out.changes += 1;
-                    leader = next;
-                }
-                None => out.samples.push(Duration::ZERO),
-            }
+            let seen = a.elected_within(Some(follower), watch)?;
+            leader = record_gap(&mut out, leader, killed, seen);
             let fresh = a.spawn()?;
             a.wait_queued(n, Some((fresh, leader)))?;
         } else {
@@ -411,21 +405,7 @@ fn member_kill(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
             lab.borrow_mut().fault(Fault::Kill, &name)?;
             let outcome = a.elected_within(None, watch);
             lab.borrow_mut().fault(Fault::Restart, &name)?;
-            match outcome? {
-                Some((next, at)) => {
-                    out.samples.push(at - killed);
-                    if next == leader {
-                        out.notes.push(format!(
-                            "the leader lost leadership for {:?} and was elected again",
-                            at - killed
-                        ));
-                    } else {
-                        out.changes += 1;
-                    }
-                    leader = next;
-                }
-                None => out.samples.push(Duration::ZERO),
-            }
+            leader = record_gap(&mut out, leader, killed, outcome?);
             let role = if setup.contender.backend == Backend::Etcd {
                 Role::Etcd
             } else {
@@ -438,6 +418,30 @@ fn member_kill(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
     }
     count_wakeups(&a, &mut out);
     Ok(out)
+}
+
+/// Records what followed a kill: the leaderless gap (zero when nobody was
+/// elected in time) and whether leadership changed hands. The leader after.
+fn record_gap(
+    out: &mut Outcome,
+    leader: usize,
+    killed: Instant,
+    seen: Option<(usize, Instant)>,
+) -> usize {
+    let Some((next, at)) = seen else {
+        out.samples.push(Duration::ZERO);
+        return leader;
+    };
+    out.samples.push(at - killed);
+    if next == leader {
+        out.notes.push(format!(
+            "the leader lost leadership for {:?} and was elected again",
+            at - killed
+        ));
+    } else {
+        out.changes += 1;
+    }
+    next
 }
 
 fn wait_member_healthy(lab: &RefCell<Lab>, name: &str, role: Role) -> anyhow::Result<()> {

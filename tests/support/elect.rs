@@ -1,90 +1,39 @@
 //! `elect` (and `etcdctl elect`) as real child processes of a test.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use elect::lab::process::Watched;
+use nix::sys::signal::Signal;
 use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_elect");
 
-/// A line a process printed, with the instant the test read it.
-pub struct Line {
-    pub at: Instant,
-    pub text: String,
-}
+pub use elect::lab::process::Line;
 
-impl Line {
-    pub fn json(&self) -> Option<Value> {
-        serde_json::from_str(&self.text)
-            .ok()
-            .filter(|v: &Value| v.get("event").is_some())
-    }
-}
-
-/// A running process whose stdout is read line by line as it comes.
+/// A running process whose stdout is read line by line as it comes: the
+/// lab's [`Watched`], with waits that fail the test instead of returning
+/// errors.
 pub struct Proc {
-    child: Child,
-    lines: Receiver<Line>,
-    stderr: Arc<Mutex<String>>,
+    inner: Watched,
     pub name: String,
 }
 
 impl Proc {
-    pub fn spawn(name: &str, mut cmd: Command) -> Proc {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {name}: {e}"));
-        let (tx, lines) = channel();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for text in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx
-                    .send(Line {
-                        at: Instant::now(),
-                        text,
-                    })
-                    .is_err()
-                {
-                    return;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = stderr.clone();
-        let mut pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    return;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
+    pub fn spawn(name: &str, cmd: Command) -> Proc {
+        let inner = Watched::spawn(name, cmd).unwrap_or_else(|e| panic!("spawning {name}: {e}"));
         Proc {
-            child,
-            lines,
-            stderr,
+            inner,
             name: name.to_owned(),
         }
     }
 
     pub fn pid(&self) -> i32 {
-        self.child.id() as i32
+        self.inner.pid()
     }
 
     pub fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.inner.stderr()
     }
 
     /// The next line satisfying `pred`, skipping others.
@@ -94,24 +43,10 @@ impl Proc {
         within: Duration,
         pred: impl Fn(&Line) -> bool,
     ) -> Line {
-        let until = Instant::now() + within;
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if pred(&line) => return line,
-                Ok(_) => {}
-                Err(RecvTimeoutError::Timeout) => panic!(
-                    "{}: no {what} within {within:?}; stderr:\n{}",
-                    self.name,
-                    self.stderr()
-                ),
-                Err(RecvTimeoutError::Disconnected) => panic!(
-                    "{}: exited before {what}; stderr:\n{}",
-                    self.name,
-                    self.stderr()
-                ),
-            }
-        }
+        self.inner.name.clone_from(&self.name);
+        self.inner
+            .wait_line(what, within, pred)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// The next JSON line with `event`, and the instant it was read.
@@ -133,64 +68,35 @@ impl Proc {
 
     /// A JSON line with `event` already received, without waiting.
     pub fn try_event(&mut self, event: &str) -> Option<(Instant, Value)> {
-        while let Ok(line) = self.lines.try_recv() {
-            if let Some(v) = line.json().filter(|v| v["event"] == event) {
-                return Some((line.at, v));
-            }
-        }
-        None
+        self.inner.drain().into_iter().find_map(|line| {
+            line.json()
+                .filter(|v| v["event"] == event)
+                .map(|v| (line.at, v))
+        })
     }
 
     /// Whether a line with `event` arrives within `within`.
     pub fn sees_event(&mut self, event: &str, within: Duration) -> bool {
-        let until = Instant::now() + within;
-        while let Ok(line) = self
-            .lines
-            .recv_timeout(until.saturating_duration_since(Instant::now()))
-        {
-            if line.json().is_some_and(|v| v["event"] == event) {
-                return true;
-            }
-        }
-        false
+        self.inner
+            .wait_line(event, within, |l| {
+                l.json().is_some_and(|v| v["event"] == event)
+            })
+            .is_ok()
     }
 
     pub fn signal(&self, sig: Signal) {
-        let _ = kill(Pid::from_raw(self.pid()), sig);
+        self.inner.signal(sig);
     }
 
     /// Waits for the exit code (128+N when killed by signal N).
     pub fn wait_exit(&mut self, within: Duration) -> i32 {
-        use std::os::unix::process::ExitStatusExt;
-        let until = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status
-                    .code()
-                    .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-            }
-            assert!(
-                Instant::now() < until,
+        match self.inner.wait_exit(within) {
+            Some(code) => code,
+            None => panic!(
                 "{} did not exit within {within:?}; stderr:\n{}",
                 self.name,
                 self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            // A clean stop first, so a wrapped command is not orphaned.
-            self.signal(Signal::SIGTERM);
-            let until = Instant::now() + Duration::from_secs(3);
-            while self.child.try_wait().ok().flatten().is_none() && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            ),
         }
     }
 }

@@ -99,71 +99,53 @@ async fn read_leader_after(
     election: &str,
     known: &mut Successors,
 ) -> Result<(View, OneshotWatcher)> {
-    while let Some(next) = known.0.front() {
-        let path = format!("{election}/{}", next.name);
-        match client.get_and_watch_data(&path).await {
-            Ok((data, _stat, watcher)) => {
-                let leader = Leader {
-                    id: String::from_utf8_lossy(&data).into_owned(),
-                    sequence: next.sequence,
-                    path,
-                };
-                let view = View {
-                    leader: Some(leader),
-                    current: true,
-                };
-                return Ok((view, watcher));
-            }
-            Err(ZkError::NoNode) => {
-                known.0.pop_front();
-            }
-            Err(e) => {
-                known.0.clear();
-                return Err(zk_error("reading the leader", e));
-            }
-        }
-    }
     loop {
-        let queue = list_queue(client, election).await?;
-        known.0 = queue.iter().cloned().collect();
-        let Some(first) = queue.first() else {
-            let watcher = match client.list_and_watch_children(election).await {
-                Ok((children, watcher)) if layout::queue(&children).is_empty() => watcher,
-                Ok(_) => continue,
-                Err(ZkError::NoNode) => match client.check_and_watch_stat(election).await {
-                    Ok((None, watcher)) => watcher,
-                    Ok((Some(_), _)) => continue,
-                    Err(e) => return Err(zk_error("watching the election", e)),
-                },
-                Err(e) => return Err(zk_error("watching the election", e)),
-            };
-            let view = View {
-                leader: None,
-                current: true,
-            };
-            return Ok((view, watcher));
-        };
-        let path = format!("{election}/{}", first.name);
-        match client.get_and_watch_data(&path).await {
-            Ok((data, _stat, watcher)) => {
-                let leader = Leader {
-                    id: String::from_utf8_lossy(&data).into_owned(),
-                    sequence: first.sequence,
-                    path,
-                };
-                let view = View {
-                    leader: Some(leader),
-                    current: true,
-                };
-                return Ok((view, watcher));
+        while let Some(next) = known.0.front() {
+            let path = format!("{election}/{}", next.name);
+            match client.get_and_watch_data(&path).await {
+                Ok((data, _stat, watcher)) => {
+                    let leader = Leader {
+                        id: String::from_utf8_lossy(&data).into_owned(),
+                        sequence: next.sequence,
+                        path,
+                    };
+                    let view = View {
+                        leader: Some(leader),
+                        current: true,
+                    };
+                    return Ok((view, watcher));
+                }
+                // Gone since it was listed: the next one may lead.
+                Err(ZkError::NoNode) => {
+                    known.0.pop_front();
+                }
+                Err(e) => {
+                    known.0.clear();
+                    return Err(zk_error("reading the leader", e));
+                }
             }
-            // Gone between the listing and the read: list again.
-            Err(ZkError::NoNode) => {
-                known.0.clear();
-                continue;
-            }
-            Err(e) => return Err(zk_error("reading the leader", e)),
         }
+        // Nobody known is left: list the participants again.
+        let queue = list_queue(client, election).await?;
+        if !queue.is_empty() {
+            known.0 = queue.into_iter().collect();
+            continue;
+        }
+        let watcher = match client.list_and_watch_children(election).await {
+            Ok((children, watcher)) if layout::queue(&children).is_empty() => watcher,
+            Ok(_) => continue,
+            Err(ZkError::NoNode) => match client.check_and_watch_stat(election).await {
+                Ok((None, watcher)) => watcher,
+                Ok((Some(_), _)) => continue,
+                Err(e) => return Err(zk_error("watching the election", e)),
+            },
+            Err(e) => return Err(zk_error("watching the election", e)),
+        };
+        let view = View {
+            leader: None,
+            current: true,
+        };
+        return Ok((view, watcher));
     }
 }
 
