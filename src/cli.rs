@@ -182,6 +182,54 @@ pub enum CliCommand {
     /// The three backends (and the peers' own tools) through the same
     /// scenarios, side by side, on ensembles it starts or that you name.
     Compare(CompareArgs),
+    /// The classical election algorithms in a deterministic simulator:
+    /// messages, time and outcome, one algorithm or all side by side.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// ring, chang-roberts or bully.
+    #[arg(long)]
+    pub algorithm: Option<String>,
+
+    /// Every algorithm on the same scenario, side by side.
+    #[arg(long)]
+    pub compare: bool,
+
+    /// Processes (bully: the failed coordinator included), 2 to 4096.
+    #[arg(long, default_value_t = 16)]
+    pub nodes: usize,
+
+    /// The textbook arrangement of ids and initiators, or one drawn from
+    /// the seed.
+    #[arg(long, value_enum, default_value = "worst")]
+    pub case: CaseArg,
+
+    /// Runs to average (with --case random, each its own draw).
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+
+    /// The first run's seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// Print every message of the first run as it arrives.
+    #[arg(long)]
+    pub trace: bool,
+}
+
+/// `simulate --case`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CaseArg {
+    /// ring: the would-be leader initiates; chang-roberts: ids increase
+    /// along the ring; bully: the second-highest detects the failure.
+    Best,
+    /// ring: the would-be leader's successor initiates; chang-roberts: ids
+    /// decrease along the ring; bully: the lowest detects.
+    Worst,
+    /// Ids and initiator drawn from the seed.
+    Random,
 }
 
 #[derive(Debug, Args)]
@@ -346,6 +394,7 @@ pub enum Command {
     Demo,
     Lab(crate::lab_cli::Request),
     Compare(crate::compare::Plan),
+    Simulate(crate::simulate_cli::Request),
 }
 
 /// A validated invocation and what the user should be told about it.
@@ -407,6 +456,12 @@ impl Cli {
                     lab, format,
                 )?))
             }
+            CliCommand::Simulate(args) => {
+                self.refuse_election_flags(matches, "simulate", &mut warnings)?;
+                Some(Command::Simulate(crate::simulate_cli::Request::validate(
+                    args, format,
+                )?))
+            }
             CliCommand::Compare(compare) => {
                 self.refuse_election_flags(matches, "compare", &mut warnings)?;
                 let ttl = match source(matches, "ttl") {
@@ -456,9 +511,10 @@ impl Cli {
             CliCommand::Campaign => Command::Campaign(election, output),
             CliCommand::Observe => Command::Observe(election, output),
             CliCommand::Leader => Command::Leader(election, output.format),
-            CliCommand::Demo | CliCommand::Lab(_) | CliCommand::Compare(_) => {
-                unreachable!("handled above")
-            }
+            CliCommand::Demo
+            | CliCommand::Lab(_)
+            | CliCommand::Compare(_)
+            | CliCommand::Simulate(_) => unreachable!("handled above"),
             CliCommand::Run(run) => {
                 let grace = parse_duration("--grace", &run.grace)?;
                 let child = ChildConfig::new(run.command)
@@ -481,9 +537,10 @@ impl Cli {
             CliCommand::Observe => ("observe", false),
             CliCommand::Leader => ("leader", false),
             CliCommand::Run(_) => ("run", true),
-            CliCommand::Demo | CliCommand::Lab(_) | CliCommand::Compare(_) => {
-                unreachable!("validated apart")
-            }
+            CliCommand::Demo
+            | CliCommand::Lab(_)
+            | CliCommand::Compare(_)
+            | CliCommand::Simulate(_) => unreachable!("validated apart"),
         };
         let backend = BackendKind::from(self.common.backend).name();
         let mut unused: Vec<(&str, &str, String)> = Vec::new();
@@ -554,10 +611,10 @@ impl Cli {
                 }
                 continue;
             }
-            let why = if subcommand == "lab" {
-                "`lab` starts ensembles; it takes part in no election"
-            } else {
-                "`compare` runs its own elections (see --backends, --ttl, --etcd-endpoints)"
+            let why = match subcommand {
+                "lab" => "`lab` starts ensembles; it takes part in no election",
+                "simulate" => "`simulate` runs simulated processes, not a backend",
+                _ => "`compare` runs its own elections (see --backends, --ttl, --etcd-endpoints)",
             };
             refuse_unused_flag(matches, id, flag, why, warnings)?;
         }

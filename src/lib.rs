@@ -29,6 +29,8 @@
 //!   lab: real etcd / ZooKeeper members (processes or containers), faults
 //!        on them, a TCP fault proxy, a fenced store and a history checker:
 //!        what `elect lab`, `elect compare` and the project's tests run on
+//!   sim: a deterministic simulator and the classical election algorithms
+//!        (ring, Chang-Roberts, bully) as sans-IO processes: `elect simulate`
 //! ```
 //!
 //! Campaigning in a few lines (see `examples/` for whole programs):
@@ -71,6 +73,7 @@ pub mod error;
 pub mod export;
 pub mod lab;
 pub mod leadership;
+pub mod sim;
 pub mod supervise;
 
 pub use error::{Error, Result};

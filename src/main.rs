@@ -21,6 +21,7 @@ mod cli;
 mod compare;
 mod demo;
 mod lab_cli;
+mod simulate_cli;
 
 use cli::Command;
 
@@ -37,7 +38,7 @@ fn main() -> ExitCode {
     let quiet = matches!(
         validated,
         Ok(cli::Validated {
-            command: Command::Lab(_) | Command::Compare(_),
+            command: Command::Lab(_) | Command::Compare(_) | Command::Simulate(_),
             ..
         })
     );
@@ -71,6 +72,9 @@ fn main() -> ExitCode {
     let command = match command {
         Command::Lab(request) => return exit_with("elect lab", lab_cli::run(request)),
         Command::Compare(plan) => return exit_with("elect compare", compare::run(plan)),
+        Command::Simulate(request) => {
+            return exit_with("elect simulate", simulate_cli::run(request));
+        }
         other => other,
     };
     if let Command::Demo = command {
@@ -115,7 +119,7 @@ async fn execute(command: Command) -> anyhow::Result<u8> {
         Command::Observe(cfg, output) => observe(cfg, output).await,
         Command::Campaign(cfg, output) => campaign(cfg, output).await,
         Command::Run(cfg, output, child) => run(cfg, output, child).await,
-        Command::Demo | Command::Lab(_) | Command::Compare(_) => {
+        Command::Demo | Command::Lab(_) | Command::Compare(_) | Command::Simulate(_) => {
             unreachable!("runs without the runtime")
         }
     }

@@ -1,0 +1,339 @@
+//! The event loop: a priority queue of deliveries, timers, crashes and
+//! partitions, ordered by time and then by the order they were scheduled,
+//! so a run is a function of its processes and its seed.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use super::{Io, Message, Pid, Process};
+
+/// How long a message takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delay {
+    /// Always this many time units (1: the textbooks' message transmission
+    /// time).
+    Fixed(u64),
+    /// Uniformly from `min` to `max` time units, both included.
+    Uniform {
+        /// Shortest.
+        min: u64,
+        /// Longest.
+        max: u64,
+    },
+}
+
+/// How a simulation runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Seeds every random choice (delays, drops).
+    pub seed: u64,
+    /// The delay model.
+    pub delay: Delay,
+    /// The probability that a message is lost.
+    pub drop_rate: f64,
+    /// Keep a line per message (memory grows with the run).
+    pub trace: bool,
+    /// Stop at this time even if events remain (algorithms with timers
+    /// that never settle, e.g. bully under false suspicion).
+    pub until: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            seed: 1,
+            delay: Delay::Fixed(1),
+            drop_rate: 0.0,
+            trace: false,
+            until: 1_000_000,
+        }
+    }
+}
+
+/// What a run counted.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// Messages sent, lost ones included.
+    pub messages: u64,
+    /// Messages sent, by kind.
+    pub by_kind: BTreeMap<&'static str, u64>,
+    /// When the last delivered message arrived.
+    pub completion: u64,
+}
+
+/// Who believes what at the end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Ids of live processes that believe they lead.
+    pub leaders: Vec<u64>,
+    /// Whether every live process names the same leader.
+    pub agreed: bool,
+    /// Whether more than one process believes it leads.
+    pub split_brain: bool,
+}
+
+enum Event<M> {
+    Deliver {
+        from: Pid,
+        to: Pid,
+        msg: M,
+    },
+    Timer {
+        pid: Pid,
+        timer: u64,
+        incarnation: u64,
+    },
+    Crash(Pid),
+    Partition(Vec<u8>),
+}
+
+struct Scheduled<M> {
+    at: u64,
+    seq: u64,
+    event: Event<M>,
+}
+
+impl<M> Scheduled<M> {
+    /// At one instant: the world changes first (crashes, partitions), then
+    /// messages arrive, then timers fire, so a reply arriving exactly at
+    /// its deadline (a round trip of zero processing time) is in time.
+    fn key(&self) -> (u64, u8, u64) {
+        let class = match self.event {
+            Event::Crash(_) | Event::Partition(_) => 0,
+            Event::Deliver { .. } => 1,
+            Event::Timer { .. } => 2,
+        };
+        (self.at, class, self.seq)
+    }
+}
+
+impl<M> PartialEq for Scheduled<M> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+impl<M> Eq for Scheduled<M> {}
+impl<M> PartialOrd for Scheduled<M> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<M> Ord for Scheduled<M> {
+    /// Earliest first (the heap is a max-heap).
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.key().cmp(&self.key())
+    }
+}
+
+/// A simulation of processes `P`.
+pub struct Sim<P: Process> {
+    procs: Vec<P>,
+    up: Vec<bool>,
+    /// A process's incarnation: timers of an earlier one are ignored.
+    incarnation: Vec<u64>,
+    /// Partition group of each process: messages cross no group boundary.
+    group: Vec<u8>,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Scheduled<P::Msg>>,
+    rng: u64,
+    cfg: Config,
+    stats: Stats,
+    trace: Vec<String>,
+    started: bool,
+}
+
+impl<P: Process> Sim<P> {
+    /// `procs[i]` is process `i`; all up, one network.
+    pub fn new(procs: Vec<P>, cfg: Config) -> Self {
+        let n = procs.len();
+        Sim {
+            procs,
+            up: vec![true; n],
+            incarnation: vec![0; n],
+            group: vec![0; n],
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            rng: cfg.seed ^ 0x9E37_79B9_7F4A_7C15,
+            cfg,
+            stats: Stats::default(),
+            trace: Vec::new(),
+            started: false,
+        }
+    }
+
+    /// Crashes `pid` before anything runs (a failed leader).
+    pub fn crash_before_start(&mut self, pid: Pid) {
+        self.up[pid] = false;
+    }
+
+    /// Crashes `pid` at time `at`.
+    pub fn crash_at(&mut self, pid: Pid, at: u64) {
+        self.schedule(at, Event::Crash(pid));
+    }
+
+    /// Splits the network at time `at`: processes talk only within their
+    /// group (`groups[i]` is process i's).
+    pub fn partition_at(&mut self, at: u64, groups: Vec<u8>) {
+        self.schedule(at, Event::Partition(groups));
+    }
+
+    fn schedule(&mut self, at: u64, event: Event<P::Msg>) {
+        self.seq += 1;
+        self.queue.push(Scheduled {
+            at,
+            seq: self.seq,
+            event,
+        });
+    }
+
+    /// splitmix64: small, fast, and the same everywhere.
+    fn random(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn delay(&mut self) -> u64 {
+        match self.cfg.delay {
+            Delay::Fixed(d) => d,
+            Delay::Uniform { min, max } => min + self.random() % (max - min + 1),
+        }
+    }
+
+    /// Lets process `pid` handle one event through `f`, then schedules
+    /// what it sent and the timers it set.
+    fn step(&mut self, pid: Pid, f: impl FnOnce(&mut P, &mut Io<'_, P::Msg>)) {
+        let mut sends = Vec::new();
+        let mut timers = Vec::new();
+        let mut io = Io {
+            now: self.now,
+            me: pid,
+            n: self.procs.len(),
+            up: &self.up,
+            sends: &mut sends,
+            timers: &mut timers,
+        };
+        f(&mut self.procs[pid], &mut io);
+        for (to, msg) in sends {
+            self.stats.messages += 1;
+            *self.stats.by_kind.entry(msg.kind()).or_default() += 1;
+            let lost = self.cfg.drop_rate > 0.0
+                && (self.random() as f64 / u64::MAX as f64) < self.cfg.drop_rate;
+            if lost {
+                continue;
+            }
+            let at = self.now + self.delay();
+            self.schedule(at, Event::Deliver { from: pid, to, msg });
+        }
+        for (after, timer) in timers {
+            let incarnation = self.incarnation[pid];
+            self.schedule(
+                self.now + after,
+                Event::Timer {
+                    pid,
+                    timer,
+                    incarnation,
+                },
+            );
+        }
+    }
+
+    /// Starts every live process, then runs until nothing is scheduled or
+    /// the time limit.
+    pub fn run(&mut self) -> &Stats {
+        if !self.started {
+            self.started = true;
+            for pid in 0..self.procs.len() {
+                if self.up[pid] {
+                    self.step(pid, |p, io| p.start(io));
+                }
+            }
+        }
+        while let Some(next) = self.queue.pop() {
+            if next.at > self.cfg.until {
+                self.queue.push(next);
+                break;
+            }
+            self.now = next.at;
+            match next.event {
+                Event::Deliver { from, to, msg } => {
+                    if !self.up[to] || self.group[from] != self.group[to] {
+                        continue;
+                    }
+                    self.stats.completion = self.now;
+                    if self.cfg.trace {
+                        self.trace.push(format!(
+                            "t={:<4} {} -> {}: {:?}",
+                            self.now,
+                            self.procs[from].id(),
+                            self.procs[to].id(),
+                            msg
+                        ));
+                    }
+                    self.step(to, |p, io| p.receive(from, msg, io));
+                }
+                Event::Timer {
+                    pid,
+                    timer,
+                    incarnation,
+                } => {
+                    if self.up[pid] && self.incarnation[pid] == incarnation {
+                        self.step(pid, |p, io| p.timeout(timer, io));
+                    }
+                }
+                Event::Crash(pid) => {
+                    self.up[pid] = false;
+                    self.incarnation[pid] += 1;
+                }
+                Event::Partition(groups) => self.group = groups,
+            }
+        }
+        &self.stats
+    }
+
+    /// What was counted so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Process `pid`.
+    pub fn process(&self, pid: Pid) -> &P {
+        &self.procs[pid]
+    }
+
+    /// Whether `pid` is up.
+    pub fn is_up(&self, pid: Pid) -> bool {
+        self.up[pid]
+    }
+
+    /// One line per delivered message, when [`Config::trace`] asked.
+    pub fn trace(&self) -> &[String] {
+        &self.trace
+    }
+
+    /// Who believes what now. With a partition, `agreed` is judged per
+    /// side and `leaders` lists every side's.
+    pub fn outcome(&self) -> Outcome {
+        let live: Vec<&P> = (0..self.procs.len())
+            .filter(|&i| self.up[i])
+            .map(|i| &self.procs[i])
+            .collect();
+        let mut leaders: Vec<u64> = live
+            .iter()
+            .filter(|p| p.leader() == Some(p.id()))
+            .map(|p| p.id())
+            .collect();
+        leaders.sort_unstable();
+        let first = live.first().and_then(|p| p.leader());
+        let agreed = first.is_some() && live.iter().all(|p| p.leader() == first);
+        Outcome {
+            split_brain: leaders.len() > 1,
+            leaders,
+            agreed,
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! A deterministic simulator for leader-election algorithms.
+//!
+//! Election is taught, and chosen, by comparing the classical algorithms:
+//! how many messages they send, how long they take, what they do when the
+//! network splits. Here each algorithm is a sans-IO [`Process`]: it reacts
+//! to its start, to messages and to its timers by asking [`Io`] to send
+//! messages and set timers, and says whom it believes leads. The
+//! [`engine::Sim`] delivers what they send in a seeded, reproducible order,
+//! with a delay model, drops, partitions and crashes, and counts.
+//!
+//! Counting conventions (the tests hold them exactly):
+//! - one message transmission takes one time unit (unless a delay model
+//!   says otherwise), and a process acts on a message the instant it
+//!   arrives;
+//! - a message sent to a crashed process, or across a partition, counts as
+//!   sent and is lost;
+//! - completion time is the arrival of the last message delivered;
+//! - messages are counted by kind (`election`, `elected`, `ok`,
+//!   `coordinator`...), and in total.
+
+pub mod bully;
+pub mod chang_roberts;
+pub mod engine;
+pub mod ring;
+pub mod run;
+
+/// A process's index in the simulation, `0..n`. Algorithms compare
+/// processes by the ids the scenario gave them, not by index.
+pub type Pid = usize;
+
+/// A message of an algorithm.
+pub trait Message: Clone + std::fmt::Debug {
+    /// Its kind, for counting: `election`, `elected`, `ok`...
+    fn kind(&self) -> &'static str;
+}
+
+/// One process of an election algorithm, sans I/O.
+pub trait Process {
+    /// The messages it exchanges.
+    type Msg: Message;
+
+    /// Called once for every live process at time 0, in index order.
+    fn start(&mut self, io: &mut Io<'_, Self::Msg>);
+
+    /// A message from `from` arrived.
+    fn receive(&mut self, from: Pid, msg: Self::Msg, io: &mut Io<'_, Self::Msg>);
+
+    /// Timer `timer` (as set with [`Io::set_timer`]) fired.
+    fn timeout(&mut self, timer: u64, io: &mut Io<'_, Self::Msg>) {
+        let _ = (timer, io);
+    }
+
+    /// The id of whom it believes leads, if anyone.
+    fn leader(&self) -> Option<u64>;
+
+    /// Its own id.
+    fn id(&self) -> u64;
+}
+
+/// What a process may do while it handles an event.
+pub struct Io<'a, M> {
+    now: u64,
+    me: Pid,
+    n: usize,
+    /// What the failure detector says about each process: `true` if it is
+    /// believed up. A perfect detector unless the simulation says otherwise.
+    up: &'a [bool],
+    sends: &'a mut Vec<(Pid, M)>,
+    timers: &'a mut Vec<(u64, u64)>,
+}
+
+impl<M> Io<'_, M> {
+    /// The current time, in time units.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// This process's index.
+    pub fn me(&self) -> Pid {
+        self.me
+    }
+
+    /// How many processes there are (live or not).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Sends `msg` to `to`.
+    pub fn send(&mut self, to: Pid, msg: M) {
+        self.sends.push((to, msg));
+    }
+
+    /// Fires [`Process::timeout`] with `timer` after `after` time units.
+    pub fn set_timer(&mut self, after: u64, timer: u64) {
+        self.timers.push((after, timer));
+    }
+
+    /// Whether the failure detector believes `pid` is up.
+    pub fn believed_up(&self, pid: Pid) -> bool {
+        self.up[pid]
+    }
+}

@@ -1,0 +1,302 @@
+//! Scenarios of the textbooks, run and averaged: which ids sit where, who
+//! initiates, who has failed; one run per seed, means over runs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::Process;
+use super::bully::Bully;
+use super::chang_roberts::ChangRoberts;
+use super::engine::{Config, Sim};
+use super::ring::Ring;
+
+/// The algorithms the simulator runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Algorithm {
+    /// [`super::ring`]: one initiator, Election and Elected.
+    Ring,
+    /// [`super::chang_roberts`]: everyone initiates.
+    ChangRoberts,
+    /// [`super::bully`]: the coordinator has failed; one process detects it.
+    Bully,
+}
+
+impl Algorithm {
+    /// Every algorithm, in the order tables list them.
+    pub const ALL: [Algorithm; 3] = [Algorithm::Ring, Algorithm::ChangRoberts, Algorithm::Bully];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Ring => "ring",
+            Algorithm::ChangRoberts => "chang-roberts",
+            Algorithm::Bully => "bully",
+        }
+    }
+
+    /// The algorithm called `name`.
+    pub fn parse(name: &str) -> Option<Algorithm> {
+        Algorithm::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+/// Which arrangement of ids and initiators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Case {
+    /// ring: the would-be leader initiates; chang-roberts: ids increase
+    /// along the ring; bully: the second-highest detects the failure.
+    Best,
+    /// ring: the would-be leader's successor initiates; chang-roberts: ids
+    /// decrease along the ring; bully: the lowest detects.
+    Worst,
+    /// Ids and the initiator (detector) drawn from the seed.
+    Random,
+}
+
+/// What to simulate.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Processes (for bully, the failed coordinator included).
+    pub nodes: usize,
+    /// The arrangement.
+    pub case: Case,
+    /// Runs to average (with `Random`, each with its own draw).
+    pub runs: usize,
+    /// The first run's seed; run k uses `seed + k`.
+    pub seed: u64,
+    /// Keep every message of the first run.
+    pub trace: bool,
+}
+
+/// Means over the runs, as `elect simulate` prints them.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Processes.
+    pub nodes: usize,
+    /// The arrangement.
+    pub case: Case,
+    /// Runs averaged.
+    pub runs: usize,
+    /// Messages sent, mean over runs.
+    pub messages: f64,
+    /// Messages by kind, means.
+    pub messages_by_kind: BTreeMap<&'static str, f64>,
+    /// Completion, in message transmission times, mean.
+    pub time_units: f64,
+    /// Ids of the processes that believe they lead at the end of the last run.
+    pub leaders: Vec<u64>,
+    /// Whether every live process named the same leader in every run.
+    pub agreed: bool,
+    /// Whether any run ended with more than one leader.
+    pub split_brain: bool,
+    /// The first run's messages, with `trace`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trace: Vec<String>,
+}
+
+/// splitmix64, for the random arrangements.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Ids 1..=n, shuffled by `state`.
+fn shuffled(n: usize, state: &mut u64) -> Vec<u64> {
+    let mut ids: Vec<u64> = (1..=n as u64).collect();
+    for i in (1..n).rev() {
+        ids.swap(i, (next(state) % (i as u64 + 1)) as usize);
+    }
+    ids
+}
+
+/// Runs `options.runs` simulations and averages them.
+pub fn simulate(options: &Options) -> Report {
+    let n = options.nodes;
+    let mut report = Report {
+        algorithm: options.algorithm,
+        nodes: n,
+        case: options.case,
+        runs: options.runs,
+        messages: 0.0,
+        messages_by_kind: BTreeMap::new(),
+        time_units: 0.0,
+        leaders: Vec::new(),
+        agreed: true,
+        split_brain: false,
+        trace: Vec::new(),
+    };
+    for run in 0..options.runs {
+        let seed = options.seed.wrapping_add(run as u64);
+        let mut state = seed;
+        let cfg = Config {
+            seed,
+            trace: options.trace && run == 0,
+            ..Config::default()
+        };
+        let max = |ids: &[u64]| ids.iter().position(|&i| i == n as u64).expect("1..=n");
+        let one = match options.algorithm {
+            Algorithm::Ring => {
+                let (ids, initiator) = match options.case {
+                    // The leader (largest id) at the end; its successor is 0.
+                    Case::Best => ((1..=n as u64).collect(), n - 1),
+                    Case::Worst => ((1..=n as u64).collect(), 0),
+                    Case::Random => {
+                        let ids = shuffled(n, &mut state);
+                        (ids, (next(&mut state) % n as u64) as usize)
+                    }
+                };
+                let _ = max;
+                let procs = ids
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &id)| Ring::new(id, i == initiator))
+                    .collect();
+                finish(Sim::new(procs, cfg))
+            }
+            Algorithm::ChangRoberts => {
+                let ids: Vec<u64> = match options.case {
+                    Case::Best => (1..=n as u64).collect(),
+                    Case::Worst => (1..=n as u64).rev().collect(),
+                    Case::Random => shuffled(n, &mut state),
+                };
+                let procs = ids.into_iter().map(ChangRoberts::new).collect();
+                finish(Sim::new(procs, cfg))
+            }
+            Algorithm::Bully => {
+                let ids: Arc<[u64]> = match options.case {
+                    Case::Random => shuffled(n, &mut state).into(),
+                    _ => (1..=n as u64).collect(),
+                };
+                let failed = max(&ids);
+                let detector = match options.case {
+                    Case::Best => ids.iter().position(|&i| i == n as u64 - 1),
+                    Case::Worst => ids.iter().position(|&i| i == 1),
+                    Case::Random => {
+                        let k = next(&mut state) % (n as u64 - 1);
+                        (0..n).filter(|&p| p != failed).nth(k as usize)
+                    }
+                }
+                .expect("n >= 2");
+                let procs = (0..n)
+                    .map(|i| Bully::new(ids.clone(), i, (i == detector).then_some(failed)))
+                    .collect();
+                let mut sim = Sim::new(procs, cfg);
+                sim.crash_before_start(failed);
+                finish(sim)
+            }
+        };
+        report.messages += one.messages as f64;
+        for (kind, count) in one.by_kind {
+            *report.messages_by_kind.entry(kind).or_default() += count as f64;
+        }
+        report.time_units += one.completion as f64;
+        report.agreed &= one.agreed;
+        report.split_brain |= one.split_brain;
+        report.leaders = one.leaders;
+        if run == 0 {
+            report.trace = one.trace;
+        }
+    }
+    let runs = options.runs.max(1) as f64;
+    report.messages /= runs;
+    report.time_units /= runs;
+    for v in report.messages_by_kind.values_mut() {
+        *v /= runs;
+    }
+    report
+}
+
+/// One run's numbers.
+struct One {
+    messages: u64,
+    by_kind: BTreeMap<&'static str, u64>,
+    completion: u64,
+    leaders: Vec<u64>,
+    agreed: bool,
+    split_brain: bool,
+    trace: Vec<String>,
+}
+
+fn finish<P: Process>(mut sim: Sim<P>) -> One {
+    let stats = sim.run().clone();
+    let outcome = sim.outcome();
+    One {
+        messages: stats.messages,
+        by_kind: stats.by_kind,
+        completion: stats.completion,
+        leaders: outcome.leaders,
+        agreed: outcome.agreed,
+        split_brain: outcome.split_brain,
+        trace: sim.trace().to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(algorithm: Algorithm, nodes: usize, case: Case) -> Options {
+        Options {
+            algorithm,
+            nodes,
+            case,
+            runs: 1,
+            seed: 1,
+            trace: false,
+        }
+    }
+
+    #[test]
+    fn the_cases_reproduce_the_textbook_counts() {
+        let n = 16;
+        let ring = |case| simulate(&options(Algorithm::Ring, n, case));
+        assert_eq!(ring(Case::Worst).messages, (3 * n - 1) as f64);
+        assert_eq!(ring(Case::Best).messages, (2 * n) as f64);
+        let cr = |case| simulate(&options(Algorithm::ChangRoberts, n, case)).messages_by_kind["election"];
+        assert_eq!(cr(Case::Worst), (n * (n + 1) / 2) as f64);
+        assert_eq!(cr(Case::Best), (2 * n - 1) as f64);
+        let bully = |case| simulate(&options(Algorithm::Bully, n, case));
+        assert_eq!(
+            bully(Case::Worst).messages_by_kind["election"],
+            (n * (n - 1) / 2) as f64
+        );
+        assert_eq!(bully(Case::Best).messages, (n - 2) as f64);
+    }
+
+    #[test]
+    fn random_arrangements_elect_the_largest_id_and_agree() {
+        for algorithm in Algorithm::ALL {
+            let mut o = options(algorithm, 33, Case::Random);
+            o.runs = 20;
+            let r = simulate(&o);
+            assert!(r.agreed, "{algorithm:?}");
+            assert!(!r.split_brain, "{algorithm:?}");
+            let expected = if algorithm == Algorithm::Bully {
+                32
+            } else {
+                33
+            };
+            assert_eq!(r.leaders, vec![expected], "{algorithm:?}");
+        }
+    }
+
+    #[test]
+    fn a_trace_draws_each_message() {
+        let mut o = options(Algorithm::Ring, 5, Case::Worst);
+        o.trace = true;
+        let r = simulate(&o);
+        assert_eq!(r.trace.len(), 14);
+        assert!(r.trace[0].contains("1 -> 2: Election(1)"), "{}", r.trace[0]);
+    }
+}

@@ -1,0 +1,121 @@
+//! `elect simulate`: the textbook counts through the command line, JSON
+//! rows, the trace, and refusals of bad input.
+
+mod support;
+
+use std::process::Command;
+
+use serde_json::Value;
+use support::elect::BIN;
+
+fn simulate(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .arg("simulate")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn rows(args: &[&str]) -> Vec<Value> {
+    let (code, out, err) = simulate(&[args, &["--format", "json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn compare_gives_every_algorithm_its_textbook_count() {
+    for n in [16u64, 256] {
+        let n_s = n.to_string();
+        let worst = rows(&["--compare", "--nodes", &n_s, "--case", "worst"]);
+        let by = |name: &str| {
+            worst
+                .iter()
+                .find(|r| r["algorithm"] == name)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(by("ring")["messages"], (3 * n - 1) as f64);
+        assert_eq!(by("ring")["time_units"], (3 * n - 1) as f64);
+        assert_eq!(
+            by("chang-roberts")["messages_by_kind"]["election"],
+            (n * (n + 1) / 2) as f64
+        );
+        assert_eq!(
+            by("bully")["messages_by_kind"]["election"],
+            (n * (n - 1) / 2) as f64
+        );
+        for r in &worst {
+            assert_eq!(r["agreed"], true, "{r}");
+            assert_eq!(r["split_brain"], false, "{r}");
+            for field in [
+                "nodes",
+                "case",
+                "runs",
+                "messages",
+                "messages_by_kind",
+                "time_units",
+                "leaders",
+            ] {
+                assert!(r.get(field).is_some(), "{field} in {r}");
+            }
+        }
+        let best = rows(&["--compare", "--nodes", &n_s, "--case", "best"]);
+        let by = |name: &str| {
+            best.iter()
+                .find(|r| r["algorithm"] == name)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(by("ring")["messages"], (2 * n) as f64);
+        assert_eq!(
+            by("chang-roberts")["messages_by_kind"]["election"],
+            (2 * n - 1) as f64
+        );
+        assert_eq!(by("bully")["messages"], (n - 2) as f64);
+        assert_eq!(by("bully")["time_units"], 1.0);
+    }
+}
+
+#[test]
+fn random_runs_average_and_the_trace_draws_each_message() {
+    let r = &rows(&[
+        "--algorithm",
+        "chang-roberts",
+        "--nodes",
+        "64",
+        "--case",
+        "random",
+        "--runs",
+        "300",
+    ])[0];
+    let h: f64 = (1..=64).map(|k| 1.0 / k as f64).sum();
+    let mean = r["messages_by_kind"]["election"].as_f64().unwrap();
+    assert!((mean - 64.0 * h).abs() / (64.0 * h) < 0.03, "{mean}");
+    let (code, out, _) = simulate(&["--algorithm", "ring", "--nodes", "5", "--trace"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().filter(|l| l.starts_with("t=")).count(), 14);
+    assert!(out.contains("5 -> 1: Elected(5)"), "{out}");
+}
+
+#[test]
+fn bad_simulate_input_is_refused_naming_the_flag() {
+    for (args, flag) in [
+        (&["--algorithm", "paxos"][..], "--algorithm"),
+        (&["--nodes", "1", "--compare"][..], "--nodes"),
+        (&["--compare", "--runs", "0"][..], "--runs"),
+        (&["--compare", "--algorithm", "ring"][..], "--compare"),
+        (&[][..], "--algorithm"),
+        (&["--compare", "--endpoints", "x:1"][..], "--endpoints"),
+    ] {
+        let (code, _, err) = simulate(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+}
