@@ -166,3 +166,25 @@ fn lease_revoked_the_tree_dies_at_once() {
     assert!(etcd.candidates("revoke").is_empty());
     assert!(etcd.leases().is_empty());
 }
+
+/// SIGTERM while the command (deaf to it) takes its grace, then leadership
+/// lost before it ends: once the command is dead, elect exits as asked
+/// rather than campaigning again.
+#[test]
+fn a_shutdown_under_way_stands_when_leadership_is_lost_meanwhile() {
+    let etcd = Cluster::start();
+    let (mut a, mut b, _pids) = leader_with_tree_and_successor(&etcd, "standing", "30s", true);
+    a.signal(Signal::SIGTERM);
+    eventually("the stop under way", SOON, || {
+        a.stderr()
+            .contains("SIGTERM: stopping the command")
+            .then_some(())
+    });
+    let (a_key, _) = etcd.candidates("standing").remove(0);
+    let lease = a_key.strip_prefix("standing/").unwrap();
+    etcd.etcdctl_ok(&["lease", "revoke", lease]);
+    b.wait_event("elected", SOON);
+    // Before the fix it campaigned again behind b and never exited.
+    assert_eq!(a.wait_exit(SOON), 0, "{}", a.stderr());
+    assert!(etcd.candidates("standing").len() == 1, "only b is left");
+}

@@ -280,7 +280,9 @@ pub async fn run(
     signals: &mut mpsc::UnboundedReceiver<Signal>,
 ) -> Result<Finish> {
     let mut quick_exits: u32 = 0;
-    let mut shutting_down = false;
+    // The shutdown signal that arrived while a command ran: once the
+    // command is gone, whatever else happened meanwhile, we exit.
+    let mut shutting_down: Option<Signal> = None;
     loop {
         let snapshot = loop {
             tokio::select! {
@@ -358,7 +360,7 @@ pub async fn run(
                         // gone (the exit arm above sees that).
                         let to = forwarded(sig);
                         info!("{sig}: stopping the command ({to}, SIGKILL after the grace)");
-                        shutting_down = true;
+                        shutting_down = Some(sig);
                         child.stop(Some(to), cfg.grace, deadline);
                     } else {
                         info!("forwarding {sig} to the command");
@@ -372,7 +374,7 @@ pub async fn run(
                 // The watchdog has already ended whatever the command left
                 // in its group: it exits only once the group is gone.
                 busy.send_replace(false);
-                if shutting_down || !cfg.restart.restarts(code) {
+                if shutting_down.is_some() || !cfg.restart.restarts(code) {
                     return Ok(Finish::Exited(code));
                 }
                 quick_exits = if started.elapsed() >= STEADY {
@@ -400,6 +402,12 @@ pub async fn run(
                 info!("leadership lost: stopping the command");
                 stop(&mut child, cfg.grace, kill_by, &mut leadership).await;
                 busy.send_replace(false);
+                // Leadership lost while a shutdown was under way: the
+                // shutdown still stands (it used to be forgotten, and elect
+                // campaigned again after SIGTERM).
+                if let Some(sig) = shutting_down {
+                    return Ok(Finish::Signalled(sig));
+                }
                 if cfg.exit_on_loss {
                     return Ok(Finish::Lost);
                 }
