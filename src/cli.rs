@@ -189,7 +189,7 @@ pub enum CliCommand {
 
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
-    /// ring, chang-roberts or bully.
+    /// ring, chang-roberts, hirschberg-sinclair, peterson or bully.
     #[arg(long)]
     pub algorithm: Option<String>,
 
@@ -222,11 +222,11 @@ pub struct SimulateArgs {
 /// `simulate --case`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CaseArg {
-    /// ring: the would-be leader initiates; chang-roberts: ids increase
+    /// ring: the would-be leader initiates; the other rings: ids increase
     /// along the ring; bully: the second-highest detects the failure.
     Best,
-    /// ring: the would-be leader's successor initiates; chang-roberts: ids
-    /// decrease along the ring; bully: the lowest detects.
+    /// ring: the would-be leader's successor initiates; the other rings:
+    /// ids decrease along the ring; bully: the lowest detects.
     Worst,
     /// Ids and initiator drawn from the seed.
     Random,

@@ -30,7 +30,8 @@
 //!        on them, a TCP fault proxy, a fenced store and a history checker:
 //!        what `elect lab`, `elect compare` and the project's tests run on
 //!   sim: a deterministic simulator and the classical election algorithms
-//!        (ring, Chang-Roberts, bully) as sans-IO processes: `elect simulate`
+//!        (ring, Chang-Roberts, Hirschberg-Sinclair, Peterson, bully) as
+//!        sans-IO processes: `elect simulate`
 //! ```
 //!
 //! Campaigning in a few lines (see `examples/` for whole programs):

@@ -21,6 +21,8 @@
 pub mod bully;
 pub mod chang_roberts;
 pub mod engine;
+pub mod hirschberg_sinclair;
+pub mod peterson;
 pub mod ring;
 pub mod run;
 

@@ -10,6 +10,8 @@ use super::Process;
 use super::bully::Bully;
 use super::chang_roberts::ChangRoberts;
 use super::engine::{Config, Sim};
+use super::hirschberg_sinclair::HirschbergSinclair;
+use super::peterson::Peterson;
 use super::ring::Ring;
 
 /// The algorithms the simulator runs.
@@ -20,19 +22,31 @@ pub enum Algorithm {
     Ring,
     /// [`super::chang_roberts`]: everyone initiates.
     ChangRoberts,
+    /// [`super::hirschberg_sinclair`]: bidirectional, phases of 2^k hops.
+    HirschbergSinclair,
+    /// [`super::peterson`]: unidirectional, O(n log n).
+    Peterson,
     /// [`super::bully`]: the coordinator has failed; one process detects it.
     Bully,
 }
 
 impl Algorithm {
     /// Every algorithm, in the order tables list them.
-    pub const ALL: [Algorithm; 3] = [Algorithm::Ring, Algorithm::ChangRoberts, Algorithm::Bully];
+    pub const ALL: [Algorithm; 5] = [
+        Algorithm::Ring,
+        Algorithm::ChangRoberts,
+        Algorithm::HirschbergSinclair,
+        Algorithm::Peterson,
+        Algorithm::Bully,
+    ];
 
     /// Its name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::Ring => "ring",
             Algorithm::ChangRoberts => "chang-roberts",
+            Algorithm::HirschbergSinclair => "hirschberg-sinclair",
+            Algorithm::Peterson => "peterson",
             Algorithm::Bully => "bully",
         }
     }
@@ -47,11 +61,13 @@ impl Algorithm {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Case {
-    /// ring: the would-be leader initiates; chang-roberts: ids increase
-    /// along the ring; bully: the second-highest detects the failure.
+    /// ring: the would-be leader initiates; chang-roberts,
+    /// hirschberg-sinclair, peterson: ids increase along the ring; bully:
+    /// the second-highest detects the failure.
     Best,
-    /// ring: the would-be leader's successor initiates; chang-roberts: ids
-    /// decrease along the ring; bully: the lowest detects.
+    /// ring: the would-be leader's successor initiates; chang-roberts,
+    /// hirschberg-sinclair, peterson: ids decrease along the ring; bully:
+    /// the lowest detects.
     Worst,
     /// Ids and the initiator (detector) drawn from the seed.
     Random,
@@ -164,14 +180,26 @@ pub fn simulate(options: &Options) -> Report {
                     .collect();
                 finish(Sim::new(procs, cfg))
             }
-            Algorithm::ChangRoberts => {
+            Algorithm::ChangRoberts | Algorithm::HirschbergSinclair | Algorithm::Peterson => {
                 let ids: Vec<u64> = match options.case {
                     Case::Best => (1..=n as u64).collect(),
                     Case::Worst => (1..=n as u64).rev().collect(),
                     Case::Random => shuffled(n, &mut state),
                 };
-                let procs = ids.into_iter().map(ChangRoberts::new).collect();
-                finish(Sim::new(procs, cfg))
+                match options.algorithm {
+                    Algorithm::ChangRoberts => {
+                        let procs = ids.into_iter().map(ChangRoberts::new).collect();
+                        finish(Sim::new(procs, cfg))
+                    }
+                    Algorithm::HirschbergSinclair => {
+                        let procs = ids.into_iter().map(HirschbergSinclair::new).collect();
+                        finish(Sim::new(procs, cfg))
+                    }
+                    _ => {
+                        let procs = ids.into_iter().map(Peterson::new).collect();
+                        finish(Sim::new(procs, cfg))
+                    }
+                }
             }
             Algorithm::Bully => {
                 let ids: Arc<[u64]> = match options.case {
@@ -282,12 +310,12 @@ mod tests {
             let r = simulate(&o);
             assert!(r.agreed, "{algorithm:?}");
             assert!(!r.split_brain, "{algorithm:?}");
-            let expected = if algorithm == Algorithm::Bully {
-                32
-            } else {
-                33
-            };
-            assert_eq!(r.leaders, vec![expected], "{algorithm:?}");
+            // Peterson's winner holds the largest id but is some process.
+            match algorithm {
+                Algorithm::Bully => assert_eq!(r.leaders, vec![32]),
+                Algorithm::Peterson => assert_eq!(r.leaders.len(), 1),
+                _ => assert_eq!(r.leaders, vec![33], "{algorithm:?}"),
+            }
         }
     }
 
