@@ -189,7 +189,7 @@ pub enum CliCommand {
 
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
-    /// ring, chang-roberts, hirschberg-sinclair, peterson or bully.
+    /// ring, chang-roberts, hirschberg-sinclair, peterson, bully or raft.
     #[arg(long)]
     pub algorithm: Option<String>,
 
@@ -217,6 +217,11 @@ pub struct SimulateArgs {
     /// Print every message of the first run as it arrives.
     #[arg(long)]
     pub trace: bool,
+
+    /// After the first election, split the processes into a majority and
+    /// a minority holding the leader (ring, bully, raft).
+    #[arg(long)]
+    pub partition: bool,
 }
 
 /// `simulate --case`.

@@ -1,7 +1,7 @@
 //! `elect simulate`: the classical election algorithms in the
 //! deterministic simulator (`elect::sim`), one at a time or side by side.
 
-use elect::sim::run::{Algorithm, Case, Options, Report, simulate};
+use elect::sim::run::{Algorithm, Case, Options, Report, partitions, simulate};
 
 use crate::cli::{CaseArg, FormatArg, SimulateArgs, UsageError};
 
@@ -45,6 +45,23 @@ impl Request {
                 ));
             }
         };
+        let algorithms = if args.partition {
+            let (kept, left): (Vec<Algorithm>, Vec<Algorithm>) =
+                algorithms.into_iter().partition(|&a| partitions(a));
+            if kept.is_empty() {
+                return Err(UsageError::new(
+                    "--partition",
+                    format!(
+                        "{} has no failure detector to react to a partition; ring, bully and \
+                         raft do",
+                        left[0].name()
+                    ),
+                ));
+            }
+            kept
+        } else {
+            algorithms
+        };
         if !(2..=MAX_NODES).contains(&args.nodes) {
             return Err(UsageError::new(
                 "--nodes",
@@ -70,6 +87,7 @@ impl Request {
                 runs: args.runs,
                 seed: args.seed,
                 trace: args.trace,
+                partition: args.partition,
             },
             json: format == FormatArg::Json,
         })
@@ -100,7 +118,7 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
         }
     }
     println!(
-        "{:<14} {:>6} {:>7} {:>5} {:>10} {:>10}  {:<40} {:<10} agreed",
+        "{:<20} {:>6} {:>7} {:>5} {:>10} {:>10}  {:<40} {:<10} agreed",
         "algorithm", "nodes", "case", "runs", "messages", "time", "by kind", "leaders"
     );
     for r in &reports {
@@ -117,7 +135,7 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
             .collect::<Vec<_>>()
             .join(",");
         println!(
-            "{:<14} {:>6} {:>7} {:>5} {:>10} {:>10}  {:<40} {:<10} {}{}",
+            "{:<20} {:>6} {:>7} {:>5} {:>10} {:>10}  {:<40} {:<10} {}{}",
             r.algorithm.name(),
             r.nodes,
             format!("{:?}", r.case).to_lowercase(),

@@ -119,3 +119,34 @@ fn bad_simulate_input_is_refused_naming_the_flag() {
         assert!(err.contains(flag), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_partition_splits_ring_and_bully_in_two_but_raft_elects_at_most_one() {
+    let out = rows(&[
+        "--compare",
+        "--nodes",
+        "16",
+        "--partition",
+        "--case",
+        "random",
+        "--runs",
+        "5",
+    ]);
+    let names: Vec<&str> = out
+        .iter()
+        .map(|r| r["algorithm"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ring", "bully", "raft"]);
+    for r in &out {
+        let split = r["algorithm"] != "raft";
+        assert_eq!(r["split_brain"], split, "{r}");
+        assert_eq!(
+            r["leaders"].as_array().unwrap().len(),
+            if split { 2 } else { 1 },
+            "{r}"
+        );
+    }
+    let (code, _, err) = simulate(&["--algorithm", "chang-roberts", "--partition"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--partition"), "{err}");
+}

@@ -145,6 +145,11 @@ impl Process for Bully {
         }
     }
 
+    /// The coordinator is unreachable: hold an election knowing it gone.
+    fn suspect(&mut self, pid: Pid, io: &mut Io<'_, Msg>) {
+        self.hold_election(io, Some(pid));
+    }
+
     fn timeout(&mut self, timer: u64, io: &mut Io<'_, Msg>) {
         if timer / 4 != self.round || !self.electing {
             return;

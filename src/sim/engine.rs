@@ -85,6 +85,10 @@ enum Event<M> {
     },
     Crash(Pid),
     Partition(Vec<u8>),
+    Suspect {
+        observer: Pid,
+        suspected: Pid,
+    },
 }
 
 struct Scheduled<M> {
@@ -99,7 +103,7 @@ impl<M> Scheduled<M> {
     /// its deadline (a round trip of zero processing time) is in time.
     fn key(&self) -> (u64, u8, u64) {
         let class = match self.event {
-            Event::Crash(_) | Event::Partition(_) => 0,
+            Event::Crash(_) | Event::Partition(_) | Event::Suspect { .. } => 0,
             Event::Deliver { .. } => 1,
             Event::Timer { .. } => 2,
         };
@@ -179,6 +183,17 @@ impl<P: Process> Sim<P> {
         self.schedule(at, Event::Partition(groups));
     }
 
+    /// Has `observer`'s failure detector suspect `suspected` at time `at`.
+    pub fn suspect_at(&mut self, at: u64, observer: Pid, suspected: Pid) {
+        self.schedule(
+            at,
+            Event::Suspect {
+                observer,
+                suspected,
+            },
+        );
+    }
+
     fn schedule(&mut self, at: u64, event: Event<P::Msg>) {
         self.seq += 1;
         self.queue.push(Scheduled {
@@ -214,6 +229,7 @@ impl<P: Process> Sim<P> {
             me: pid,
             n: self.procs.len(),
             up: &self.up,
+            group: &self.group,
             sends: &mut sends,
             timers: &mut timers,
         };
@@ -245,6 +261,41 @@ impl<P: Process> Sim<P> {
     /// Starts every live process, then runs until nothing is scheduled or
     /// the time limit.
     pub fn run(&mut self) -> &Stats {
+        let until = self.cfg.until;
+        self.advance(until, |_| false);
+        &self.stats
+    }
+
+    /// Runs until every live process names the same leader and exactly one
+    /// believes it leads (completion is then that instant), or the time
+    /// limit; whether it settled. For algorithms that never fall silent.
+    pub fn run_until_settled(&mut self) -> bool {
+        let until = self.cfg.until;
+        let settled = self.advance(until, |sim| {
+            let out = sim.outcome();
+            out.agreed && out.leaders.len() == 1
+        });
+        if settled {
+            self.stats.completion = self.now;
+        }
+        settled
+    }
+
+    /// Runs for `units` more time units.
+    pub fn run_for(&mut self, units: u64) {
+        let until = self.now + units;
+        self.advance(until, |_| false);
+        self.now = until;
+    }
+
+    /// The current time.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Processes events up to `until`; stops early, returning true, once
+    /// `stop` holds after an event.
+    fn advance(&mut self, until: u64, mut stop: impl FnMut(&Self) -> bool) -> bool {
         if !self.started {
             self.started = true;
             for pid in 0..self.procs.len() {
@@ -254,7 +305,7 @@ impl<P: Process> Sim<P> {
             }
         }
         while let Some(next) = self.queue.pop() {
-            if next.at > self.cfg.until {
+            if next.at > until {
                 self.queue.push(next);
                 break;
             }
@@ -290,9 +341,20 @@ impl<P: Process> Sim<P> {
                     self.incarnation[pid] += 1;
                 }
                 Event::Partition(groups) => self.group = groups,
+                Event::Suspect {
+                    observer,
+                    suspected,
+                } => {
+                    if self.up[observer] {
+                        self.step(observer, |p, io| p.suspect(suspected, io));
+                    }
+                }
+            }
+            if stop(self) {
+                return true;
             }
         }
-        &self.stats
+        false
     }
 
     /// What was counted so far.
@@ -303,6 +365,16 @@ impl<P: Process> Sim<P> {
     /// Process `pid`.
     pub fn process(&self, pid: Pid) -> &P {
         &self.procs[pid]
+    }
+
+    /// How many processes there are.
+    pub fn len(&self) -> usize {
+        self.procs.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.procs.is_empty()
     }
 
     /// Whether `pid` is up.

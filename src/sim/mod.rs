@@ -23,6 +23,7 @@ pub mod chang_roberts;
 pub mod engine;
 pub mod hirschberg_sinclair;
 pub mod peterson;
+pub mod raft;
 pub mod ring;
 pub mod run;
 
@@ -52,6 +53,12 @@ pub trait Process {
         let _ = (timer, io);
     }
 
+    /// The failure detector suspects `pid` (e.g. the leader, unreachable
+    /// since a partition). Algorithms that react hold an election.
+    fn suspect(&mut self, pid: Pid, io: &mut Io<'_, Self::Msg>) {
+        let _ = (pid, io);
+    }
+
     /// The id of whom it believes leads, if anyone.
     fn leader(&self) -> Option<u64>;
 
@@ -64,9 +71,11 @@ pub struct Io<'a, M> {
     now: u64,
     me: Pid,
     n: usize,
-    /// What the failure detector says about each process: `true` if it is
-    /// believed up. A perfect detector unless the simulation says otherwise.
+    /// Which processes are up, and in which partition group each is: the
+    /// failure detector is perfect, and a process across a partition looks
+    /// down.
     up: &'a [bool],
+    group: &'a [u8],
     sends: &'a mut Vec<(Pid, M)>,
     timers: &'a mut Vec<(u64, u64)>,
 }
@@ -97,8 +106,9 @@ impl<M> Io<'_, M> {
         self.timers.push((after, timer));
     }
 
-    /// Whether the failure detector believes `pid` is up.
+    /// Whether the failure detector believes `pid` is up: it is, and on
+    /// this side of any partition.
     pub fn believed_up(&self, pid: Pid) -> bool {
-        self.up[pid]
+        self.up[pid] && self.group[pid] == self.group[self.me]
     }
 }

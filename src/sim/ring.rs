@@ -110,6 +110,14 @@ impl Process for Ring {
         }
     }
 
+    /// The leader is unreachable: start a new election.
+    fn suspect(&mut self, _pid: Pid, io: &mut Io<'_, Msg>) {
+        self.leader = None;
+        self.participant = true;
+        let next = successor(io);
+        io.send(next, Msg::Election(self.id));
+    }
+
     fn leader(&self) -> Option<u64> {
         self.leader
     }

@@ -12,6 +12,7 @@ use super::chang_roberts::ChangRoberts;
 use super::engine::{Config, Sim};
 use super::hirschberg_sinclair::HirschbergSinclair;
 use super::peterson::Peterson;
+use super::raft::{ELECTION_TIMEOUT, RaftProcess};
 use super::ring::Ring;
 
 /// The algorithms the simulator runs.
@@ -28,16 +29,19 @@ pub enum Algorithm {
     Peterson,
     /// [`super::bully`]: the coordinator has failed; one process detects it.
     Bully,
+    /// [`super::raft`]: the production Raft-vote core, from a cold start.
+    Raft,
 }
 
 impl Algorithm {
     /// Every algorithm, in the order tables list them.
-    pub const ALL: [Algorithm; 5] = [
+    pub const ALL: [Algorithm; 6] = [
         Algorithm::Ring,
         Algorithm::ChangRoberts,
         Algorithm::HirschbergSinclair,
         Algorithm::Peterson,
         Algorithm::Bully,
+        Algorithm::Raft,
     ];
 
     /// Its name on the command line.
@@ -48,6 +52,7 @@ impl Algorithm {
             Algorithm::HirschbergSinclair => "hirschberg-sinclair",
             Algorithm::Peterson => "peterson",
             Algorithm::Bully => "bully",
+            Algorithm::Raft => "raft",
         }
     }
 
@@ -88,6 +93,10 @@ pub struct Options {
     pub seed: u64,
     /// Keep every message of the first run.
     pub trace: bool,
+    /// After the first election, split the processes into a majority and a
+    /// minority holding the leader, and have a majority process suspect
+    /// the leader (ring, bully, raft).
+    pub partition: bool,
 }
 
 /// Means over the runs, as `elect simulate` prints them.
@@ -178,7 +187,7 @@ pub fn simulate(options: &Options) -> Report {
                     .enumerate()
                     .map(|(i, &id)| Ring::new(id, i == initiator))
                     .collect();
-                finish(Sim::new(procs, cfg))
+                finish(Sim::new(procs, cfg), options.partition)
             }
             Algorithm::ChangRoberts | Algorithm::HirschbergSinclair | Algorithm::Peterson => {
                 let ids: Vec<u64> = match options.case {
@@ -189,17 +198,31 @@ pub fn simulate(options: &Options) -> Report {
                 match options.algorithm {
                     Algorithm::ChangRoberts => {
                         let procs = ids.into_iter().map(ChangRoberts::new).collect();
-                        finish(Sim::new(procs, cfg))
+                        finish(Sim::new(procs, cfg), false)
                     }
                     Algorithm::HirschbergSinclair => {
                         let procs = ids.into_iter().map(HirschbergSinclair::new).collect();
-                        finish(Sim::new(procs, cfg))
+                        finish(Sim::new(procs, cfg), false)
                     }
                     _ => {
                         let procs = ids.into_iter().map(Peterson::new).collect();
-                        finish(Sim::new(procs, cfg))
+                        finish(Sim::new(procs, cfg), false)
                     }
                 }
+            }
+            Algorithm::Raft => {
+                // No textbook case: the timeouts are drawn from the seed.
+                let ids: Vec<u64> = match options.case {
+                    Case::Random => shuffled(n, &mut state),
+                    _ => (1..=n as u64).collect(),
+                };
+                let procs = (0..n).map(|i| RaftProcess::new(&ids, i, seed)).collect();
+                let mut sim = Sim::new(procs, cfg);
+                sim.run_until_settled();
+                if options.partition && split(&mut sim) {
+                    sim.run_for(20 * ELECTION_TIMEOUT);
+                }
+                summarize(&sim)
             }
             Algorithm::Bully => {
                 let ids: Arc<[u64]> = match options.case {
@@ -221,7 +244,7 @@ pub fn simulate(options: &Options) -> Report {
                     .collect();
                 let mut sim = Sim::new(procs, cfg);
                 sim.crash_before_start(failed);
-                finish(sim)
+                finish(sim, options.partition)
             }
         };
         report.messages += one.messages as f64;
@@ -256,8 +279,53 @@ struct One {
     trace: Vec<String>,
 }
 
-fn finish<P: Process>(mut sim: Sim<P>) -> One {
-    let stats = sim.run().clone();
+fn finish<P: Process>(mut sim: Sim<P>, partition: bool) -> One {
+    sim.run();
+    if partition && split(&mut sim) {
+        sim.run();
+    }
+    summarize(&sim)
+}
+
+/// Whether `algorithm` models `--partition`: it reacts when the failure
+/// detector suspects the leader (ring, bully), or needs no detector (raft).
+pub fn partitions(algorithm: Algorithm) -> bool {
+    matches!(
+        algorithm,
+        Algorithm::Ring | Algorithm::Bully | Algorithm::Raft
+    )
+}
+
+/// Splits the processes after the first election: the leader and the
+/// next (n-1)/2 - 1 processes by index on one side (a minority), the rest
+/// on the other; one time unit later the first majority process suspects
+/// the leader. False when there was no single leader to split off.
+fn split<P: Process>(sim: &mut Sim<P>) -> bool {
+    let n = sim.len();
+    let minority = (n - 1) / 2;
+    let [leader_id] = sim.outcome().leaders[..] else {
+        return false;
+    };
+    let Some(leader) = (0..n).find(|&i| sim.is_up(i) && sim.process(i).id() == leader_id) else {
+        return false;
+    };
+    if minority == 0 {
+        return false;
+    }
+    let groups: Vec<u8> = (0..n)
+        .map(|i| u8::from((i + n - leader) % n < minority))
+        .collect();
+    let Some(observer) = (0..n).find(|&i| groups[i] == 0 && sim.is_up(i)) else {
+        return false;
+    };
+    let at = sim.now() + 1;
+    sim.partition_at(at, groups);
+    sim.suspect_at(at + 1, observer, leader);
+    true
+}
+
+fn summarize<P: Process>(sim: &Sim<P>) -> One {
+    let stats = sim.stats().clone();
     let outcome = sim.outcome();
     One {
         messages: stats.messages,
@@ -282,6 +350,7 @@ mod tests {
             runs: 1,
             seed: 1,
             trace: false,
+            partition: false,
         }
     }
 
@@ -313,8 +382,27 @@ mod tests {
             // Peterson's winner holds the largest id but is some process.
             match algorithm {
                 Algorithm::Bully => assert_eq!(r.leaders, vec![32]),
-                Algorithm::Peterson => assert_eq!(r.leaders.len(), 1),
+                Algorithm::Peterson | Algorithm::Raft => assert_eq!(r.leaders.len(), 1),
                 _ => assert_eq!(r.leaders, vec![33], "{algorithm:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_partition_splits_the_brain_of_ring_and_bully_but_not_raft() {
+        for algorithm in [Algorithm::Ring, Algorithm::Bully, Algorithm::Raft] {
+            for n in [5, 16, 33] {
+                let mut o = options(algorithm, n, Case::Random);
+                o.partition = true;
+                o.runs = 10;
+                let r = simulate(&o);
+                if algorithm == Algorithm::Raft {
+                    assert!(!r.split_brain, "{algorithm:?} n={n}: {r:?}");
+                    assert_eq!(r.leaders.len(), 1, "{algorithm:?} n={n}");
+                } else {
+                    assert!(r.split_brain, "{algorithm:?} n={n}: {r:?}");
+                    assert_eq!(r.leaders.len(), 2, "{algorithm:?} n={n}");
+                }
             }
         }
     }
