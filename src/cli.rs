@@ -222,6 +222,16 @@ pub struct SimulateArgs {
     /// a minority holding the leader (ring, bully, raft).
     #[arg(long)]
     pub partition: bool,
+
+    /// Run at each of these sizes (e.g. 4,8,16,...,1024) instead of
+    /// --nodes.
+    #[arg(long, value_name = "N,N,...")]
+    pub sweep: Option<String>,
+
+    /// With --sweep: draw messages and time against N, beside the
+    /// textbook formulas, into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// `simulate --case`.

@@ -13,6 +13,9 @@ const MAX_NODES: usize = 4096;
 pub struct Request {
     algorithms: Vec<Algorithm>,
     options: Options,
+    /// The sizes to run at (one: --nodes).
+    sizes: Vec<usize>,
+    plot: Option<std::path::PathBuf>,
     json: bool,
 }
 
@@ -62,11 +65,30 @@ impl Request {
         } else {
             algorithms
         };
-        if !(2..=MAX_NODES).contains(&args.nodes) {
+        let sizes = match &args.sweep {
+            None => vec![args.nodes],
+            Some(list) => list
+                .split(',')
+                .map(|n| {
+                    n.trim().parse::<usize>().map_err(|_| {
+                        UsageError::new("--sweep", format!("{n:?} is not a number of nodes"))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        };
+        let flag = if args.sweep.is_some() {
+            "--sweep"
+        } else {
+            "--nodes"
+        };
+        if let Some(bad) = sizes.iter().find(|n| !(2..=MAX_NODES).contains(*n)) {
             return Err(UsageError::new(
-                "--nodes",
-                format!("{}: use 2 to {MAX_NODES}", args.nodes),
+                flag,
+                format!("{bad}: use 2 to {MAX_NODES}"),
             ));
+        }
+        if args.plot.is_some() && args.sweep.is_none() {
+            return Err(UsageError::new("--plot", "draws a --sweep; give one"));
         }
         if args.runs == 0 {
             return Err(UsageError::new("--runs", "0 runs simulate nothing"));
@@ -89,6 +111,8 @@ impl Request {
                 trace: args.trace,
                 partition: args.partition,
             },
+            sizes,
+            plot: args.plot.clone(),
             json: format == FormatArg::Json,
         })
     }
@@ -96,16 +120,20 @@ impl Request {
 
 /// Runs the request; the exit code.
 pub fn run(request: Request) -> anyhow::Result<u8> {
-    let reports: Vec<Report> = request
-        .algorithms
-        .iter()
-        .map(|&algorithm| {
-            simulate(&Options {
+    let mut reports: Vec<Report> = Vec::new();
+    for &nodes in &request.sizes {
+        for &algorithm in &request.algorithms {
+            reports.push(simulate(&Options {
                 algorithm,
+                nodes,
                 ..request.options.clone()
-            })
-        })
-        .collect();
+            }));
+        }
+    }
+    if let Some(file) = &request.plot {
+        plot::sweep(file, &reports)?;
+        eprintln!("elect simulate: chart in {}", file.display());
+    }
     if request.json {
         for r in &reports {
             println!("{}", serde_json::to_string(r)?);
@@ -149,6 +177,143 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
         );
     }
     Ok(0)
+}
+
+mod plot {
+    //! The sweep chart: messages and time against N on log-log axes, each
+    //! measured curve beside its textbook formula (dashed).
+
+    use elect::sim::run::{Algorithm, Case, Report};
+    use plotters::prelude::*;
+
+    const COLORS: [RGBColor; 6] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+    ];
+
+    /// The textbook's message count (Elected rounds included; bounds for
+    /// Hirschberg-Sinclair and Peterson), where there is one.
+    pub fn formula(algorithm: Algorithm, case: Case, n: f64) -> Option<f64> {
+        let log2 = n.log2();
+        let harmonic: f64 = (1..=n as u64).map(|k| 1.0 / k as f64).sum();
+        Some(match (algorithm, case) {
+            (Algorithm::Ring, Case::Worst) => 3.0 * n - 1.0,
+            (Algorithm::Ring, Case::Best) => 2.0 * n,
+            (Algorithm::ChangRoberts, Case::Worst) => n * (n + 1.0) / 2.0 + n,
+            (Algorithm::ChangRoberts, Case::Best) => 2.0 * n - 1.0 + n,
+            (Algorithm::ChangRoberts, Case::Random) => n * harmonic + n,
+            (Algorithm::HirschbergSinclair, _) => 8.0 * n * (1.0 + log2.ceil()) + n,
+            (Algorithm::Peterson, _) => 2.0 * n * (log2.floor() + 1.0) + 2.0 * n,
+            (Algorithm::Bully, Case::Worst) => {
+                n * (n - 1.0) / 2.0 + (n - 1.0) * (n - 2.0) / 2.0 + n - 2.0
+            }
+            (Algorithm::Bully, Case::Best) => n - 2.0,
+            _ => return None,
+        })
+    }
+
+    pub fn sweep(file: &std::path::Path, reports: &[Report]) -> anyhow::Result<()> {
+        let root = SVGBackend::new(file, (1100, 460)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let (left, right) = root.split_horizontally(550);
+        let max_n = reports.iter().map(|r| r.nodes).max().unwrap_or(4) as f64;
+        let mut algorithms: Vec<Algorithm> = reports.iter().map(|r| r.algorithm).collect();
+        algorithms.dedup();
+        algorithms.sort_by_key(|a| Algorithm::ALL.iter().position(|x| x == a));
+        algorithms.dedup();
+        let panels: [(&DrawingArea<SVGBackend, plotters::coord::Shift>, &str, bool); 2] =
+            [(&left, "messages", true), (&right, "time units", false)];
+        for (area, title, messages) in panels {
+            let value = |r: &Report| if messages { r.messages } else { r.time_units };
+            let ymax = reports.iter().map(value).fold(1.0, f64::max) * 2.0;
+            let mut chart = ChartBuilder::on(area)
+                .caption(format!("{title} against N"), ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(36)
+                .y_label_area_size(60)
+                .build_cartesian_2d((2f64..max_n * 1.5).log_scale(), (0.5f64..ymax).log_scale())?;
+            chart.configure_mesh().x_desc("N").draw()?;
+            for (i, &algorithm) in algorithms.iter().enumerate() {
+                let color = COLORS[i % COLORS.len()];
+                let points: Vec<(f64, f64)> = reports
+                    .iter()
+                    .filter(|r| r.algorithm == algorithm)
+                    .map(|r| (r.nodes as f64, value(r).max(0.5)))
+                    .collect();
+                chart
+                    .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+                    .label(algorithm.name())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                    });
+                chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+                if messages {
+                    let case = reports[0].case;
+                    let formula: Vec<(f64, f64)> = points
+                        .iter()
+                        .filter_map(|&(n, _)| Some((n, formula(algorithm, case, n)?.max(0.5))))
+                        .collect();
+                    // Dashes: short segments between neighbouring points.
+                    for pair in formula.windows(2) {
+                        let (a, b) = (pair[0], pair[1]);
+                        for k in 0..6 {
+                            let t0 = k as f64 / 6.0;
+                            let t1 = t0 + 0.5 / 6.0;
+                            let at = |t: f64| {
+                                (
+                                    (a.0.ln() + t * (b.0.ln() - a.0.ln())).exp(),
+                                    (a.1.ln() + t * (b.1.ln() - a.1.ln())).exp(),
+                                )
+                            };
+                            chart.draw_series(LineSeries::new(
+                                [at(t0), at(t1)],
+                                color.mix(0.6).stroke_width(1),
+                            ))?;
+                        }
+                    }
+                }
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()?;
+        }
+        root.present()?;
+        Ok(())
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn formulas_match_the_measured_cases() {
+            use elect::sim::run::{Options, simulate};
+            for algorithm in [Algorithm::Ring, Algorithm::ChangRoberts, Algorithm::Bully] {
+                for case in [Case::Worst, Case::Best] {
+                    for n in [4usize, 16, 64] {
+                        let r = simulate(&Options {
+                            algorithm,
+                            nodes: n,
+                            case,
+                            runs: 1,
+                            seed: 1,
+                            trace: false,
+                            partition: false,
+                        });
+                        let f = formula(algorithm, case, n as f64).unwrap();
+                        assert_eq!(r.messages, f, "{algorithm:?} {case:?} n={n}");
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Whole numbers as such, means with two decimals.

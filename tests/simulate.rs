@@ -150,3 +150,29 @@ fn a_partition_splits_ring_and_bully_in_two_but_raft_elects_at_most_one() {
     assert_eq!(code, 2);
     assert!(err.contains("--partition"), "{err}");
 }
+
+#[test]
+fn a_sweep_gives_a_row_per_size_and_algorithm_and_draws_the_chart() {
+    let plot = std::env::temp_dir().join(format!("elect-sweep-{}.svg", std::process::id()));
+    let out = rows(&[
+        "--compare",
+        "--sweep",
+        "4,8,16,32",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    assert_eq!(out.len(), 4 * 6);
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(
+        svg.contains("<svg") && svg.contains("messages against N"),
+        "{}",
+        &svg[..200]
+    );
+    let _ = std::fs::remove_file(&plot);
+    let (code, _, err) = simulate(&["--compare", "--plot", "x.svg"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--plot"), "{err}");
+    let (code, _, err) = simulate(&["--compare", "--sweep", "4,five"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--sweep"), "{err}");
+}
