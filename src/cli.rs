@@ -189,7 +189,8 @@ pub enum CliCommand {
 
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
-    /// ring, chang-roberts, hirschberg-sinclair, peterson, bully or raft.
+    /// ring, chang-roberts, hirschberg-sinclair, peterson, bully,
+    /// bully-modified, next-in-line, candidate-ordinary or raft.
     #[arg(long)]
     pub algorithm: Option<String>,
 

@@ -161,7 +161,7 @@ fn a_sweep_gives_a_row_per_size_and_algorithm_and_draws_the_chart() {
         "--plot",
         plot.to_str().unwrap(),
     ]);
-    assert_eq!(out.len(), 4 * 6);
+    assert_eq!(out.len(), 4 * 9);
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(
         svg.contains("<svg") && svg.contains("messages against N"),

@@ -19,6 +19,7 @@
 //!   `coordinator`...), and in total.
 
 pub mod bully;
+pub mod bully_variants;
 pub mod chang_roberts;
 pub mod engine;
 pub mod hirschberg_sinclair;

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::Process;
 use super::bully::Bully;
+use super::bully_variants::{BullyVariant, Variant};
 use super::chang_roberts::ChangRoberts;
 use super::engine::{Config, Sim};
 use super::hirschberg_sinclair::HirschbergSinclair;
@@ -29,18 +30,27 @@ pub enum Algorithm {
     Peterson,
     /// [`super::bully`]: the coordinator has failed; one process detects it.
     Bully,
+    /// [`super::bully_variants`]: the detector collects OKs, names the highest.
+    BullyModified,
+    /// [`super::bully_variants`]: the detector names the first live alternative.
+    NextInLine,
+    /// [`super::bully_variants`]: only candidates are asked.
+    CandidateOrdinary,
     /// [`super::raft`]: the production Raft-vote core, from a cold start.
     Raft,
 }
 
 impl Algorithm {
     /// Every algorithm, in the order tables list them.
-    pub const ALL: [Algorithm; 6] = [
+    pub const ALL: [Algorithm; 9] = [
         Algorithm::Ring,
         Algorithm::ChangRoberts,
         Algorithm::HirschbergSinclair,
         Algorithm::Peterson,
         Algorithm::Bully,
+        Algorithm::BullyModified,
+        Algorithm::NextInLine,
+        Algorithm::CandidateOrdinary,
         Algorithm::Raft,
     ];
 
@@ -52,6 +62,9 @@ impl Algorithm {
             Algorithm::HirschbergSinclair => "hirschberg-sinclair",
             Algorithm::Peterson => "peterson",
             Algorithm::Bully => "bully",
+            Algorithm::BullyModified => "bully-modified",
+            Algorithm::NextInLine => "next-in-line",
+            Algorithm::CandidateOrdinary => "candidate-ordinary",
             Algorithm::Raft => "raft",
         }
     }
@@ -224,7 +237,10 @@ pub fn simulate(options: &Options) -> Report {
                 }
                 summarize(&sim)
             }
-            Algorithm::Bully => {
+            Algorithm::Bully
+            | Algorithm::BullyModified
+            | Algorithm::NextInLine
+            | Algorithm::CandidateOrdinary => {
                 let ids: Arc<[u64]> = match options.case {
                     Case::Random => shuffled(n, &mut state).into(),
                     _ => (1..=n as u64).collect(),
@@ -239,12 +255,28 @@ pub fn simulate(options: &Options) -> Report {
                     }
                 }
                 .expect("n >= 2");
-                let procs = (0..n)
-                    .map(|i| Bully::new(ids.clone(), i, (i == detector).then_some(failed)))
-                    .collect();
-                let mut sim = Sim::new(procs, cfg);
-                sim.crash_before_start(failed);
-                finish(sim, options.partition)
+                let detects = |i: usize| (i == detector).then_some(failed);
+                let variant = match options.algorithm {
+                    Algorithm::BullyModified => Some(Variant::Modified),
+                    Algorithm::NextInLine => Some(Variant::NextInLine),
+                    Algorithm::CandidateOrdinary => Some(Variant::CandidateOrdinary),
+                    _ => None,
+                };
+                if let Some(variant) = variant {
+                    let procs = (0..n)
+                        .map(|i| BullyVariant::new(ids.clone(), i, variant, detects(i)))
+                        .collect();
+                    let mut sim = Sim::new(procs, cfg);
+                    sim.crash_before_start(failed);
+                    finish(sim, false)
+                } else {
+                    let procs = (0..n)
+                        .map(|i| Bully::new(ids.clone(), i, detects(i)))
+                        .collect();
+                    let mut sim = Sim::new(procs, cfg);
+                    sim.crash_before_start(failed);
+                    finish(sim, options.partition)
+                }
             }
         };
         report.messages += one.messages as f64;
@@ -381,7 +413,10 @@ mod tests {
             assert!(!r.split_brain, "{algorithm:?}");
             // Peterson's winner holds the largest id but is some process.
             match algorithm {
-                Algorithm::Bully => assert_eq!(r.leaders, vec![32]),
+                Algorithm::Bully
+                | Algorithm::BullyModified
+                | Algorithm::NextInLine
+                | Algorithm::CandidateOrdinary => assert_eq!(r.leaders, vec![32]),
                 Algorithm::Peterson | Algorithm::Raft => assert_eq!(r.leaders.len(), 1),
                 _ => assert_eq!(r.leaders, vec![33], "{algorithm:?}"),
             }
