@@ -224,6 +224,12 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub partition: bool,
 
+    /// After the first election, crash the leader and have its ring
+    /// successor notice; count only the election that follows (ring,
+    /// bully, raft).
+    #[arg(long)]
+    pub crash_leader: bool,
+
     /// Run at each of these sizes (e.g. 4,8,16,...,1024) instead of
     /// --nodes.
     #[arg(long, value_name = "N,N,...")]

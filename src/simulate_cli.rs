@@ -1,7 +1,7 @@
 //! `elect simulate`: the classical election algorithms in the
 //! deterministic simulator (`elect::sim`), one at a time or side by side.
 
-use elect::sim::run::{Algorithm, Case, Options, Report, partitions, simulate};
+use elect::sim::run::{Algorithm, Case, Options, Report, reacts_to_suspicion, simulate};
 
 use crate::cli::{CaseArg, FormatArg, SimulateArgs, UsageError};
 
@@ -48,22 +48,32 @@ impl Request {
                 ));
             }
         };
-        let algorithms = if args.partition {
-            let (kept, left): (Vec<Algorithm>, Vec<Algorithm>) =
-                algorithms.into_iter().partition(|&a| partitions(a));
-            if kept.is_empty() {
-                return Err(UsageError::new(
-                    "--partition",
-                    format!(
-                        "{} has no failure detector to react to a partition; ring, bully and \
-                         raft do",
-                        left[0].name()
-                    ),
-                ));
+        // Partitions and crashes need an algorithm that notices a missing
+        // leader; --compare keeps those that do.
+        let fault = [
+            ("--partition", args.partition),
+            ("--crash-leader", args.crash_leader),
+        ]
+        .into_iter()
+        .find_map(|(flag, on)| on.then_some(flag));
+        let algorithms = match fault {
+            None => algorithms,
+            Some(flag) => {
+                let (kept, left): (Vec<Algorithm>, Vec<Algorithm>) = algorithms
+                    .into_iter()
+                    .partition(|&a| reacts_to_suspicion(a));
+                if kept.is_empty() {
+                    return Err(UsageError::new(
+                        flag,
+                        format!(
+                            "{} has no failure detector to notice a missing leader; ring, \
+                             bully and raft do",
+                            left[0].name()
+                        ),
+                    ));
+                }
+                kept
             }
-            kept
-        } else {
-            algorithms
         };
         let sizes = match &args.sweep {
             None => vec![args.nodes],
@@ -110,6 +120,7 @@ impl Request {
                 seed: args.seed,
                 trace: args.trace,
                 partition: args.partition,
+                crash_leader: args.crash_leader,
             },
             sizes,
             plot: args.plot.clone(),
@@ -306,6 +317,7 @@ mod plot {
                             seed: 1,
                             trace: false,
                             partition: false,
+                            crash_leader: false,
                         });
                         let f = formula(algorithm, case, n as f64).unwrap();
                         assert_eq!(r.messages, f, "{algorithm:?} {case:?} n={n}");

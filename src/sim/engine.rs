@@ -270,15 +270,18 @@ impl<P: Process> Sim<P> {
     /// believes it leads (completion is then that instant), or the time
     /// limit; whether it settled. For algorithms that never fall silent.
     pub fn run_until_settled(&mut self) -> bool {
+        self.run_until(|out| out.agreed && out.leaders.len() == 1)
+    }
+
+    /// Runs until the outcome satisfies `done` after some event
+    /// (completion is then that instant), or the time limit; whether it did.
+    pub fn run_until(&mut self, mut done: impl FnMut(&Outcome) -> bool) -> bool {
         let until = self.cfg.until;
-        let settled = self.advance(until, |sim| {
-            let out = sim.outcome();
-            out.agreed && out.leaders.len() == 1
-        });
-        if settled {
+        let reached = self.advance(until, |sim| done(&sim.outcome()));
+        if reached {
             self.stats.completion = self.now;
         }
-        settled
+        reached
     }
 
     /// Runs for `units` more time units.

@@ -110,6 +110,9 @@ pub struct Options {
     /// minority holding the leader, and have a majority process suspect
     /// the leader (ring, bully, raft).
     pub partition: bool,
+    /// After the first election, crash the leader and have its ring
+    /// successor suspect it; count only what follows (ring, bully, raft).
+    pub crash_leader: bool,
 }
 
 /// Means over the runs, as `elect simulate` prints them.
@@ -200,7 +203,7 @@ pub fn simulate(options: &Options) -> Report {
                     .enumerate()
                     .map(|(i, &id)| Ring::new(id, i == initiator))
                     .collect();
-                finish(Sim::new(procs, cfg), options.partition)
+                finish(Sim::new(procs, cfg), options)
             }
             Algorithm::ChangRoberts | Algorithm::HirschbergSinclair | Algorithm::Peterson => {
                 let ids: Vec<u64> = match options.case {
@@ -211,15 +214,15 @@ pub fn simulate(options: &Options) -> Report {
                 match options.algorithm {
                     Algorithm::ChangRoberts => {
                         let procs = ids.into_iter().map(ChangRoberts::new).collect();
-                        finish(Sim::new(procs, cfg), false)
+                        finish(Sim::new(procs, cfg), &Options::plain())
                     }
                     Algorithm::HirschbergSinclair => {
                         let procs = ids.into_iter().map(HirschbergSinclair::new).collect();
-                        finish(Sim::new(procs, cfg), false)
+                        finish(Sim::new(procs, cfg), &Options::plain())
                     }
                     _ => {
                         let procs = ids.into_iter().map(Peterson::new).collect();
-                        finish(Sim::new(procs, cfg), false)
+                        finish(Sim::new(procs, cfg), &Options::plain())
                     }
                 }
             }
@@ -235,7 +238,19 @@ pub fn simulate(options: &Options) -> Report {
                 if options.partition && split(&mut sim) {
                     sim.run_for(20 * ELECTION_TIMEOUT);
                 }
-                summarize(&sim)
+                if options.crash_leader {
+                    let old = sim.outcome().leaders;
+                    if let Some(before) = crash_leader(&mut sim) {
+                        sim.run_until(|out| {
+                            out.agreed && out.leaders.len() == 1 && out.leaders != old
+                        });
+                        return_since(&mut sim, before)
+                    } else {
+                        summarize(&sim)
+                    }
+                } else {
+                    summarize(&sim)
+                }
             }
             Algorithm::Bully
             | Algorithm::BullyModified
@@ -268,14 +283,14 @@ pub fn simulate(options: &Options) -> Report {
                         .collect();
                     let mut sim = Sim::new(procs, cfg);
                     sim.crash_before_start(failed);
-                    finish(sim, false)
+                    finish(sim, &Options::plain())
                 } else {
                     let procs = (0..n)
                         .map(|i| Bully::new(ids.clone(), i, detects(i)))
                         .collect();
                     let mut sim = Sim::new(procs, cfg);
                     sim.crash_before_start(failed);
-                    finish(sim, options.partition)
+                    finish(sim, options)
                 }
             }
         };
@@ -311,17 +326,74 @@ struct One {
     trace: Vec<String>,
 }
 
-fn finish<P: Process>(mut sim: Sim<P>, partition: bool) -> One {
+fn finish<P: Process>(mut sim: Sim<P>, options: &Options) -> One {
     sim.run();
-    if partition && split(&mut sim) {
+    if options.partition && split(&mut sim) {
         sim.run();
+    }
+    if options.crash_leader {
+        if let Some(before) = crash_leader(&mut sim) {
+            sim.run();
+            return return_since(&mut sim, before);
+        }
     }
     summarize(&sim)
 }
 
-/// Whether `algorithm` models `--partition`: it reacts when the failure
-/// detector suspects the leader (ring, bully), or needs no detector (raft).
-pub fn partitions(algorithm: Algorithm) -> bool {
+impl Options {
+    /// No partition, no crash: what algorithms without a failure detector
+    /// run.
+    fn plain() -> Options {
+        Options {
+            algorithm: Algorithm::Ring,
+            nodes: 0,
+            case: Case::Worst,
+            runs: 1,
+            seed: 0,
+            trace: false,
+            partition: false,
+            crash_leader: false,
+        }
+    }
+}
+
+/// Crashes the elected leader one time unit after the first election and
+/// has its ring successor suspect it a unit later. The counts and the time
+/// then, to count only what follows; `None` without a single leader.
+fn crash_leader<P: Process>(sim: &mut Sim<P>) -> Option<(super::engine::Stats, u64)> {
+    let n = sim.len();
+    let [leader_id] = sim.outcome().leaders[..] else {
+        return None;
+    };
+    let leader = (0..n).find(|&i| sim.is_up(i) && sim.process(i).id() == leader_id)?;
+    let observer = (1..n).map(|k| (leader + k) % n).find(|&i| sim.is_up(i))?;
+    let at = sim.now() + 1;
+    let before = (sim.stats().clone(), at);
+    sim.crash_at(leader, at);
+    sim.suspect_at(at + 1, observer, leader);
+    Some(before)
+}
+
+/// What happened since `before`: messages, kinds, and the time from the
+/// crash to the last delivery (or to settling, for Raft).
+fn return_since<P: Process>(sim: &mut Sim<P>, before: (super::engine::Stats, u64)) -> One {
+    let (stats, crashed) = before;
+    let mut one = summarize(sim);
+    one.messages -= stats.messages;
+    for (kind, count) in stats.by_kind {
+        if let Some(v) = one.by_kind.get_mut(kind) {
+            *v -= count;
+        }
+    }
+    one.by_kind.retain(|_, v| *v > 0);
+    one.completion = one.completion.saturating_sub(crashed);
+    one
+}
+
+/// Whether `algorithm` holds a new election when its failure detector
+/// suspects the leader (or, for Raft, needs no detector): what
+/// `--partition` and `--crash-leader` need.
+pub fn reacts_to_suspicion(algorithm: Algorithm) -> bool {
     matches!(
         algorithm,
         Algorithm::Ring | Algorithm::Bully | Algorithm::Raft
@@ -383,7 +455,35 @@ mod tests {
             seed: 1,
             trace: false,
             partition: false,
+            crash_leader: false,
         }
+    }
+
+    #[test]
+    fn after_the_leader_crashes_the_next_highest_leads() {
+        for algorithm in [Algorithm::Ring, Algorithm::Bully, Algorithm::Raft] {
+            for n in [5usize, 16] {
+                let mut o = options(algorithm, n, Case::Worst);
+                o.crash_leader = true;
+                let r = simulate(&o);
+                assert!(r.agreed, "{algorithm:?} n={n}: {r:?}");
+                assert_eq!(r.leaders.len(), 1, "{algorithm:?}");
+                if algorithm != Algorithm::Raft {
+                    let second = if algorithm == Algorithm::Bully {
+                        n - 2
+                    } else {
+                        n - 1
+                    };
+                    assert_eq!(r.leaders, vec![second as u64], "{algorithm:?}");
+                }
+                assert!(r.messages > 0.0 && r.time_units > 0.0, "{r:?}");
+            }
+        }
+        // The ring's second election starts at the crashed leader's
+        // successor: the new maximum is its predecessor, the worst place.
+        let mut o = options(Algorithm::Ring, 16, Case::Worst);
+        o.crash_leader = true;
+        assert_eq!(simulate(&o).messages, 3.0 * 15.0 - 1.0);
     }
 
     #[test]
