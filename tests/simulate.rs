@@ -180,7 +180,10 @@ fn a_sweep_gives_a_row_per_size_and_algorithm_and_draws_the_chart() {
 #[test]
 fn after_a_leader_crash_only_the_second_election_is_counted() {
     let out = rows(&["--compare", "--nodes", "16", "--crash-leader"]);
-    let names: Vec<&str> = out.iter().map(|r| r["algorithm"].as_str().unwrap()).collect();
+    let names: Vec<&str> = out
+        .iter()
+        .map(|r| r["algorithm"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["ring", "bully", "raft"]);
     // 15 live processes; the successor of the crashed leader initiates,
     // the worst place on the ring.

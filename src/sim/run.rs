@@ -331,11 +331,11 @@ fn finish<P: Process>(mut sim: Sim<P>, options: &Options) -> One {
     if options.partition && split(&mut sim) {
         sim.run();
     }
-    if options.crash_leader {
-        if let Some(before) = crash_leader(&mut sim) {
-            sim.run();
-            return return_since(&mut sim, before);
-        }
+    if options.crash_leader
+        && let Some(before) = crash_leader(&mut sim)
+    {
+        sim.run();
+        return return_since(&mut sim, before);
     }
     summarize(&sim)
 }
