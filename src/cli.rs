@@ -230,6 +230,13 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub crash_leader: bool,
 
+    /// After the first election, for 200 time units, each follower's
+    /// failure detector wrongly suspects the live leader with probability P
+    /// per heartbeat (ring, bully); Raft loses each message with P instead.
+    /// Counts only what follows.
+    #[arg(long, value_name = "P")]
+    pub false_suspicion: Option<f64>,
+
     /// Run at each of these sizes (e.g. 4,8,16,...,1024) instead of
     /// --nodes.
     #[arg(long, value_name = "N,N,...")]

@@ -50,9 +50,18 @@ impl Request {
         };
         // Partitions and crashes need an algorithm that notices a missing
         // leader; --compare keeps those that do.
+        if let Some(p) = args.false_suspicion
+            && !(p > 0.0 && p <= 1.0)
+        {
+            return Err(UsageError::new(
+                "--false-suspicion",
+                format!("{p}: a probability above 0, at most 1"),
+            ));
+        }
         let fault = [
             ("--partition", args.partition),
             ("--crash-leader", args.crash_leader),
+            ("--false-suspicion", args.false_suspicion.is_some()),
         ]
         .into_iter()
         .find_map(|(flag, on)| on.then_some(flag));
@@ -121,6 +130,7 @@ impl Request {
                 trace: args.trace,
                 partition: args.partition,
                 crash_leader: args.crash_leader,
+                false_suspicion: args.false_suspicion,
             },
             sizes,
             plot: args.plot.clone(),
@@ -157,8 +167,8 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
         }
     }
     println!(
-        "{:<20} {:>6} {:>7} {:>5} {:>10} {:>10}  {:<40} {:<10} agreed",
-        "algorithm", "nodes", "case", "runs", "messages", "time", "by kind", "leaders"
+        "{:<20} {:>6} {:>7} {:>5} {:>10} {:>10} {:>6}  {:<40} {:<10} agreed",
+        "algorithm", "nodes", "case", "runs", "messages", "time", "takes", "by kind", "leaders"
     );
     for r in &reports {
         let kinds = r
@@ -174,13 +184,14 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
             .collect::<Vec<_>>()
             .join(",");
         println!(
-            "{:<20} {:>6} {:>7} {:>5} {:>10} {:>10}  {:<40} {:<10} {}{}",
+            "{:<20} {:>6} {:>7} {:>5} {:>10} {:>10} {:>6}  {:<40} {:<10} {}{}",
             r.algorithm.name(),
             r.nodes,
             format!("{:?}", r.case).to_lowercase(),
             r.runs,
             number(r.messages),
             number(r.time_units),
+            number(r.leader_changes),
             kinds,
             leaders,
             if r.agreed { "yes" } else { "no" },
@@ -318,6 +329,7 @@ mod plot {
                             trace: false,
                             partition: false,
                             crash_leader: false,
+                            false_suspicion: None,
                         });
                         let f = formula(algorithm, case, n as f64).unwrap();
                         assert_eq!(r.messages, f, "{algorithm:?} {case:?} n={n}");

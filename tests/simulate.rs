@@ -192,3 +192,34 @@ fn after_a_leader_crash_only_the_second_election_is_counted() {
     assert_eq!(out[1]["leaders"], serde_json::json!([14]));
     assert!(out.iter().all(|r| r["agreed"] == true));
 }
+
+#[test]
+fn false_suspicion_makes_bully_re_elect_while_raft_keeps_quiet() {
+    let out = rows(&[
+        "--compare",
+        "--nodes",
+        "16",
+        "--false-suspicion",
+        "0.05",
+        "--case",
+        "random",
+        "--runs",
+        "5",
+    ]);
+    let by = |name: &str| out.iter().find(|r| r["algorithm"] == name).unwrap().clone();
+    assert!(
+        by("bully")["messages_by_kind"]["coordinator"]
+            .as_f64()
+            .unwrap()
+            > 14.0 * 5.0
+    );
+    assert!(
+        by("raft")["messages_by_kind"].get("vote").is_none(),
+        "{}",
+        by("raft")
+    );
+    assert_eq!(by("raft")["leader_changes"], 0.0);
+    let (code, _, err) = simulate(&["--compare", "--false-suspicion", "0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--false-suspicion"), "{err}");
+}

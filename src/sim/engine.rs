@@ -59,6 +59,10 @@ pub struct Stats {
     pub by_kind: BTreeMap<&'static str, u64>,
     /// When the last delivered message arrived.
     pub completion: u64,
+    /// How often a process took leadership (came to believe it leads),
+    /// while [`Sim::track_leader`] was on: elections, re-elections
+    /// included.
+    pub leader_changes: u64,
 }
 
 /// Who believes what at the end.
@@ -145,6 +149,8 @@ pub struct Sim<P: Process> {
     stats: Stats,
     trace: Vec<String>,
     started: bool,
+    /// Who believed they led after the last event, while tracking.
+    tracked: Option<Vec<bool>>,
 }
 
 impl<P: Process> Sim<P> {
@@ -164,6 +170,7 @@ impl<P: Process> Sim<P> {
             stats: Stats::default(),
             trace: Vec::new(),
             started: false,
+            tracked: None,
         }
     }
 
@@ -181,6 +188,23 @@ impl<P: Process> Sim<P> {
     /// group (`groups[i]` is process i's).
     pub fn partition_at(&mut self, at: u64, groups: Vec<u8>) {
         self.schedule(at, Event::Partition(groups));
+    }
+
+    /// From now on, count each time a process takes leadership (checked
+    /// after every event: O(n) each).
+    pub fn track_leader(&mut self) {
+        self.tracked = Some(self.leading());
+    }
+
+    fn leading(&self) -> Vec<bool> {
+        (0..self.procs.len())
+            .map(|i| self.up[i] && self.procs[i].leader() == Some(self.procs[i].id()))
+            .collect()
+    }
+
+    /// Loses each message from now on with probability `rate`.
+    pub fn set_drop_rate(&mut self, rate: f64) {
+        self.cfg.drop_rate = rate;
     }
 
     /// Has `observer`'s failure detector suspect `suspected` at time `at`.
@@ -352,6 +376,13 @@ impl<P: Process> Sim<P> {
                         self.step(observer, |p, io| p.suspect(suspected, io));
                     }
                 }
+            }
+            if self.tracked.is_some() {
+                let now = self.leading();
+                let last = self.tracked.as_ref().expect("tracking");
+                let taken = now.iter().zip(last).filter(|(n, l)| **n && !**l).count();
+                self.stats.leader_changes += taken as u64;
+                self.tracked = Some(now);
             }
             if stop(self) {
                 return true;

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::Process;
 use super::bully::Bully;
 use super::bully_variants::{BullyVariant, Variant};
 use super::chang_roberts::ChangRoberts;
@@ -15,6 +14,7 @@ use super::hirschberg_sinclair::HirschbergSinclair;
 use super::peterson::Peterson;
 use super::raft::{ELECTION_TIMEOUT, RaftProcess};
 use super::ring::Ring;
+use super::{Pid, Process};
 
 /// The algorithms the simulator runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -113,7 +113,18 @@ pub struct Options {
     /// After the first election, crash the leader and have its ring
     /// successor suspect it; count only what follows (ring, bully, raft).
     pub crash_leader: bool,
+    /// After the first election, for [`SUSPICION_WINDOW`] time units, each
+    /// follower's failure detector wrongly suspects the live leader with
+    /// this probability at every heartbeat (ring, bully); Raft instead
+    /// loses each message with it, the usual cause of false suspicion.
+    /// Counts only what follows, and the leader changes it caused.
+    pub false_suspicion: Option<f64>,
 }
+
+/// How long false suspicion lasts, in time units.
+pub const SUSPICION_WINDOW: u64 = 200;
+/// How often a failure detector checks (a heartbeat period).
+const HEARTBEAT: u64 = 2;
 
 /// Means over the runs, as `elect simulate` prints them.
 #[derive(Clone, Debug, Serialize)]
@@ -138,6 +149,9 @@ pub struct Report {
     pub agreed: bool,
     /// Whether any run ended with more than one leader.
     pub split_brain: bool,
+    /// How often a process took leadership after the first election,
+    /// mean (with false suspicion): re-elections.
+    pub leader_changes: f64,
     /// The first run's messages, with `trace`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub trace: Vec<String>,
@@ -175,6 +189,7 @@ pub fn simulate(options: &Options) -> Report {
         leaders: Vec::new(),
         agreed: true,
         split_brain: false,
+        leader_changes: 0.0,
         trace: Vec::new(),
     };
     for run in 0..options.runs {
@@ -238,7 +253,16 @@ pub fn simulate(options: &Options) -> Report {
                 if options.partition && split(&mut sim) {
                     sim.run_for(20 * ELECTION_TIMEOUT);
                 }
-                if options.crash_leader {
+                if let Some(p) = options.false_suspicion {
+                    let before = (sim.stats().clone(), sim.now());
+                    sim.set_drop_rate(p);
+                    sim.track_leader();
+                    sim.run_for(SUSPICION_WINDOW);
+                    // Whatever the drops did, let it settle again.
+                    sim.set_drop_rate(0.0);
+                    sim.run_until_settled();
+                    return_since(&mut sim, before)
+                } else if options.crash_leader {
                     let old = sim.outcome().leaders;
                     if let Some(before) = crash_leader(&mut sim) {
                         sim.run_until(|out| {
@@ -299,6 +323,7 @@ pub fn simulate(options: &Options) -> Report {
             *report.messages_by_kind.entry(kind).or_default() += count as f64;
         }
         report.time_units += one.completion as f64;
+        report.leader_changes += one.leader_changes as f64;
         report.agreed &= one.agreed;
         report.split_brain |= one.split_brain;
         report.leaders = one.leaders;
@@ -309,6 +334,7 @@ pub fn simulate(options: &Options) -> Report {
     let runs = options.runs.max(1) as f64;
     report.messages /= runs;
     report.time_units /= runs;
+    report.leader_changes /= runs;
     for v in report.messages_by_kind.values_mut() {
         *v /= runs;
     }
@@ -323,6 +349,7 @@ struct One {
     leaders: Vec<u64>,
     agreed: bool,
     split_brain: bool,
+    leader_changes: u64,
     trace: Vec<String>,
 }
 
@@ -337,7 +364,39 @@ fn finish<P: Process>(mut sim: Sim<P>, options: &Options) -> One {
         sim.run();
         return return_since(&mut sim, before);
     }
+    if let Some(p) = options.false_suspicion
+        && let Some(before) = suspect_falsely(&mut sim, p, options.seed)
+    {
+        sim.run();
+        return return_since(&mut sim, before);
+    }
     summarize(&sim)
+}
+
+/// Schedules false suspicions of the live leader: at every heartbeat of
+/// the window, each other live process with probability `p`.
+fn suspect_falsely<P: Process>(
+    sim: &mut Sim<P>,
+    p: f64,
+    seed: u64,
+) -> Option<(super::engine::Stats, u64)> {
+    let n = sim.len();
+    let [leader_id] = sim.outcome().leaders[..] else {
+        return None;
+    };
+    let leader = (0..n).find(|&i| sim.is_up(i) && sim.process(i).id() == leader_id)?;
+    let start = sim.now() + 1;
+    let mut state = seed ^ 0x5EED;
+    let observers: Vec<Pid> = (0..n).filter(|&i| i != leader && sim.is_up(i)).collect();
+    for t in (start..start + SUSPICION_WINDOW).step_by(HEARTBEAT as usize) {
+        for &observer in &observers {
+            if (next(&mut state) as f64 / u64::MAX as f64) < p {
+                sim.suspect_at(t, observer, leader);
+            }
+        }
+    }
+    sim.track_leader();
+    Some((sim.stats().clone(), start))
 }
 
 impl Options {
@@ -353,6 +412,7 @@ impl Options {
             trace: false,
             partition: false,
             crash_leader: false,
+            false_suspicion: None,
         }
     }
 }
@@ -438,6 +498,7 @@ fn summarize<P: Process>(sim: &Sim<P>) -> One {
         leaders: outcome.leaders,
         agreed: outcome.agreed,
         split_brain: outcome.split_brain,
+        leader_changes: stats.leader_changes,
         trace: sim.trace().to_vec(),
     }
 }
@@ -456,6 +517,30 @@ mod tests {
             trace: false,
             partition: false,
             crash_leader: false,
+            false_suspicion: None,
+        }
+    }
+
+    #[test]
+    fn with_false_suspicion_bully_keeps_re_electing_and_raft_keeps_its_leader() {
+        for n in [5usize, 16] {
+            let mut bully = options(Algorithm::Bully, n, Case::Random);
+            bully.false_suspicion = Some(0.05);
+            bully.runs = 5;
+            let r = simulate(&bully);
+            // Every suspicion is an election; the highest announces itself
+            // again and again (at least twice per run on average).
+            let rounds = r.messages_by_kind["coordinator"] / (n as f64 - 2.0);
+            assert!(rounds >= 2.0, "bully n={n}: {r:?}");
+            let mut raft = options(Algorithm::Raft, n, Case::Random);
+            raft.false_suspicion = Some(0.05);
+            raft.runs = 5;
+            let r = simulate(&raft);
+            // Lost heartbeats may start pre-votes, which the others refuse
+            // while they hear from the leader: no vote, no new leader.
+            assert_eq!(r.messages_by_kind.get("vote"), None, "raft n={n}: {r:?}");
+            assert_eq!(r.leader_changes, 0.0, "raft n={n}: {r:?}");
+            assert!(r.agreed, "raft n={n}: {r:?}");
         }
     }
 
