@@ -190,7 +190,8 @@ pub enum CliCommand {
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
     /// ring, chang-roberts, hirschberg-sinclair, peterson, bully,
-    /// bully-modified, next-in-line, candidate-ordinary or raft.
+    /// bully-modified, next-in-line, candidate-ordinary, invitation or
+    /// raft.
     #[arg(long)]
     pub algorithm: Option<String>,
 
@@ -220,13 +221,13 @@ pub struct SimulateArgs {
     pub trace: bool,
 
     /// After the first election, split the processes into a majority and
-    /// a minority holding the leader (ring, bully, raft).
+    /// a minority holding the leader (ring, bully, invitation, raft).
     #[arg(long)]
     pub partition: bool,
 
     /// After the first election, crash the leader and have its ring
     /// successor notice; count only the election that follows (ring,
-    /// bully, raft).
+    /// bully, invitation, raft).
     #[arg(long)]
     pub crash_leader: bool,
 

@@ -30,8 +30,9 @@
 //!        on them, a TCP fault proxy, a fenced store and a history checker:
 //!        what `elect lab`, `elect compare` and the project's tests run on
 //!   sim: a deterministic simulator and the classical election algorithms
-//!        (ring, Chang-Roberts, Hirschberg-Sinclair, Peterson, bully) as
-//!        sans-IO processes: `elect simulate`
+//!        (ring, Chang-Roberts, Hirschberg-Sinclair, Peterson, bully and its
+//!        variants, invitation, and the Raft core) as sans-IO processes:
+//!        `elect simulate`
 //! ```
 //!
 //! Campaigning in a few lines (see `examples/` for whole programs):

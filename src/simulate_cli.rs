@@ -76,7 +76,7 @@ impl Request {
                         flag,
                         format!(
                             "{} has no failure detector to notice a missing leader; ring, \
-                             bully and raft do",
+                             bully, invitation and raft do",
                             left[0].name()
                         ),
                     ));

@@ -136,7 +136,7 @@ fn a_partition_splits_ring_and_bully_in_two_but_raft_elects_at_most_one() {
         .iter()
         .map(|r| r["algorithm"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["ring", "bully", "raft"]);
+    assert_eq!(names, ["ring", "bully", "invitation", "raft"]);
     for r in &out {
         let split = r["algorithm"] != "raft";
         assert_eq!(r["split_brain"], split, "{r}");
@@ -161,7 +161,7 @@ fn a_sweep_gives_a_row_per_size_and_algorithm_and_draws_the_chart() {
         "--plot",
         plot.to_str().unwrap(),
     ]);
-    assert_eq!(out.len(), 4 * 9);
+    assert_eq!(out.len(), 4 * 10);
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(
         svg.contains("<svg") && svg.contains("messages against N"),
@@ -184,7 +184,7 @@ fn after_a_leader_crash_only_the_second_election_is_counted() {
         .iter()
         .map(|r| r["algorithm"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["ring", "bully", "raft"]);
+    assert_eq!(names, ["ring", "bully", "invitation", "raft"]);
     // 15 live processes; the successor of the crashed leader initiates,
     // the worst place on the ring.
     assert_eq!(out[0]["messages"], 44.0);

@@ -23,6 +23,7 @@ pub mod bully_variants;
 pub mod chang_roberts;
 pub mod engine;
 pub mod hirschberg_sinclair;
+pub mod invitation;
 pub mod peterson;
 pub mod raft;
 pub mod ring;

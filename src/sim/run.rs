@@ -11,6 +11,7 @@ use super::bully_variants::{BullyVariant, Variant};
 use super::chang_roberts::ChangRoberts;
 use super::engine::{Config, Sim};
 use super::hirschberg_sinclair::HirschbergSinclair;
+use super::invitation::Invitation;
 use super::peterson::Peterson;
 use super::raft::{ELECTION_TIMEOUT, RaftProcess};
 use super::ring::Ring;
@@ -36,13 +37,15 @@ pub enum Algorithm {
     NextInLine,
     /// [`super::bully_variants`]: only candidates are asked.
     CandidateOrdinary,
+    /// [`super::invitation`]: groups that invite and merge.
+    Invitation,
     /// [`super::raft`]: the production Raft-vote core, from a cold start.
     Raft,
 }
 
 impl Algorithm {
     /// Every algorithm, in the order tables list them.
-    pub const ALL: [Algorithm; 9] = [
+    pub const ALL: [Algorithm; 10] = [
         Algorithm::Ring,
         Algorithm::ChangRoberts,
         Algorithm::HirschbergSinclair,
@@ -51,6 +54,7 @@ impl Algorithm {
         Algorithm::BullyModified,
         Algorithm::NextInLine,
         Algorithm::CandidateOrdinary,
+        Algorithm::Invitation,
         Algorithm::Raft,
     ];
 
@@ -65,6 +69,7 @@ impl Algorithm {
             Algorithm::BullyModified => "bully-modified",
             Algorithm::NextInLine => "next-in-line",
             Algorithm::CandidateOrdinary => "candidate-ordinary",
+            Algorithm::Invitation => "invitation",
             Algorithm::Raft => "raft",
         }
     }
@@ -240,6 +245,14 @@ pub fn simulate(options: &Options) -> Report {
                         finish(Sim::new(procs, cfg), &Options::plain())
                     }
                 }
+            }
+            Algorithm::Invitation => {
+                let ids: Arc<[u64]> = match options.case {
+                    Case::Random => shuffled(n, &mut state).into(),
+                    _ => (1..=n as u64).collect(),
+                };
+                let procs = (0..n).map(|i| Invitation::new(ids.clone(), i)).collect();
+                finish(Sim::new(procs, cfg), options)
             }
             Algorithm::Raft => {
                 // No textbook case: the timeouts are drawn from the seed.
@@ -456,7 +469,7 @@ fn return_since<P: Process>(sim: &mut Sim<P>, before: (super::engine::Stats, u64
 pub fn reacts_to_suspicion(algorithm: Algorithm) -> bool {
     matches!(
         algorithm,
-        Algorithm::Ring | Algorithm::Bully | Algorithm::Raft
+        Algorithm::Ring | Algorithm::Bully | Algorithm::Invitation | Algorithm::Raft
     )
 }
 
@@ -610,7 +623,12 @@ mod tests {
 
     #[test]
     fn a_partition_splits_the_brain_of_ring_and_bully_but_not_raft() {
-        for algorithm in [Algorithm::Ring, Algorithm::Bully, Algorithm::Raft] {
+        for algorithm in [
+            Algorithm::Ring,
+            Algorithm::Bully,
+            Algorithm::Invitation,
+            Algorithm::Raft,
+        ] {
             for n in [5, 16, 33] {
                 let mut o = options(algorithm, n, Case::Random);
                 o.partition = true;
