@@ -81,6 +81,17 @@ mod tests {
     }
 
     #[test]
+    fn the_lecture_ring_elects_300() {
+        let (election, sim) = election_messages(&[101, 205, 150, 300, 175]);
+        assert_eq!(sim.outcome().leaders, vec![300]);
+        assert!(sim.outcome().agreed);
+        // 300 goes all the way round (5 hops); 175 passes 101 and dies at
+        // 205 (2); 205 passes 150 and dies at 300 (2); 150 dies at 300 and
+        // 101 at 205 (1 each).
+        assert_eq!(election, 5 + 2 + 2 + 1 + 1);
+    }
+
+    #[test]
     fn worst_and_best_cases_count_exactly() {
         for n in [3u64, 4, 10, 32, 100] {
             let decreasing: Vec<u64> = (1..=n).rev().collect();

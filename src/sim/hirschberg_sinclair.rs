@@ -165,6 +165,18 @@ mod tests {
     use crate::sim::engine::{Config, Sim};
 
     #[test]
+    fn the_lecture_ring_elects_300() {
+        let procs = [101, 205, 150, 300, 175]
+            .into_iter()
+            .map(HirschbergSinclair::new)
+            .collect();
+        let mut sim = Sim::new(procs, Config::default());
+        sim.run();
+        assert_eq!(sim.outcome().leaders, vec![300]);
+        assert!(sim.outcome().agreed);
+    }
+
+    #[test]
     fn elects_the_largest_id_within_the_bound() {
         let mut seed = 11u64;
         for n in [3usize, 4, 5, 8, 13, 64, 200] {
