@@ -208,14 +208,7 @@ mod plot {
     use elect::sim::run::{Algorithm, Case, Report};
     use plotters::prelude::*;
 
-    const COLORS: [RGBColor; 6] = [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-        RGBColor(148, 103, 189),
-        RGBColor(140, 86, 75),
-    ];
+    use crate::compare::report::COLORS;
 
     /// The textbook's message count (Elected rounds included; bounds for
     /// Hirschberg-Sinclair and Peterson), where there is one.
@@ -320,17 +313,7 @@ mod plot {
             for algorithm in [Algorithm::Ring, Algorithm::ChangRoberts, Algorithm::Bully] {
                 for case in [Case::Worst, Case::Best] {
                     for n in [4usize, 16, 64] {
-                        let r = simulate(&Options {
-                            algorithm,
-                            nodes: n,
-                            case,
-                            runs: 1,
-                            seed: 1,
-                            trace: false,
-                            partition: false,
-                            crash_leader: false,
-                            false_suspicion: None,
-                        });
+                        let r = simulate(&Options::new(algorithm, n, case));
                         let f = formula(algorithm, case, n as f64).unwrap();
                         assert_eq!(r.messages, f, "{algorithm:?} {case:?} n={n}");
                     }

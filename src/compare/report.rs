@@ -10,7 +10,8 @@ use plotters::prelude::*;
 use super::Unavailable;
 use super::output::{Row, markdown_table, table};
 
-const COLORS: [RGBColor; 8] = [
+/// The series colours of every chart elect draws.
+pub const COLORS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),

@@ -182,11 +182,7 @@ mod tests {
         for n in [3usize, 4, 5, 8, 13, 64, 200] {
             let increasing: Vec<u64> = (1..=n as u64).collect();
             let decreasing: Vec<u64> = increasing.iter().rev().copied().collect();
-            let mut shuffled = increasing.clone();
-            for i in (1..n).rev() {
-                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-                shuffled.swap(i, (seed >> 33) as usize % (i + 1));
-            }
+            let shuffled = crate::sim::run::shuffled(n, &mut seed);
             for ids in [increasing, decreasing, shuffled] {
                 let procs = ids.iter().map(|&id| HirschbergSinclair::new(id)).collect();
                 let mut sim = Sim::new(procs, Config::default());

@@ -171,8 +171,8 @@ fn next(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Ids 1..=n, shuffled by `state`.
-fn shuffled(n: usize, state: &mut u64) -> Vec<u64> {
+/// Ids 1..=n, shuffled by `state` (Fisher-Yates over splitmix64).
+pub fn shuffled(n: usize, state: &mut u64) -> Vec<u64> {
     let mut ids: Vec<u64> = (1..=n as u64).collect();
     for i in (1..n).rev() {
         ids.swap(i, (next(state) % (i as u64 + 1)) as usize);
@@ -413,20 +413,25 @@ fn suspect_falsely<P: Process>(
 }
 
 impl Options {
-    /// No partition, no crash: what algorithms without a failure detector
-    /// run.
-    fn plain() -> Options {
+    /// One run of `algorithm` on `nodes` in `case`, seed 1, no faults.
+    pub fn new(algorithm: Algorithm, nodes: usize, case: Case) -> Options {
         Options {
-            algorithm: Algorithm::Ring,
-            nodes: 0,
-            case: Case::Worst,
+            algorithm,
+            nodes,
+            case,
             runs: 1,
-            seed: 0,
+            seed: 1,
             trace: false,
             partition: false,
             crash_leader: false,
             false_suspicion: None,
         }
+    }
+
+    /// No partition, no crash: what algorithms without a failure detector
+    /// run.
+    fn plain() -> Options {
+        Options::new(Algorithm::Ring, 0, Case::Worst)
     }
 }
 
@@ -521,17 +526,7 @@ mod tests {
     use super::*;
 
     fn options(algorithm: Algorithm, nodes: usize, case: Case) -> Options {
-        Options {
-            algorithm,
-            nodes,
-            case,
-            runs: 1,
-            seed: 1,
-            trace: false,
-            partition: false,
-            crash_leader: false,
-            false_suspicion: None,
-        }
+        Options::new(algorithm, nodes, case)
     }
 
     #[test]
