@@ -186,8 +186,12 @@ fn an_interrupted_compare_leaves_nothing_behind() {
         );
         seen.push_str(&line);
     }
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let started = support::proc::descendants(pid);
+    // Six ensemble members and three candidates, at least.
+    let started = support::eventually(
+        "members and candidates running",
+        std::time::Duration::from_secs(30),
+        || Some(support::proc::descendants(pid)).filter(|d| d.len() >= 9),
+    );
     assert!(
         started.len() >= 6,
         "members and candidates run: {started:?}"

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
 use elect::lab::fault::{FencedStore, Proxy, Traffic};
-use elect::lab::process::{Line, Watched};
+use elect::lab::process::{Line, Watched, descendants};
 use elect::lab::{interrupt, loopback_net};
 
 use super::contender::{Backend, Contender, RaftPeers, Role};
@@ -16,6 +16,9 @@ use super::probe::Probe;
 /// Long enough for anything a healthy ensemble does; a wait past it is a
 /// failed run, not a slow sample.
 pub const SOON: Duration = Duration::from_secs(60);
+
+/// The cluster name every Raft-vote peer of a compared election shares.
+const RAFT_CLUSTER: &str = "elect-compare";
 
 /// How candidates reach the ensemble.
 pub enum Reach {
@@ -215,7 +218,7 @@ impl<'a> Arena<'a> {
         let role = Role::with(script.as_deref());
         let proc = self
             .contender
-            .spawn(&raft.cluster_name(), &id, &endpoints, Some(&dir), role)?;
+            .spawn(RAFT_CLUSTER, &id, &endpoints, Some(&dir), role)?;
         let slot = Slot::new(id, proc, Vec::new(), endpoints);
         if i < self.slots.len() {
             self.slots[i] = Some(slot);
@@ -339,8 +342,8 @@ impl<'a> Arena<'a> {
             if slot.proc.wait_exit(SOON).is_none() {
                 bail!("{} did not exit within {SOON:?}", slot.proc.name);
             }
-            // The pipe may hold the last lines a moment longer.
-            std::thread::sleep(Duration::from_millis(2));
+            // Its last wake-ups may still be in the pipe.
+            slot.proc.wait_stderr_read(Duration::from_secs(1));
             self.retired_wakeups += wakeups(&slot);
         }
         Ok(())
@@ -425,47 +428,9 @@ impl Drop for Arena<'_> {
     }
 }
 
-impl RaftPeers {
-    /// The cluster name every peer of a compared election shares.
-    pub fn cluster_name(&self) -> String {
-        "elect-compare".into()
-    }
-}
-
 fn wakeups(slot: &Slot) -> usize {
     slot.proc
         .stderr()
         .matches(super::contender::WAKEUP_LINE)
         .count()
-}
-
-/// Every descendant of `pid`, from /proc.
-pub fn descendants(pid: i32) -> Vec<i32> {
-    let mut children: std::collections::HashMap<i32, Vec<i32>> = Default::default();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for e in entries.flatten() {
-            let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-                continue;
-            };
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                .and_then(|s| s.parse::<i32>().ok());
-            if let Some(ppid) = ppid {
-                children.entry(ppid).or_default().push(p);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    let mut stack = vec![pid];
-    while let Some(p) = stack.pop() {
-        for &c in children.get(&p).into_iter().flatten() {
-            out.push(c);
-            stack.push(c);
-        }
-    }
-    out
 }

@@ -152,7 +152,6 @@ fn connect_zk(
 /// Keys under `<election>/` on the etcd member at `member`, counted by a
 /// serializable range through etcd's JSON gateway.
 fn etcd_count(member: &str, election: &str) -> Option<usize> {
-    use std::io::{Read, Write};
     let prefix = format!("{election}/");
     let mut end = prefix.clone().into_bytes();
     *end.last_mut()? += 1;
@@ -161,27 +160,23 @@ fn etcd_count(member: &str, election: &str) -> Option<usize> {
         base64(prefix.as_bytes()),
         base64(&end)
     );
-    let mut stream = std::net::TcpStream::connect(member).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    let request = format!(
-        "POST /v3/kv/range HTTP/1.1\r\nHost: etcd\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
-        body.len()
+    let (code, response) = elect::lab::http_request(
+        member,
+        "POST",
+        "/v3/kv/range",
+        &body,
+        Duration::from_secs(2),
     );
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    if !response.starts_with("HTTP/1.1 200") {
+    if code != 200 {
         return None;
     }
     // `count` is an int64, which the gateway writes as a string, and left
     // out when zero.
-    let count = response
+    response
         .split("\"count\":\"")
         .nth(1)
         .and_then(|rest| rest.split('"').next())
-        .map_or(Some(0), |n| n.parse().ok())?;
-    Some(count)
+        .map_or(Some(0), |n| n.parse().ok())
 }
 
 fn base64(bytes: &[u8]) -> String {

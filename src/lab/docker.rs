@@ -233,13 +233,6 @@ impl Container {
         })
     }
 
-    /// Runs `command` inside the container.
-    pub fn exec(&self, command: &[&str]) -> Result<Output> {
-        let mut args = vec!["exec", self.name.as_str()];
-        args.extend_from_slice(command);
-        docker_output(&args)
-    }
-
     /// The container's output so far.
     pub fn logs(&self) -> Vec<u8> {
         let Ok(out) = docker_output(&["logs", &self.name]) else {

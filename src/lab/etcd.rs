@@ -106,17 +106,14 @@ pub fn healthy(client: &str) -> bool {
 /// The member's answer to the maintenance Status call (JSON), through the
 /// HTTP gateway: cheap enough to poll every millisecond.
 pub fn status(client: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(client).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .ok()?;
-    let request = "POST /v3/maintenance/status HTTP/1.1\r\nHost: etcd\r\n\
-                   Content-Length: 2\r\nConnection: close\r\n\r\n{}";
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    Some(response)
+    let (code, body) = super::http_request(
+        client,
+        "POST",
+        "/v3/maintenance/status",
+        "{}",
+        Duration::from_millis(200),
+    );
+    (code != 0).then_some(body)
 }
 
 fn status_field(response: &str, name: &str) -> Option<String> {

@@ -571,6 +571,18 @@ pub fn which(program: &str) -> Option<PathBuf> {
 /// `GET path` from an HTTP/1.1 server at `addr`: the status code and body
 /// (status 0 when nothing answers).
 pub fn http_get(addr: &str, path: &str, timeout: Duration) -> (u16, String) {
+    http_request(addr, "GET", path, "", timeout)
+}
+
+/// One HTTP/1.1 request with `body` (JSON, for etcd's gateway): the status
+/// code and body (status 0 when nothing answers).
+pub fn http_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+    timeout: Duration,
+) -> (u16, String) {
     use std::io::{Read, Write};
     let Ok(sock) = addr.parse::<std::net::SocketAddr>().or_else(|_| {
         use std::net::ToSocketAddrs;
@@ -584,7 +596,11 @@ pub fn http_get(addr: &str, path: &str, timeout: Duration) -> (u16, String) {
         return (0, String::new());
     };
     let _ = stream.set_read_timeout(Some(timeout));
-    let request = format!("GET {path} HTTP/1.1\r\nHost: elect\r\nConnection: close\r\n\r\n");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: elect\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
     if stream.write_all(request.as_bytes()).is_err() {
         return (0, String::new());
     }

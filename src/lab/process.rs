@@ -62,6 +62,8 @@ pub struct Watched {
     child: Child,
     lines: Receiver<Line>,
     stderr: Arc<Mutex<String>>,
+    /// Closed (its sender dropped) once stderr reached its end.
+    stderr_done: Receiver<()>,
     /// A name for messages.
     pub name: String,
 }
@@ -90,7 +92,9 @@ impl Watched {
         let stderr = Arc::new(Mutex::new(String::new()));
         let sink = stderr.clone();
         let mut pipe = child.stderr.take().expect("piped");
+        let (done, stderr_done) = channel::<()>();
         std::thread::spawn(move || {
+            let _done = done;
             let mut buf = [0u8; 4096];
             while let Ok(n @ 1..) = pipe.read(&mut buf) {
                 sink.lock()
@@ -102,8 +106,19 @@ impl Watched {
             child,
             lines,
             stderr,
+            stderr_done,
             name: name.to_owned(),
         })
+    }
+
+    /// Waits (at most `within`) until everything it wrote to stderr has
+    /// been read: after it exited, its last lines may still be in the pipe.
+    /// False if the pipe is still open (a descendant holds it).
+    pub fn wait_stderr_read(&self, within: Duration) -> bool {
+        matches!(
+            self.stderr_done.recv_timeout(within),
+            Err(RecvTimeoutError::Disconnected)
+        )
     }
 
     /// Its pid.
@@ -209,4 +224,58 @@ impl Drop for Watched {
             }
         }
     }
+}
+
+/// Whether `pid` is alive (a zombie counts as dead: it runs nothing).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // The state follows the parenthesised command name.
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some('Z') | Some('X') | None)
+        }
+        Err(_) => false,
+    }
+}
+
+/// The parent of `pid`, if it is alive.
+pub fn parent(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The parent pid is the second field after the parenthesised name.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Every living descendant of `pid` (not `pid` itself), parents first.
+pub fn descendants(pid: i32) -> Vec<i32> {
+    let mut parents: Vec<(i32, i32)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        if let Some(ppid) = parent(child) {
+            parents.push((child, ppid));
+        }
+    }
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found.retain(|&p| alive(p));
+    found
 }

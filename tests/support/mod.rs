@@ -15,22 +15,13 @@ pub mod proc;
 pub mod raft;
 pub mod zk;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Polls `probe` every 10 ms until it returns `Some`, or panics with `what`
-/// after `within`.
-pub fn eventually<T>(what: &str, within: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
-    let until = Instant::now() + within;
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(
-            Instant::now() < until,
-            "timed out after {within:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// after `within` (the lab's [`elect::lab::poll`], failing the test).
+pub fn eventually<T>(what: &str, within: Duration, probe: impl FnMut() -> Option<T>) -> T {
+    ::elect::lab::poll(within, probe)
+        .unwrap_or_else(|| panic!("timed out after {within:?} waiting for {what}"))
 }
 
 /// Where the ensembles of this test run: each member in its own container

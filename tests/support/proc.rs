@@ -2,19 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-/// Whether `pid` is alive (a zombie counts as dead: it runs nothing).
-pub fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            // The state follows the parenthesised command name.
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.trim_start().chars().next());
-            !matches!(state, Some('Z') | Some('X') | None)
-        }
-        Err(_) => false,
-    }
-}
+#[allow(unused_imports)]
+pub use elect::lab::process::{alive, descendants, parent};
 
 /// Records when each of `pids` dies, exactly: one thread per pid blocks on
 /// a pidfd, which the kernel makes readable the moment the process exits.
@@ -122,44 +111,4 @@ pub fn tree_script(pids: &std::path::Path, stubborn: bool) -> String {
         "{trap}echo $$ > {p}.tmp; sleep 1000 & echo $! >> {p}.tmp; mv {p}.tmp {p}; wait",
         p = pids.display()
     )
-}
-
-/// The parent of `pid`, if it is alive.
-pub fn parent(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The parent pid is the second field after the parenthesised name.
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
-/// Every living descendant of `pid` (not `pid` itself), parents first.
-pub fn descendants(pid: i32) -> Vec<i32> {
-    let mut parents: Vec<(i32, i32)> = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-            continue;
-        };
-        if let Some(ppid) = parent(child) {
-            parents.push((child, ppid));
-        }
-    }
-    let mut found = vec![pid];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        found.extend(
-            parents
-                .iter()
-                .filter(|(_, p)| *p == parent)
-                .map(|(c, _)| *c),
-        );
-        i += 1;
-    }
-    found.remove(0);
-    found.retain(|&p| alive(p));
-    found
 }
