@@ -180,10 +180,7 @@ mod tests {
     fn elects_the_largest_id_within_the_bound() {
         let mut seed = 11u64;
         for n in [3usize, 4, 5, 8, 13, 64, 200] {
-            let increasing: Vec<u64> = (1..=n as u64).collect();
-            let decreasing: Vec<u64> = increasing.iter().rev().copied().collect();
-            let shuffled = crate::sim::run::shuffled(n, &mut seed);
-            for ids in [increasing, decreasing, shuffled] {
+            for ids in crate::sim::run::arrangements(n, &mut seed) {
                 let procs = ids.iter().map(|&id| HirschbergSinclair::new(id)).collect();
                 let mut sim = Sim::new(procs, Config::default());
                 let s = sim.run().clone();

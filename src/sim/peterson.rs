@@ -124,10 +124,7 @@ mod tests {
     fn one_leader_within_the_bound() {
         let mut seed = 5u64;
         for n in [2usize, 3, 4, 7, 16, 100, 256] {
-            let increasing: Vec<u64> = (1..=n as u64).collect();
-            let decreasing: Vec<u64> = increasing.iter().rev().copied().collect();
-            let shuffled = crate::sim::run::shuffled(n, &mut seed);
-            for ids in [increasing, decreasing, shuffled] {
+            for ids in crate::sim::run::arrangements(n, &mut seed) {
                 let procs = ids.iter().map(|&id| Peterson::new(id)).collect();
                 let mut sim = Sim::new(procs, Config::default());
                 let s = sim.run().clone();

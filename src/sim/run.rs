@@ -15,7 +15,7 @@ use super::invitation::Invitation;
 use super::peterson::Peterson;
 use super::raft::{ELECTION_TIMEOUT, RaftProcess};
 use super::ring::Ring;
-use super::{Pid, Process};
+use super::{Pid, Process, splitmix64};
 
 /// The algorithms the simulator runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -162,20 +162,20 @@ pub struct Report {
     pub trace: Vec<String>,
 }
 
-/// splitmix64, for the random arrangements.
-fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// The textbooks' three arrangements of ids 1..=n around a ring:
+/// increasing, decreasing, and shuffled by `seed`.
+#[cfg(test)]
+pub(crate) fn arrangements(n: usize, seed: &mut u64) -> [Vec<u64>; 3] {
+    let increasing: Vec<u64> = (1..=n as u64).collect();
+    let decreasing = increasing.iter().rev().copied().collect();
+    [increasing, decreasing, shuffled(n, seed)]
 }
 
 /// Ids 1..=n, shuffled by `state` (Fisher-Yates over splitmix64).
 pub fn shuffled(n: usize, state: &mut u64) -> Vec<u64> {
     let mut ids: Vec<u64> = (1..=n as u64).collect();
     for i in (1..n).rev() {
-        ids.swap(i, (next(state) % (i as u64 + 1)) as usize);
+        ids.swap(i, (splitmix64(state) % (i as u64 + 1)) as usize);
     }
     ids
 }
@@ -214,7 +214,7 @@ pub fn simulate(options: &Options) -> Report {
                     Case::Worst => ((1..=n as u64).collect(), 0),
                     Case::Random => {
                         let ids = shuffled(n, &mut state);
-                        (ids, (next(&mut state) % n as u64) as usize)
+                        (ids, (splitmix64(&mut state) % n as u64) as usize)
                     }
                 };
                 let _ = max;
@@ -302,7 +302,7 @@ pub fn simulate(options: &Options) -> Report {
                     Case::Best => ids.iter().position(|&i| i == n as u64 - 1),
                     Case::Worst => ids.iter().position(|&i| i == 1),
                     Case::Random => {
-                        let k = next(&mut state) % (n as u64 - 1);
+                        let k = splitmix64(&mut state) % (n as u64 - 1);
                         (0..n).filter(|&p| p != failed).nth(k as usize)
                     }
                 }
@@ -403,7 +403,7 @@ fn suspect_falsely<P: Process>(
     let observers: Vec<Pid> = (0..n).filter(|&i| i != leader && sim.is_up(i)).collect();
     for t in (start..start + SUSPICION_WINDOW).step_by(HEARTBEAT as usize) {
         for &observer in &observers {
-            if (next(&mut state) as f64 / u64::MAX as f64) < p {
+            if (splitmix64(&mut state) as f64 / u64::MAX as f64) < p {
                 sim.suspect_at(t, observer, leader);
             }
         }

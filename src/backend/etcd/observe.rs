@@ -59,20 +59,28 @@ impl Observed for View {
 ///
 /// Errors: the read failed. Cancel safe.
 pub async fn read_leader(client: &Client, prefix: &str) -> Result<View> {
+    read_first(client, prefix, 0).await.map(|(view, _)| view)
+}
+
+/// The leader and up to `successors` keys after it, in create order, with
+/// one linearizable read.
+async fn read_first(client: &Client, prefix: &str, successors: i64) -> Result<(View, Successors)> {
     let options = GetOptions::new()
         .with_prefix()
         .with_sort(SortTarget::Create, SortOrder::Ascend)
-        .with_limit(1);
+        .with_limit(successors + 1);
     let resp = client
         .kv_client()
         .get(prefix, Some(options))
         .await
         .map_err(|e| etcd_error("reading the leader", e))?;
-    Ok(View {
-        leader: resp.kvs().first().map(CandidateKey::from),
+    let mut keys = resp.kvs().iter().map(CandidateKey::from);
+    let view = View {
+        leader: keys.next(),
         current: true,
         revision: resp.header().map_or(0, |h| h.revision()),
-    })
+    };
+    Ok((view, keys.collect()))
 }
 
 /// How many keys after the leader a listing keeps for the next changes.
@@ -87,23 +95,9 @@ async fn read_leader_and_successors(
     prefix: &str,
     known: &mut Successors,
 ) -> Result<View> {
-    let options = GetOptions::new()
-        .with_prefix()
-        .with_sort(SortTarget::Create, SortOrder::Ascend)
-        .with_limit(SUCCESSORS + 1);
-    let resp = client
-        .kv_client()
-        .get(prefix, Some(options))
-        .await
-        .map_err(|e| etcd_error("reading the leader", e))?;
-    let mut keys = resp.kvs().iter().map(CandidateKey::from);
-    let leader = keys.next();
-    *known = keys.collect();
-    Ok(View {
-        leader,
-        current: true,
-        revision: resp.header().map_or(0, |h| h.revision()),
-    })
+    let (view, next) = read_first(client, prefix, SUCCESSORS).await?;
+    *known = next;
+    Ok(view)
 }
 
 /// After the leader's key was deleted: the first key `known` from the last
