@@ -161,8 +161,8 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
         }
         return Ok(0);
     }
-    for r in &reports {
-        for line in &r.trace {
+    for r in reports.iter().filter(|r| !r.trace.is_empty()) {
+        for line in elect::sim::trace::draw(&r.trace, &r.lanes) {
             println!("{line}");
         }
     }

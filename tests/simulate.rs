@@ -100,8 +100,16 @@ fn random_runs_average_and_the_trace_draws_each_message() {
     assert!((mean - 64.0 * h).abs() / (64.0 * h) < 0.03, "{mean}");
     let (code, out, _) = simulate(&["--algorithm", "ring", "--nodes", "5", "--trace"]);
     assert_eq!(code, 0);
+    // Lanes 1..5 around the ring; the last Elected wraps from 5 back to 1.
     assert_eq!(out.lines().filter(|l| l.starts_with("t=")).count(), 14);
-    assert!(out.contains("5 -> 1: Elected(5)"), "{out}");
+    assert!(
+        out.contains("t=1     ●────▶    │    │    │    Election(1)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("t=10    ◀────┼────┼────┼────●    Elected(5)"),
+        "{out}"
+    );
 }
 
 #[test]

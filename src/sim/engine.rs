@@ -3,8 +3,9 @@
 //! so a run is a function of its processes and its seed.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
+use super::trace::Delivery;
 use super::{Io, Message, Pid, Process};
 
 /// How long a message takes.
@@ -141,13 +142,15 @@ pub struct Sim<P: Process> {
     incarnation: Vec<u64>,
     /// Partition group of each process: messages cross no group boundary.
     group: Vec<u8>,
+    /// Links cut one way, `(from, to)`: finer than partitions.
+    cut: BTreeSet<(Pid, Pid)>,
     now: u64,
     seq: u64,
     queue: BinaryHeap<Scheduled<P::Msg>>,
     rng: u64,
     cfg: Config,
     stats: Stats,
-    trace: Vec<String>,
+    trace: Vec<Delivery>,
     started: bool,
     /// Who believed they led after the last event, while tracking.
     tracked: Option<Vec<bool>>,
@@ -162,6 +165,7 @@ impl<P: Process> Sim<P> {
             up: vec![true; n],
             incarnation: vec![0; n],
             group: vec![0; n],
+            cut: BTreeSet::new(),
             now: 0,
             seq: 0,
             queue: BinaryHeap::new(),
@@ -190,6 +194,54 @@ impl<P: Process> Sim<P> {
         self.schedule(at, Event::Partition(groups));
     }
 
+    /// Crashes `pid` now: it stops, and the timers it set never fire.
+    pub fn crash(&mut self, pid: Pid) {
+        self.up[pid] = false;
+        self.incarnation[pid] += 1;
+    }
+
+    /// Brings `pid` back now as `process` (typically rebuilt from what the
+    /// crashed one had persisted), and starts it. Messages still in flight
+    /// to `pid` reach the new incarnation; its predecessor's timers do not.
+    pub fn restart(&mut self, pid: Pid, process: P) {
+        self.procs[pid] = process;
+        self.up[pid] = true;
+        self.incarnation[pid] += 1;
+        if self.started {
+            self.step(pid, |p, io| p.start(io));
+        }
+    }
+
+    /// Lets `pid` act on something from outside the algorithm now (an
+    /// operator's command, say), through `f`.
+    pub fn act(&mut self, pid: Pid, f: impl FnOnce(&mut P, &mut Io<'_, P::Msg>)) {
+        self.start();
+        self.step(pid, f);
+    }
+
+    /// Cuts the link between `a` and `b`, both ways, until [`Sim::heal`].
+    pub fn cut(&mut self, a: Pid, b: Pid) {
+        self.cut.insert((a, b));
+        self.cut.insert((b, a));
+    }
+
+    /// Cuts every link of `pid`.
+    pub fn isolate(&mut self, pid: Pid) {
+        for other in (0..self.procs.len()).filter(|&o| o != pid) {
+            self.cut(pid, other);
+        }
+    }
+
+    /// Heals every cut and partition now.
+    pub fn heal(&mut self) {
+        self.cut.clear();
+        self.group.iter_mut().for_each(|g| *g = 0);
+    }
+
+    fn reachable(&self, from: Pid, to: Pid) -> bool {
+        self.group[from] == self.group[to] && !self.cut.contains(&(from, to))
+    }
+
     /// From now on, count each time a process takes leadership (checked
     /// after every event: O(n) each).
     pub fn track_leader(&mut self) {
@@ -205,6 +257,11 @@ impl<P: Process> Sim<P> {
     /// Loses each message from now on with probability `rate`.
     pub fn set_drop_rate(&mut self, rate: f64) {
         self.cfg.drop_rate = rate;
+    }
+
+    /// Delays messages sent from now on by `delay`.
+    pub fn set_delay(&mut self, delay: Delay) {
+        self.cfg.delay = delay;
     }
 
     /// Has `observer`'s failure detector suspect `suspected` at time `at`.
@@ -249,6 +306,7 @@ impl<P: Process> Sim<P> {
             n: self.procs.len(),
             up: &self.up,
             group: &self.group,
+            cut: &self.cut,
             sends: &mut sends,
             timers: &mut timers,
         };
@@ -305,9 +363,17 @@ impl<P: Process> Sim<P> {
 
     /// Runs for `units` more time units.
     pub fn run_for(&mut self, units: u64) {
-        let until = self.now + units;
-        self.advance(until, |_| false);
-        self.now = until;
+        self.run_to(self.now + units, |_| {});
+    }
+
+    /// Runs until time `at`, calling `check` after every event: where
+    /// invariants that must hold at every instant are checked.
+    pub fn run_to(&mut self, at: u64, mut check: impl FnMut(&Self)) {
+        self.advance(at, |sim| {
+            check(sim);
+            false
+        });
+        self.now = self.now.max(at);
     }
 
     /// The current time.
@@ -315,9 +381,8 @@ impl<P: Process> Sim<P> {
         self.now
     }
 
-    /// Processes events up to `until`; stops early, returning true, once
-    /// `stop` holds after an event.
-    fn advance(&mut self, until: u64, mut stop: impl FnMut(&Self) -> bool) -> bool {
+    /// Starts every live process, once.
+    fn start(&mut self) {
         if !self.started {
             self.started = true;
             for pid in 0..self.procs.len() {
@@ -326,6 +391,12 @@ impl<P: Process> Sim<P> {
                 }
             }
         }
+    }
+
+    /// Processes events up to `until`; stops early, returning true, once
+    /// `stop` holds after an event.
+    fn advance(&mut self, until: u64, mut stop: impl FnMut(&Self) -> bool) -> bool {
+        self.start();
         while let Some(next) = self.queue.pop() {
             if next.at > until {
                 self.queue.push(next);
@@ -334,18 +405,17 @@ impl<P: Process> Sim<P> {
             self.now = next.at;
             match next.event {
                 Event::Deliver { from, to, msg } => {
-                    if !self.up[to] || self.group[from] != self.group[to] {
+                    if !self.up[to] || !self.reachable(from, to) {
                         continue;
                     }
                     self.stats.completion = self.now;
                     if self.cfg.trace {
-                        self.trace.push(format!(
-                            "t={:<4} {} -> {}: {:?}",
-                            self.now,
-                            self.procs[from].id(),
-                            self.procs[to].id(),
-                            msg
-                        ));
+                        self.trace.push(Delivery {
+                            at: self.now,
+                            from: self.procs[from].id(),
+                            to: self.procs[to].id(),
+                            message: format!("{msg:?}"),
+                        });
                     }
                     self.step(to, |p, io| p.receive(from, msg, io));
                 }
@@ -358,10 +428,7 @@ impl<P: Process> Sim<P> {
                         self.step(pid, |p, io| p.timeout(timer, io));
                     }
                 }
-                Event::Crash(pid) => {
-                    self.up[pid] = false;
-                    self.incarnation[pid] += 1;
-                }
+                Event::Crash(pid) => self.crash(pid),
                 Event::Partition(groups) => self.group = groups,
                 Event::Suspect {
                     observer,
@@ -411,8 +478,8 @@ impl<P: Process> Sim<P> {
         self.up[pid]
     }
 
-    /// One line per delivered message, when [`Config::trace`] asked.
-    pub fn trace(&self) -> &[String] {
+    /// Every delivered message, when [`Config::trace`] asked.
+    pub fn trace(&self) -> &[Delivery] {
         &self.trace
     }
 

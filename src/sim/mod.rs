@@ -28,6 +28,7 @@ pub mod peterson;
 pub mod raft;
 pub mod ring;
 pub mod run;
+pub mod trace;
 
 /// A process's index in the simulation, `0..n`. Algorithms compare
 /// processes by the ids the scenario gave them, not by index.
@@ -88,6 +89,8 @@ pub struct Io<'a, M> {
     /// down.
     up: &'a [bool],
     group: &'a [u8],
+    /// Pairs `(from, to)` whose messages are lost (a cut link).
+    cut: &'a std::collections::BTreeSet<(Pid, Pid)>,
     sends: &'a mut Vec<(Pid, M)>,
     timers: &'a mut Vec<(u64, u64)>,
 }
@@ -118,9 +121,11 @@ impl<M> Io<'_, M> {
         self.timers.push((after, timer));
     }
 
-    /// Whether the failure detector believes `pid` is up: it is, and on
-    /// this side of any partition.
+    /// Whether the failure detector believes `pid` is up: it is, on this
+    /// side of any partition, and the link to it is not cut.
     pub fn believed_up(&self, pid: Pid) -> bool {
-        self.up[pid] && self.group[pid] == self.group[self.me]
+        self.up[pid]
+            && self.group[pid] == self.group[self.me]
+            && !self.cut.contains(&(self.me, pid))
     }
 }

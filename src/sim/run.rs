@@ -15,6 +15,7 @@ use super::invitation::Invitation;
 use super::peterson::Peterson;
 use super::raft::{ELECTION_TIMEOUT, RaftProcess};
 use super::ring::Ring;
+use super::trace::Delivery;
 use super::{Pid, Process, splitmix64};
 
 /// The algorithms the simulator runs.
@@ -159,7 +160,10 @@ pub struct Report {
     pub leader_changes: f64,
     /// The first run's messages, with `trace`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub trace: Vec<String>,
+    pub trace: Vec<Delivery>,
+    /// The first run's ids in process (ring) order: the trace's lanes.
+    #[serde(skip)]
+    pub lanes: Vec<u64>,
 }
 
 /// The textbooks' three arrangements of ids 1..=n around a ring:
@@ -196,6 +200,7 @@ pub fn simulate(options: &Options) -> Report {
         split_brain: false,
         leader_changes: 0.0,
         trace: Vec::new(),
+        lanes: Vec::new(),
     };
     for run in 0..options.runs {
         let seed = options.seed.wrapping_add(run as u64);
@@ -342,6 +347,7 @@ pub fn simulate(options: &Options) -> Report {
         report.leaders = one.leaders;
         if run == 0 {
             report.trace = one.trace;
+            report.lanes = one.lanes;
         }
     }
     let runs = options.runs.max(1) as f64;
@@ -363,7 +369,8 @@ struct One {
     agreed: bool,
     split_brain: bool,
     leader_changes: u64,
-    trace: Vec<String>,
+    trace: Vec<Delivery>,
+    lanes: Vec<u64>,
 }
 
 fn finish<P: Process>(mut sim: Sim<P>, options: &Options) -> One {
@@ -518,6 +525,7 @@ fn summarize<P: Process>(sim: &Sim<P>) -> One {
         split_brain: outcome.split_brain,
         leader_changes: stats.leader_changes,
         trace: sim.trace().to_vec(),
+        lanes: (0..sim.len()).map(|i| sim.process(i).id()).collect(),
     }
 }
 
@@ -646,6 +654,7 @@ mod tests {
         o.trace = true;
         let r = simulate(&o);
         assert_eq!(r.trace.len(), 14);
-        assert!(r.trace[0].contains("1 -> 2: Election(1)"), "{}", r.trace[0]);
+        assert_eq!((r.trace[0].from, r.trace[0].to), (1, 2));
+        assert_eq!(r.trace[0].message, "Election(1)");
     }
 }
