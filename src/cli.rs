@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use elect::config::{BackendKind, ElectionConfig};
+use elect::credentials::{PASSWORD_VAR, Password, Tls, User};
 use elect::export::{Format, OutputConfig};
 use elect::supervise::{ChildConfig, Restart};
 
@@ -159,6 +160,35 @@ pub struct CommonArgs {
     /// /metrics on this address (IP:PORT, e.g. 0.0.0.0:4040).
     #[arg(long, env = "ELECT_HTTP", global = true, value_name = "ADDR")]
     pub http: Option<String>,
+
+    /// Talk TLS, trusting the CA certificates in this PEM file (etcd:
+    /// https; zk: its TLS client port; raft: mutual TLS between peers).
+    #[arg(long, env = "ELECT_CACERT", global = true, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+
+    /// This process's certificate (PEM), signed by the CA; raft: its DNS
+    /// name must be the peer's id (readers: any name).
+    #[arg(long, env = "ELECT_CERT", global = true, value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+
+    /// The private key of --cert (PEM).
+    #[arg(long, env = "ELECT_KEY", global = true, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+
+    /// The name the servers' certificates carry, when it is not the host
+    /// of the endpoints (e.g. endpoints given as IP addresses).
+    #[arg(long, env = "ELECT_SERVER_NAME", global = true, value_name = "NAME")]
+    pub server_name: Option<String>,
+
+    /// etcd: the user to authenticate as; zk: the digest user, and elect's
+    /// znodes then let only this user write or delete them. The password
+    /// comes from --password-file or ELECT_PASSWORD, never the command line.
+    #[arg(long, env = "ELECT_USER", global = true, value_name = "NAME")]
+    pub user: Option<String>,
+
+    /// The password of --user: the first line of this file.
+    #[arg(long, env = "ELECT_PASSWORD_FILE", global = true, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -293,6 +323,12 @@ pub enum LabAction {
         /// processes.
         #[arg(long)]
         containers: bool,
+        /// Secure them: a CA made now; etcd with client TLS, client
+        /// certificates and auth (root, and a user limited to `secured/`).
+        /// Prints the files to pass as --cacert, --cert, --key, --user and
+        /// --password-file.
+        #[arg(long)]
+        secure: bool,
     },
     /// Each member's address and state, and whether it is healthy.
     Status,
@@ -629,6 +665,12 @@ impl Cli {
             ("data_dir", "--data-dir"),
             ("leader_file", "--leader-file"),
             ("http", "--http"),
+            ("cacert", "--cacert"),
+            ("cert", "--cert"),
+            ("key", "--key"),
+            ("server_name", "--server-name"),
+            ("user", "--user"),
+            ("password_file", "--password-file"),
         ];
         for (id, flag) in flags {
             if subcommand == "compare" && id == "ttl" {
@@ -719,6 +761,59 @@ impl CommonArgs {
         }
         if let (Some(dir), BackendKind::Raft) = (&self.data_dir, backend) {
             cfg = cfg.with_data_dir(dir)?;
+        }
+        cfg = self.credentials(cfg)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Adds TLS material and the user, read now so a bad file is refused
+    /// before anything connects.
+    fn credentials(&self, mut cfg: ElectionConfig) -> Result<ElectionConfig> {
+        match (&self.cacert, &self.cert, &self.key) {
+            (Some(ca), cert, key) => {
+                let mut tls = Tls::from_files(ca, cert.as_deref(), key.as_deref())?;
+                if let Some(name) = &self.server_name {
+                    tls = tls.with_server_name(name)?;
+                }
+                cfg = cfg.with_tls(tls)?;
+            }
+            (None, Some(_), _) | (None, _, Some(_)) => {
+                return Err(UsageError::new(
+                    "--cacert",
+                    "is required with --cert and --key: the CA that signed the servers' certificates",
+                ));
+            }
+            (None, None, None) if self.server_name.is_some() => {
+                return Err(UsageError::new("--server-name", "needs --cacert"));
+            }
+            (None, None, None) => {}
+        }
+        let env_password = std::env::var(PASSWORD_VAR).ok().filter(|p| !p.is_empty());
+        let password = match (&self.password_file, env_password) {
+            (Some(_), Some(_)) => {
+                return Err(UsageError::new(
+                    "--password-file",
+                    format!("{PASSWORD_VAR} is set too; give the password one way"),
+                ));
+            }
+            (Some(file), None) => Some(Password::from_file(file)?),
+            (None, Some(p)) => Some(Password::new(p)),
+            (None, None) => None,
+        };
+        match (&self.user, password) {
+            (Some(name), Some(password)) => cfg = cfg.with_user(User::new(name, password)?)?,
+            (Some(_), None) => {
+                return Err(UsageError::new(
+                    "--user",
+                    format!("needs a password: --password-file FILE or {PASSWORD_VAR}"),
+                ));
+            }
+            (None, Some(_)) if self.password_file.is_some() => {
+                return Err(UsageError::new("--password-file", "needs --user"));
+            }
+            // ELECT_PASSWORD alone may be meant for another command.
+            (None, _) => {}
         }
         Ok(cfg)
     }

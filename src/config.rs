@@ -33,6 +33,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::credentials::{Tls, User};
 use crate::error::{Error, Result};
 
 /// Which service decides who leads.
@@ -99,6 +100,8 @@ pub struct ElectionConfig {
     pub(crate) ttl: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) data_dir: Option<PathBuf>,
+    pub(crate) tls: Option<Tls>,
+    pub(crate) user: Option<User>,
 }
 
 impl ElectionConfig {
@@ -111,11 +114,13 @@ impl ElectionConfig {
             ttl: backend.default_ttl(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             data_dir: None,
+            tls: None,
+            user: None,
         }
     }
 
-    /// An etcd election: `endpoints` as `host:port` (an `http://` scheme is
-    /// accepted), `election` the key prefix as `etcdctl elect` takes it.
+    /// An etcd election: `endpoints` as `host:port` (an `http://` or
+    /// `https://` scheme is accepted; see [`with_tls`](Self::with_tls)), `election` the key prefix as `etcdctl elect` takes it.
     ///
     /// Errors: [`Error::Config`] naming `endpoints` or `election`.
     pub fn etcd<I, S>(endpoints: I, election: &str) -> Result<Self>
@@ -247,13 +252,82 @@ impl ElectionConfig {
         Ok(self)
     }
 
+    /// Talks TLS with `tls`: etcd endpoints become `https://`; ZooKeeper
+    /// connects to its TLS port; Raft-vote peers authenticate each other
+    /// (mutual TLS: every peer's certificate must name its id), which
+    /// needs a certificate and key.
+    ///
+    /// Errors: [`Error::Config`] naming `cert` for a Raft-vote election
+    /// without a certificate.
+    pub fn with_tls(mut self, tls: Tls) -> Result<Self> {
+        if self.backend == BackendKind::Raft && !tls.has_identity() {
+            return Err(Error::config(
+                "cert",
+                "is required with raft and --cacert: peers and readers alike prove who \
+                 they are with a certificate from the CA",
+            ));
+        }
+        if self.backend == BackendKind::Etcd {
+            for url in &mut self.endpoints {
+                if let Some(rest) = url.strip_prefix("http://") {
+                    *url = format!("https://{rest}");
+                }
+            }
+        }
+        self.tls = Some(tls);
+        Ok(self)
+    }
+
+    /// Authenticates as `user`: etcd's user and password auth; ZooKeeper's
+    /// digest scheme, and elect's znodes then carry an ACL that lets anyone
+    /// read but only this user write or delete.
+    ///
+    /// Errors: [`Error::Config`] naming `user` with raft, whose peers
+    /// authenticate with certificates.
+    pub fn with_user(mut self, user: User) -> Result<Self> {
+        if self.backend == BackendKind::Raft {
+            return Err(Error::config(
+                "user",
+                "raft peers authenticate with certificates (--cacert, --cert, --key), not \
+                 passwords",
+            ));
+        }
+        self.user = Some(user);
+        Ok(self)
+    }
+
+    /// Checks what only the whole configuration can tell.
+    ///
+    /// Errors: [`Error::Config`] naming `cacert` when an etcd endpoint is
+    /// `https://` but no TLS material was given.
+    pub fn validate(&self) -> Result<()> {
+        let https = self.endpoints.iter().any(|e| e.starts_with("https://"));
+        if https && self.tls.is_none() {
+            return Err(Error::config(
+                "cacert",
+                "is required with https:// endpoints: the CA that signed etcd's certificate",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The TLS material, if any.
+    pub fn tls(&self) -> Option<&Tls> {
+        self.tls.as_ref()
+    }
+
+    /// The user, if any.
+    pub fn user(&self) -> Option<&User> {
+        self.user.as_ref()
+    }
+
     /// The backend this election runs on.
     pub fn backend(&self) -> BackendKind {
         self.backend
     }
 
-    /// etcd: `http://host:port` URLs; zk: one connect string; raft:
-    /// `id=host:port` per peer.
+    /// etcd: `http://host:port` (or `https://`) URLs; zk: one connect
+    /// string; raft: `id=host:port` per peer.
     pub fn endpoints(&self) -> &[String] {
         &self.endpoints
     }
@@ -299,8 +373,8 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// environment variables and file names of operators' scripts.
 pub const MAX_ID_BYTES: usize = 1024;
 
-/// Checks `host:port,...` (an `http://` scheme is accepted) and returns
-/// `http://host:port` URLs.
+/// Checks `host:port,...` (an `http://` or `https://` scheme is accepted)
+/// and returns URLs, `http://` unless `https://` was given.
 pub(crate) fn etcd_endpoints(text: &str) -> Result<Vec<String>> {
     const FLAG: &str = "endpoints";
     let mut urls = Vec::new();
@@ -308,13 +382,10 @@ pub(crate) fn etcd_endpoints(text: &str) -> Result<Vec<String>> {
         if raw.is_empty() {
             return Err(Error::config(FLAG, format!("empty entry in {text:?}")));
         }
-        if raw.starts_with("https://") {
-            return Err(Error::config(
-                FLAG,
-                format!("{raw:?}: TLS endpoints are not supported yet; use http://"),
-            ));
-        }
-        let hostport = raw.strip_prefix("http://").unwrap_or(raw);
+        let (scheme, hostport) = match raw.strip_prefix("https://") {
+            Some(rest) => ("https", rest),
+            None => ("http", raw.strip_prefix("http://").unwrap_or(raw)),
+        };
         let hostport = hostport.strip_suffix('/').unwrap_or(hostport);
         let (host, port) = hostport
             .rsplit_once(':')
@@ -337,7 +408,7 @@ pub(crate) fn etcd_endpoints(text: &str) -> Result<Vec<String>> {
                 ));
             }
         }
-        let url = format!("http://{host}:{port}");
+        let url = format!("{scheme}://{host}:{port}");
         if urls.contains(&url) {
             return Err(Error::config(FLAG, format!("{raw:?} is listed twice")));
         }

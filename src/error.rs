@@ -39,6 +39,28 @@ pub enum Error {
         detail: String,
     },
 
+    /// The TLS handshake with the service failed: a certificate was
+    /// refused, by us or by it.
+    #[error("{backend}: TLS handshake with {endpoints} failed: {detail}")]
+    Tls {
+        /// `etcd`, `zk` or `raft`.
+        backend: &'static str,
+        /// The endpoints tried.
+        endpoints: String,
+        /// What the TLS layer said.
+        detail: String,
+    },
+
+    /// The service refused our credentials or lacks a permission we need.
+    #[error("{backend}: {detail}")]
+    Auth {
+        /// `etcd`, `zk` or `raft`.
+        backend: &'static str,
+        /// What was refused, naming the user or key prefix (never a
+        /// password).
+        detail: String,
+    },
+
     /// A request to the coordination service failed.
     #[error("{backend}: {action} failed: {source}")]
     Backend {

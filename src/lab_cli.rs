@@ -49,6 +49,7 @@ impl Request {
                 zk,
                 raft,
                 containers,
+                secure,
             } => {
                 let (etcd, zk) = match (etcd, zk, raft) {
                     (None, None, None) => (3, 3),
@@ -70,6 +71,7 @@ impl Request {
                 let mut spec = Spec::new(mode, etcd, zk);
                 spec.raft = raft;
                 spec.dir = dir.clone();
+                spec.secure = *secure;
                 Action::Up(spec)
             }
             LabAction::Status => Action::Status,
@@ -186,6 +188,13 @@ fn print_lab(lab: &mut Lab, format: FormatArg) {
             if let Some(r) = &raft {
                 println!("export ELECT_RAFT_ENDPOINTS='{r}'");
             }
+            if let Some(s) = &lab.security {
+                println!("export ELECT_CACERT='{}'", s.ca.display());
+                println!("export ELECT_CERT='{}'", s.client.cert.display());
+                println!("export ELECT_KEY='{}'", s.client.key.display());
+                println!("export ELECT_USER='{}'", s.user);
+                println!("export ELECT_PASSWORD_FILE='{}'", s.password_file.display());
+            }
         }
         FormatArg::Json => {
             let value = serde_json::json!({
@@ -195,6 +204,7 @@ fn print_lab(lab: &mut Lab, format: FormatArg) {
                 "etcd_endpoints": etcd,
                 "zk_endpoints": zk,
                 "raft_endpoints": raft,
+                "security": lab.security,
                 "members": status,
             });
             println!("{value}");
@@ -213,6 +223,18 @@ fn print_lab(lab: &mut Lab, format: FormatArg) {
             }
             if let Some(r) = &raft {
                 println!("raft endpoints: {r} (election {})", lab::raft::CLUSTER);
+            }
+            if let Some(s) = &lab.security {
+                println!(
+                    "secured: --cacert {} --cert {} --key {} --user {} --password-file {} \
+                     (elections under {:?})",
+                    s.ca.display(),
+                    s.client.cert.display(),
+                    s.client.key.display(),
+                    s.user,
+                    s.password_file.display(),
+                    s.prefix
+                );
             }
             for m in status {
                 println!(

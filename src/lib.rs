@@ -71,6 +71,7 @@
 
 pub mod backend;
 pub mod config;
+pub mod credentials;
 pub mod error;
 pub mod export;
 pub mod lab;

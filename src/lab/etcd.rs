@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use super::member::{Member, Role, Runner};
-use super::{Placement, Result, http_get};
+use super::pki::Authority;
+use super::{Error, Placement, Result, Security, http_get};
 
 /// etcd's Raft timing, in milliseconds. The shortest lease etcd grants is
 /// about 1.5 election timeouts.
@@ -26,8 +27,15 @@ impl Default for Timing {
     }
 }
 
-/// Starts `n` members at `hosts`, each `name` `etcd-<i>`.
-pub(crate) fn start(place: &Placement, hosts: &[String], timing: Timing) -> Result<Vec<Member>> {
+/// Starts `n` members at `hosts`, each `name` `etcd-<i>`. With an
+/// `authority`, clients must speak TLS and present a certificate from it;
+/// health and metrics stay plain HTTP on port 2381.
+pub(crate) fn start(
+    place: &Placement,
+    hosts: &[String],
+    timing: Timing,
+    authority: Option<&Authority>,
+) -> Result<Vec<Member>> {
     let initial = hosts
         .iter()
         .enumerate()
@@ -40,17 +48,47 @@ pub(crate) fn start(place: &Placement, hosts: &[String], timing: Timing) -> Resu
         let dir = place.dir.join(&name);
         std::fs::create_dir_all(&dir)?;
         let client = format!("{host}:2379");
+        let scheme = if authority.is_some() { "https" } else { "http" };
+        // In a container the member's directory is /data.
+        let inside = |file: &str| match &place.network {
+            Some(_) => format!("/data/{file}"),
+            None => dir.join(file).display().to_string(),
+        };
+        let mut secure_args: Vec<String> = Vec::new();
+        if let Some(ca) = authority {
+            let issued = ca.issue(&name, &[host.as_str(), "localhost"])?;
+            std::fs::copy(&issued.cert, dir.join("server.pem"))?;
+            std::fs::copy(&issued.key, dir.join("server-key.pem"))?;
+            std::fs::copy(ca.ca(), dir.join("ca.pem"))?;
+            secure_args = [
+                "--cert-file",
+                &inside("server.pem"),
+                "--key-file",
+                &inside("server-key.pem"),
+                "--trusted-ca-file",
+                &inside("ca.pem"),
+                "--client-cert-auth",
+                "--listen-metrics-urls",
+                &format!("http://{host}:2381"),
+                "--auth-token",
+                &format!("simple"),
+                "--auth-token-ttl",
+                &super::ETCD_AUTH_TOKEN_TTL.to_string(),
+            ]
+            .map(str::to_owned)
+            .into();
+        }
         let args = |data: &str| -> Vec<String> {
-            [
+            let mut argv: Vec<String> = [
                 "etcd",
                 "--name",
                 &name,
                 "--data-dir",
                 data,
                 "--listen-client-urls",
-                &format!("http://{client}"),
+                &format!("{scheme}://{client}"),
                 "--advertise-client-urls",
-                &format!("http://{client}"),
+                &format!("{scheme}://{client}"),
                 "--listen-peer-urls",
                 &format!("http://{host}:2380"),
                 "--initial-advertise-peer-urls",
@@ -67,7 +105,9 @@ pub(crate) fn start(place: &Placement, hosts: &[String], timing: Timing) -> Resu
                 &timing.election_ms.to_string(),
             ]
             .map(str::to_owned)
-            .into()
+            .into();
+            argv.extend(secure_args.iter().cloned());
+            argv
         };
         let runner = match &place.network {
             Some(network) => {
@@ -88,6 +128,7 @@ pub(crate) fn start(place: &Placement, hosts: &[String], timing: Timing) -> Resu
         members.push(Member {
             name,
             role: Role::Etcd,
+            health: authority.map(|_| format!("{host}:2381")),
             client,
             dir,
             runner,
@@ -144,4 +185,67 @@ pub fn is_raft_leader(client: &str) -> bool {
 pub fn metrics(client: &str) -> std::collections::BTreeMap<String, f64> {
     let (_, body) = http_get(client, "/metrics", Duration::from_secs(2));
     super::sum_prometheus(&body)
+}
+
+/// Turns auth on in a secured cluster at `endpoints`: users `root` and
+/// `security.user`, the latter with a role that may read and write only
+/// keys under `security.prefix`. Runs on a thread of its own, so it can be
+/// called from inside an async runtime or not.
+pub(crate) fn enable_auth(endpoints: &str, security: &Security) -> Result<()> {
+    use etcd_client::{Certificate, Client, ConnectOptions, Identity, Permission, TlsOptions};
+    let read = |p: &std::path::Path| std::fs::read(p);
+    let ca = read(&security.ca)?;
+    let (cert, key) = (read(&security.client.cert)?, read(&security.client.key)?);
+    let root_password = std::fs::read_to_string(&security.root_password_file)?;
+    let user_password = std::fs::read_to_string(&security.password_file)?;
+    let endpoints: Vec<String> = endpoints
+        .split(',')
+        .map(|e| format!("https://{e}"))
+        .collect();
+    let (user, prefix) = (security.user.clone(), security.prefix.clone());
+    crate::credentials::crypto_provider();
+    let setup = async move {
+        let tls = TlsOptions::new()
+            .ca_certificate(Certificate::from_pem(ca))
+            .identity(Identity::from_pem(cert, key));
+        let options = ConnectOptions::new()
+            .with_tls(tls)
+            .with_connect_timeout(Duration::from_secs(5));
+        let mut client = Client::connect(endpoints, Some(options)).await?;
+        let role = format!("{user}-role");
+        client.user_add("root", root_password, None).await?;
+        client.user_grant_role("root", "root").await?;
+        client.user_add(user.as_str(), user_password, None).await?;
+        client.role_add(role.as_str()).await?;
+        let range_end = prefix_end(&prefix);
+        client
+            .role_grant_permission(
+                role.as_str(),
+                Permission::read_write(prefix.as_str()).with_range_end(range_end),
+            )
+            .await?;
+        client.user_grant_role(user.as_str(), role.as_str()).await?;
+        client.auth_enable().await?;
+        Ok::<_, etcd_client::Error>(())
+    };
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime
+            .block_on(setup)
+            .map_err(|e| std::io::Error::other(format!("enabling etcd auth: {e}")))
+    })
+    .join()
+    .map_err(|_| Error::Io(std::io::Error::other("enabling etcd auth panicked")))??;
+    Ok(())
+}
+
+/// The end of the range of keys starting with `prefix`.
+fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    if let Some(last) = end.last_mut() {
+        *last += 1;
+    }
+    end
 }

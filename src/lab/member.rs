@@ -70,6 +70,10 @@ pub struct Member {
     pub role: Role,
     /// The address clients connect to, `host:port`.
     pub client: String,
+    /// Where it answers plain-HTTP health and metrics requests, when that
+    /// is not `client` (an etcd member whose client port speaks TLS).
+    #[serde(default)]
+    pub health: Option<String>,
     /// Its directory under the lab's: data and, for a process, the log.
     pub dir: PathBuf,
     /// Where it runs.
@@ -87,6 +91,11 @@ impl Member {
             paused: false,
             child: Some(child),
         })
+    }
+
+    /// The address of its health and metrics endpoints.
+    pub fn health_address(&self) -> &str {
+        self.health.as_deref().unwrap_or(&self.client)
     }
 
     /// The host pid of its main process, while it runs.

@@ -22,6 +22,7 @@ pub mod etcd;
 pub mod fault;
 pub mod interrupt;
 pub mod member;
+pub mod pki;
 pub mod process;
 pub mod raft;
 pub mod stats;
@@ -142,6 +143,30 @@ impl std::fmt::Display for Fault {
     }
 }
 
+impl Security {
+    /// Makes the client certificate and the passwords.
+    fn create(ca: &pki::Authority) -> Result<Security> {
+        let dir = ca.ca().parent().map(Path::to_owned).unwrap_or_default();
+        let client = ca.issue("elect-client", &["elect-client"])?;
+        let password = |name: &str| -> Result<PathBuf> {
+            let path = dir.join(format!("{name}.password"));
+            let mut bytes = [0u8; 16];
+            std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;
+            let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            pki::write_private(&path, &secret)?;
+            Ok(path)
+        };
+        Ok(Security {
+            ca: ca.ca(),
+            client,
+            root_password_file: password("root")?,
+            user: "elect".into(),
+            password_file: password("elect")?,
+            prefix: "secured/".into(),
+        })
+    }
+}
+
 /// What to start.
 #[derive(Clone, Debug)]
 pub struct Spec {
@@ -161,6 +186,8 @@ pub struct Spec {
     pub dir: PathBuf,
     /// How long members may take to become healthy.
     pub ready_within: Duration,
+    /// Secure what starts (see [`Security`]).
+    pub secure: bool,
 }
 
 impl Spec {
@@ -177,6 +204,7 @@ impl Spec {
             etcd_timing: etcd::Timing::default(),
             dir: std::env::temp_dir().join(format!("elect-lab-{id}")),
             ready_within: Duration::from_secs(90),
+            secure: false,
         }
     }
 }
@@ -202,9 +230,39 @@ pub struct Lab {
     pub started: u64,
     network: Option<docker::Network>,
     members: Vec<Member>,
+    /// The credentials of a secured lab.
+    #[serde(default)]
+    pub security: Option<Security>,
     #[serde(skip)]
     detached: bool,
 }
+
+/// A secured lab's credentials, all made when it started and kept in its
+/// directory:
+/// - etcd serves clients over TLS only, wants a client certificate from
+///   the lab's CA (`--client-cert-auth`) and has auth enabled: `root`,
+///   and [`Security::user`], whose role may read and write only under
+///   [`Security::prefix`]; simple tokens expire after
+///   [`ETCD_AUTH_TOKEN_TTL`], so every test outlives a few.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Security {
+    /// The CA certificate every member and client trusts.
+    pub ca: PathBuf,
+    /// A client certificate and key from the CA (common name
+    /// `elect-client`, which is no etcd user).
+    pub client: pki::Issued,
+    /// The etcd `root` user's password file.
+    pub root_password_file: PathBuf,
+    /// A user limited to [`Security::prefix`].
+    pub user: String,
+    /// Its password file.
+    pub password_file: PathBuf,
+    /// The only keys `user` may read and write: elections under it.
+    pub prefix: String,
+}
+
+/// A secured lab's etcd `--auth-token-ttl`, in seconds.
+pub const ETCD_AUTH_TOKEN_TTL: u64 = 3;
 
 impl Lab {
     /// Starts what `spec` asks for and waits until every member is healthy:
@@ -243,7 +301,15 @@ impl Lab {
                 .as_secs(),
             network: None,
             members: Vec::new(),
+            security: None,
             detached: false,
+        };
+        let authority = if spec.secure {
+            let ca = pki::Authority::new(&spec.dir.join("pki"), &format!("{id} CA"))?;
+            lab.security = Some(Security::create(&ca)?);
+            Some(ca)
+        } else {
+            None
         };
         // From here on, dropping `lab` on an error tears down what started.
         let (hosts, net): (Box<dyn Fn(u8) -> String>, _) = match spec.mode {
@@ -264,8 +330,12 @@ impl Lab {
         };
         if spec.etcd > 0 {
             let h: Vec<String> = (0..spec.etcd).map(|i| hosts(11 + i as u8)).collect();
-            lab.members
-                .extend(etcd::start(&place, &h, spec.etcd_timing)?);
+            lab.members.extend(etcd::start(
+                &place,
+                &h,
+                spec.etcd_timing,
+                authority.as_ref(),
+            )?);
         }
         if spec.zk > 0 {
             let h: Vec<String> = (0..spec.zk).map(|i| hosts(21 + i as u8)).collect();
@@ -280,6 +350,9 @@ impl Lab {
             lab.members.extend(raft::start(&place, &h, &bin)?);
         }
         lab.wait_healthy(spec.ready_within)?;
+        if let (Some(security), Some(endpoints)) = (&lab.security, lab.endpoints(Role::Etcd)) {
+            etcd::enable_auth(&endpoints, security)?;
+        }
         Ok(lab)
     }
 
@@ -289,7 +362,7 @@ impl Lab {
                 .members
                 .iter()
                 .filter(|m| m.role == role)
-                .map(|m| m.client.as_str())
+                .map(|m| m.health_address())
                 .collect();
             if clients.is_empty() {
                 continue;
@@ -376,7 +449,7 @@ impl Lab {
             .iter_mut()
             .map(|m| {
                 let state = m.state();
-                let healthy = state == "running" && healthy(m.role, &m.client);
+                let healthy = state == "running" && healthy(m.role, m.health_address());
                 MemberStatus {
                     name: m.name.clone(),
                     role: m.role,
@@ -654,6 +727,7 @@ mod tests {
             started: 0,
             network: None,
             members: Vec::new(),
+            security: None,
             detached: true,
         };
         let e = lab.member("etcd-9").unwrap_err();

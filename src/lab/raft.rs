@@ -81,6 +81,7 @@ pub(crate) fn start(place: &Placement, hosts: &[String], bin: &Path) -> Result<V
             name,
             role: Role::Raft,
             client: format!("{host}:{PORT}"),
+            health: None,
             dir,
             runner,
         });

@@ -71,6 +71,7 @@ pub(crate) fn start(place: &Placement, hosts: &[String]) -> Result<Vec<Member>> 
             name,
             role: Role::Zk,
             client: format!("{host}:2181"),
+            health: None,
             dir,
             runner,
         });

@@ -8,6 +8,7 @@
 //! tells `elect` the command's process group, so that `elect` can kill the
 //! group itself if the watchdog dies or cannot act (stopped by hand).
 
+use crate::credentials::PASSWORD_VAR;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
@@ -91,6 +92,8 @@ impl Child {
             .args(["--deadline", &to_monotonic(deadline).to_string()])
             .arg("--")
             .args(command)
+            // The password is elect's, not the command's.
+            .env_remove(PASSWORD_VAR)
             .envs(env.iter().map(|(k, v)| (k, v)));
         // SAFETY: setsid, fcntl, dup2 and close are async-signal-safe; this
         // runs in the forked child before exec.

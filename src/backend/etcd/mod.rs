@@ -16,7 +16,7 @@ pub mod observe;
 use std::future::Future;
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions};
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -68,14 +68,112 @@ async fn connect_to(cfg: &ElectionConfig, endpoints: &[String]) -> Result<Client
     // often than its --grpc-keepalive-min-time (5 s by default) with a
     // GOAWAY "too_many_pings", which broke every idle watch every few
     // seconds when we pinged each second.
-    let options = ConnectOptions::new()
+    let mut options = ConnectOptions::new()
         .with_connect_timeout(cfg.connect_timeout)
         .with_keep_alive(KEEPALIVE_PING, Duration::from_secs(3))
         .with_keep_alive_while_idle(true)
         .with_require_leader(true);
-    Client::connect(endpoints, Some(options))
-        .await
-        .map_err(|e| unreachable(cfg, e))
+    if let Some(tls) = &cfg.tls {
+        crate::credentials::crypto_provider();
+        let mut client_tls = TlsOptions::new().ca_certificate(Certificate::from_pem(tls.ca_pem()));
+        if let Some((cert, key)) = tls.identity_pem() {
+            client_tls = client_tls.identity(Identity::from_pem(cert, key));
+        }
+        if let Some(name) = tls.server_name() {
+            client_tls = client_tls.domain_name(name);
+        }
+        options = options.with_tls(client_tls);
+    }
+    if let Some(user) = &cfg.user {
+        // Tokens expire (simple tokens after --auth-token-ttl, JWTs when
+        // auth changes); the client re-authenticates and retries once.
+        options = options
+            .with_user(user.name(), user.password().expose())
+            .with_auto_token_refresh(true);
+    }
+    // With a user, connecting authenticates at once: the first contact.
+    let connecting = Client::connect(endpoints, Some(options));
+    match tokio::time::timeout(cfg.connect_timeout, connecting).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(e)) => Err(refused(cfg, e)),
+        Err(_) => Err(unreachable(cfg, "no answer")),
+    }
+}
+
+/// What a failed first contact means: a TLS handshake that failed, a
+/// password etcd refused, a permission it lacks, or no answer at all.
+fn refused(cfg: &ElectionConfig, e: etcd_client::Error) -> Error {
+    let text = error_chain(&e);
+    let lower = text.to_lowercase();
+    if lower.contains("authentication failed") || lower.contains("invalid auth token") {
+        return Error::Auth {
+            backend: BACKEND,
+            detail: format!(
+                "authentication failed for user {:?}: etcd refused the name or password",
+                cfg.user.as_ref().map(|u| u.name()).unwrap_or("")
+            ),
+        };
+    }
+    if lower.contains("permission denied") {
+        return Error::Auth {
+            backend: BACKEND,
+            detail: format!(
+                "permission denied: the user needs readwrite on the key prefix {:?}",
+                layout::prefix(&cfg.election)
+            ),
+        };
+    }
+    if lower.contains("user name is empty") || lower.contains("user name not found") {
+        return Error::Auth {
+            backend: BACKEND,
+            detail: "etcd requires authentication: give --user and a password".into(),
+        };
+    }
+    let tls_words = [
+        "certificate",
+        "handshake",
+        "tls",
+        "invalidcontenttype",
+        "corrupt message",
+        "unknownca",
+        "bad certificate",
+    ];
+    if cfg.tls.is_some() && tls_words.iter().any(|w| lower.contains(w)) {
+        return Error::Tls {
+            backend: BACKEND,
+            endpoints: cfg.endpoints.join(","),
+            detail: text,
+        };
+    }
+    // A server that wants a client certificate it did not get (or does
+    // not trust) closes the connection right after the TLS 1.3 handshake.
+    if cfg.tls.is_some() && lower.contains("connection closed") {
+        return Error::Tls {
+            backend: BACKEND,
+            endpoints: cfg.endpoints.join(","),
+            detail: format!(
+                "etcd closed the connection; it may want a client certificate from its CA \
+                 (--cert, --key) ({text})"
+            ),
+        };
+    }
+    unreachable(cfg, text)
+}
+
+/// An error and its sources on one line: tonic hides the TLS cause a few
+/// levels down.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
 }
 
 fn unreachable(cfg: &ElectionConfig, detail: impl std::fmt::Display) -> Error {
@@ -90,6 +188,10 @@ async fn first_contact<T>(
 ) -> Result<T> {
     match tokio::time::timeout(cfg.connect_timeout, request).await {
         Ok(Ok(v)) => Ok(v),
+        Ok(Err(Error::Backend { source, .. })) => match source.downcast::<etcd_client::Error>() {
+            Ok(e) => Err(refused(cfg, *e)),
+            Err(other) => Err(unreachable(cfg, other)),
+        },
         Ok(Err(e)) => Err(unreachable(cfg, e)),
         Err(_) => Err(unreachable(cfg, "no answer")),
     }
