@@ -267,6 +267,24 @@ impl ElectionConfig {
                  they are with a certificate from the CA",
             ));
         }
+        if self.backend == BackendKind::Raft {
+            // A peer's certificate names its id: the id must be a DNS name.
+            for id in self.peer_ids() {
+                let dns = matches!(
+                    rustls::pki_types::ServerName::try_from(id),
+                    Ok(rustls::pki_types::ServerName::DnsName(_))
+                );
+                if !dns {
+                    return Err(Error::config(
+                        "endpoints",
+                        format!(
+                            "peer id {id:?} is not a DNS name, which TLS needs: certificates \
+                             name a peer by its id (letters, digits, '-' and '.')"
+                        ),
+                    ));
+                }
+            }
+        }
         if self.backend == BackendKind::Etcd {
             for url in &mut self.endpoints {
                 if let Some(rest) = url.strip_prefix("http://") {

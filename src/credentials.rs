@@ -19,12 +19,15 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::error::{Error, Result};
 
+/// A certificate chain and its key, as PEM.
+type PemIdentity = (Arc<[u8]>, Arc<[u8]>);
+
 /// The TLS material of one process: the CA it trusts and, for mutual TLS,
 /// its own certificate and key.
 #[derive(Clone)]
 pub struct Tls {
     ca: Arc<[u8]>,
-    identity: Option<(Arc<[u8]>, Arc<[u8]>)>,
+    identity: Option<PemIdentity>,
     server_name: Option<String>,
     /// Where the material came from, for messages.
     source: String,

@@ -204,3 +204,59 @@ fn flags_that_do_nothing_from_the_environment_are_only_warned_about() {
         );
     }
 }
+
+#[test]
+fn credentials_are_checked_before_connecting_and_passwords_stay_off_argv() {
+    let dir = std::env::temp_dir().join(format!("elect-cli-creds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let junk = dir.join("junk.pem");
+    std::fs::write(&junk, "not a certificate").unwrap();
+    let empty = dir.join("empty.password");
+    std::fs::write(&empty, "\n").unwrap();
+    let junk = junk.display().to_string();
+    let empty = empty.display().to_string();
+    let with = |extra: &[&str]| -> Vec<String> {
+        ["campaign", "--election", "jobs"]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (with(&["--cacert", "/nonexistent.pem"]), "--cacert"),
+        (with(&["--cacert", &junk]), "--cacert"),
+        (with(&["--cert", &junk, "--key", &junk]), "--cacert"),
+        (with(&["--server-name", "etcd.local"]), "--server-name"),
+        (with(&["--user", "alice"]), "--user"),
+        (with(&["--password-file", &empty]), "--password-file"),
+        (
+            with(&["--user", "alice", "--password-file", &empty]),
+            "--password-file",
+        ),
+        (with(&["--endpoints", "https://127.0.0.1:2379"]), "--cacert"),
+        (with(&["--password", "hunter2"]), "--password"),
+    ];
+    for (args, flag) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        refused(&args, flag);
+    }
+    // Both password sources at once is ambiguous.
+    let out = std::process::Command::new(support::elect::BIN)
+        .args([
+            "campaign",
+            "--election",
+            "jobs",
+            "--user",
+            "alice",
+            "--password-file",
+            &empty,
+        ])
+        .env("ELECT_PASSWORD", "hunter2")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("ELECT_PASSWORD is set too"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -234,7 +234,7 @@ fn run_on_a_secured_cluster_keeps_the_password_from_the_command() {
     let election = etcd.election("run");
     let out = std::env::temp_dir().join(format!("elect-secure-run-{}", std::process::id()));
     let script = format!(
-        "echo \"pw=${{ELECT_PASSWORD:-none}} leader=$ELECT_LEADER\" > {}; sleep 60",
+        "echo \"pw=${{ELECT_PASSWORD:-none}} leader=$ELECT_LEADER_ID\" > {}; sleep 60",
         out.display()
     );
     let mut cmd = Command::new(BIN);

@@ -71,7 +71,7 @@ pub(crate) fn start(
                 "--listen-metrics-urls",
                 &format!("http://{host}:2381"),
                 "--auth-token",
-                &format!("simple"),
+                "simple",
                 "--auth-token-ttl",
                 &super::ETCD_AUTH_TOKEN_TTL.to_string(),
             ]

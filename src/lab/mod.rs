@@ -243,7 +243,9 @@ pub struct Lab {
 ///   the lab's CA (`--client-cert-auth`) and has auth enabled: `root`,
 ///   and [`Security::user`], whose role may read and write only under
 ///   [`Security::prefix`]; simple tokens expire after
-///   [`ETCD_AUTH_TOKEN_TTL`], so every test outlives a few.
+///   [`ETCD_AUTH_TOKEN_TTL`], so every test outlives a few;
+/// - Raft-vote peers talk mutual TLS, each with a certificate naming its
+///   id; [`Security::client`] may query them.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Security {
     /// The CA certificate every member and client trusts.
@@ -347,7 +349,8 @@ impl Lab {
                 None => std::env::current_exe()?,
             };
             let h: Vec<String> = (0..spec.raft).map(|i| hosts(31 + i as u8)).collect();
-            lab.members.extend(raft::start(&place, &h, &bin)?);
+            lab.members
+                .extend(raft::start(&place, &h, &bin, authority.as_ref())?);
         }
         lab.wait_healthy(spec.ready_within)?;
         if let (Some(security), Some(endpoints)) = (&lab.security, lab.endpoints(Role::Etcd)) {

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::member::{Member, Role, Runner};
+use super::pki::Authority;
 use super::{Placement, Result};
 
 /// The election timeout the lab's peers run with.
@@ -24,16 +25,39 @@ pub fn peers(hosts: &[String]) -> String {
         .join(",")
 }
 
-/// Starts one peer per host, each named `raft-<i>`, running `bin`.
-pub(crate) fn start(place: &Placement, hosts: &[String], bin: &Path) -> Result<Vec<Member>> {
+/// Starts one peer per host, each named `raft-<i>`, running `bin`. With
+/// an `authority`, peers talk mutual TLS, each with a certificate naming
+/// its id.
+pub(crate) fn start(
+    place: &Placement,
+    hosts: &[String],
+    bin: &Path,
+    authority: Option<&Authority>,
+) -> Result<Vec<Member>> {
     let endpoints = peers(hosts);
     let mut members = Vec::new();
     for (i, host) in hosts.iter().enumerate() {
         let name = format!("raft-{}", i + 1);
         let dir = place.dir.join(&name);
         std::fs::create_dir_all(&dir)?;
+        if let Some(ca) = authority {
+            let issued = ca.issue(&name, &[name.as_str()])?;
+            std::fs::copy(&issued.cert, dir.join("peer.pem"))?;
+            std::fs::copy(&issued.key, dir.join("peer-key.pem"))?;
+            std::fs::copy(ca.ca(), dir.join("ca.pem"))?;
+        }
         let args = |elect: &str, data: &str| -> Vec<String> {
-            [
+            // The member's directory is the parent of its data directory
+            // (in a container, /data).
+            let file = |f: &str| {
+                Path::new(data)
+                    .parent()
+                    .unwrap_or(Path::new("/"))
+                    .join(f)
+                    .display()
+                    .to_string()
+            };
+            let mut argv: Vec<String> = [
                 elect,
                 "--backend",
                 "raft",
@@ -52,7 +76,18 @@ pub(crate) fn start(place: &Placement, hosts: &[String], bin: &Path) -> Result<V
                 "campaign",
             ]
             .map(str::to_owned)
-            .into()
+            .into();
+            if authority.is_some() {
+                argv.extend([
+                    "--cacert".to_owned(),
+                    file("ca.pem"),
+                    "--cert".to_owned(),
+                    file("peer.pem"),
+                    "--key".to_owned(),
+                    file("peer-key.pem"),
+                ]);
+            }
+            argv
         };
         let runner = match &place.network {
             Some(network) => {

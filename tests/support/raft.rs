@@ -12,6 +12,8 @@ pub struct Cluster {
     pub endpoints: String,
     pub ttl: String,
     dir: PathBuf,
+    /// With mutual TLS: the CA's directory, a certificate per peer in it.
+    pki: Option<PathBuf>,
 }
 
 impl Cluster {
@@ -31,7 +33,37 @@ impl Cluster {
             endpoints,
             ttl: ttl.to_owned(),
             dir,
+            pki: None,
         }
+    }
+
+    /// Like [`Cluster::new`], the peers talking mutual TLS: a CA made now,
+    /// a certificate per peer naming its id.
+    pub fn secured(n: usize, ttl: &str) -> Cluster {
+        let mut cluster = Cluster::new(n, ttl);
+        let pki = cluster.dir.join("pki");
+        let ca = elect::lab::pki::Authority::new(&pki, "test CA").expect("a CA");
+        for id in &cluster.ids {
+            ca.issue(id, &[id.as_str()]).expect("a certificate");
+        }
+        cluster.pki = Some(pki);
+        cluster
+    }
+
+    /// `--cacert`, `--cert` and `--key` for peer `id` (none without TLS).
+    pub fn tls_flags(&self, id: &str) -> Vec<String> {
+        let Some(pki) = &self.pki else {
+            return Vec::new();
+        };
+        let file = |f: String| pki.join(f).display().to_string();
+        vec![
+            "--cacert".into(),
+            file("ca.pem".into()),
+            "--cert".into(),
+            file(format!("{id}.pem")),
+            "--key".into(),
+            file(format!("{id}-key.pem")),
+        ]
     }
 
     /// `elect` with this peer's flags, then `args`.
@@ -48,6 +80,7 @@ impl Cluster {
         .args(["--format", "json", "--ttl", &self.ttl, "--id", id])
         .arg("--data-dir")
         .arg(self.dir.join(id))
+        .args(self.tls_flags(id))
         .args(args)
         .env("RUST_LOG", "elect=debug,warn");
         cmd

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
@@ -13,7 +13,7 @@ use tracing::{debug, info, warn};
 
 use super::core::{Message, Node, Ready, Status};
 use super::store::Store;
-use super::transport::{Body, Frame, WireStatus, write_frame};
+use super::transport::{self, Body, Frame, PeerTls, WireStatus, write_frame};
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
 
@@ -30,6 +30,8 @@ pub struct Driver {
     /// The instant the core's time counts from.
     pub origin: Instant,
     pub resign: CancellationToken,
+    /// Mutual TLS with the peers, if configured.
+    pub tls: Option<Arc<PeerTls>>,
 }
 
 impl Driver {
@@ -127,9 +129,11 @@ impl Driver {
                 body: Body::Peer(msg),
             };
             let sent = timeout(Duration::from_millis(500), async {
-                let mut stream = TcpStream::connect(addr).await?;
-                stream.set_nodelay(true)?;
-                write_frame(&mut stream, &frame).await
+                let mut stream = transport::dial(&to, addr, self.tls.as_deref()).await?;
+                write_frame(&mut stream, &frame).await?;
+                // TLS: say goodbye properly, so the frame is not taken for
+                // a truncated stream.
+                stream.shutdown().await
             })
             .await;
             match sent {

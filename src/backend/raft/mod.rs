@@ -12,13 +12,13 @@
 pub mod core;
 pub(crate) mod driver;
 pub(crate) mod store;
-pub(crate) mod transport;
+pub mod transport;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
@@ -28,7 +28,7 @@ use crate::backend::{Campaign, Observation};
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
-use transport::{Body, Frame, WireStatus, read_frame, write_frame};
+use transport::{Body, BoxStream, Frame, PeerTls, WireStatus, read_frame, write_frame};
 
 const BACKEND: &str = "raft";
 
@@ -50,6 +50,20 @@ pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Res
     // elected, and the supervisor kills the command by then.
     let addresses = peer_addresses(cfg);
     let ids: Vec<String> = addresses.keys().cloned().collect();
+    let tls = peer_tls(cfg)?;
+    if let Some(tls) = &cfg.tls
+        && let Some((chain, _)) = tls.identity()
+        && !chain.first().is_some_and(|c| transport::names(c, &cfg.id))
+    {
+        return Err(Error::config(
+            "cert",
+            format!(
+                "the certificate does not name this peer's id {:?} (a DNS subject alternative \
+                 name): other peers would refuse it",
+                cfg.id
+            ),
+        ));
+    }
     let own = &addresses[&cfg.id];
     let listener = TcpListener::bind(own).await.map_err(|e| {
         Error::io(
@@ -83,15 +97,15 @@ pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Res
         leader: None,
         term: node.term(),
     });
-    let serving = tokio::spawn(transport::serve(
+    let server = transport::Server {
         listener,
-        cfg.election.clone(),
-        ids,
-        inbound_tx,
-        status_rx,
-        cfg.id.clone(),
-    ));
-    let outbound = transport::connect_peers(&cfg.election, &cfg.id, &addresses);
+        cluster: cfg.election.clone(),
+        peers: ids,
+        me: cfg.id.clone(),
+        tls: tls.clone(),
+    };
+    let serving = tokio::spawn(transport::serve(server, inbound_tx, status_rx));
+    let outbound = transport::connect_peers(&cfg.election, &cfg.id, &addresses, tls.clone());
     let (out, leadership) = watch::channel(Leadership::unknown());
     let resign = CancellationToken::new();
     let driver = driver::Driver {
@@ -105,6 +119,7 @@ pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Res
         status,
         origin: tokio::time::Instant::now(),
         resign: resign.clone(),
+        tls,
     };
     // The listener lives as long as the driver: once we have resigned
     // (and handed leadership over), the port is closed.
@@ -116,12 +131,17 @@ pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Res
     Ok(Campaign::new(leadership, resign, task))
 }
 
+fn peer_tls(cfg: &ElectionConfig) -> Result<Option<Arc<PeerTls>>> {
+    cfg.tls.as_ref().map(PeerTls::new).transpose()
+}
+
 /// Opens a query stream to the first peer that answers.
-async fn query(cfg: &ElectionConfig) -> Result<TcpStream> {
+async fn query(cfg: &ElectionConfig) -> Result<BoxStream> {
+    let tls = peer_tls(cfg)?;
     let mut last = String::from("no peer listed");
     for (id, addr) in peer_addresses(cfg) {
         let attempt = timeout(cfg.connect_timeout, async {
-            let mut stream = TcpStream::connect(&addr).await?;
+            let mut stream = transport::dial(&id, &addr, tls.as_deref()).await?;
             let frame = Frame {
                 cluster: cfg.election.clone(),
                 from: cfg.id.clone(),
@@ -140,7 +160,7 @@ async fn query(cfg: &ElectionConfig) -> Result<TcpStream> {
     Err(Error::unreachable(BACKEND, cfg, last))
 }
 
-async fn next_status(stream: &mut TcpStream) -> std::io::Result<Leadership> {
+async fn next_status(stream: &mut BoxStream) -> std::io::Result<Leadership> {
     loop {
         let frame = read_frame(stream).await?;
         if let Body::Status(s) = frame.body {

@@ -3,32 +3,141 @@
 //! sender; frames of another cluster or from an unknown peer are dropped
 //! and logged. A process that is not a peer may send a `Query` and then
 //! receives the peer's view of the leader, once and on every change.
+//!
+//! Without TLS anyone who reaches a peer's port can claim to be a peer:
+//! one forged heartbeat at a high term deposes the leader. With
+//! [`PeerTls`] every connection is mutual TLS against one CA: a peer
+//! dials another by its id, so the server's certificate must name that
+//! id; a peer accepts a `Peer` frame only if the client certificate of
+//! its connection names the sender the frame claims. Any certificate from
+//! the CA may `Query`, which only reads.
 
 use crate::backend::backoff::Backoff;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use rustls::pki_types::{CertificateDer, ServerName};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tracing::{debug, warn};
 
 use super::core::Message;
+use crate::credentials::Tls;
+use crate::error::{Error, Result};
+
+/// How long a connecting client may take over its TLS handshake: a
+/// connection that dawdles (slow-loris) is closed.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A connection, plain or TLS.
+pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Stream for S {}
+
+/// Boxed, so plain and TLS connections share the code above them.
+pub type BoxStream = Box<dyn Stream>;
+
+/// Mutual TLS between peers, and for readers.
+pub struct PeerTls {
+    acceptor: TlsAcceptor,
+    connector: TlsConnector,
+}
+
+impl PeerTls {
+    /// Servers require a client certificate from the CA; clients check the
+    /// server's names the peer they dial. `tls` must have an identity.
+    pub fn new(tls: &Tls) -> Result<Arc<PeerTls>> {
+        let provider = crate::credentials::crypto_provider();
+        let roots = Arc::new(tls.roots()?);
+        let (chain, key) = tls
+            .identity()
+            .ok_or_else(|| Error::config("cert", "raft TLS needs --cert and --key"))?;
+        let bad = |field: &'static str| {
+            move |e: rustls::Error| Error::config(field, format!("unusable for TLS: {e}"))
+        };
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            roots.clone(),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| Error::config("cacert", format!("unusable for TLS: {e}")))?;
+        let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(bad("cacert"))?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain.clone(), key.clone_key())
+            .map_err(bad("key"))?;
+        let client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(bad("cacert"))?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)
+            .map_err(bad("key"))?;
+        Ok(Arc::new(PeerTls {
+            acceptor: TlsAcceptor::from(Arc::new(server)),
+            connector: TlsConnector::from(Arc::new(client)),
+        }))
+    }
+
+    /// Dials peer `id` at `addr`: its certificate must name `id`.
+    pub async fn connect(&self, id: &str, tcp: TcpStream) -> std::io::Result<BoxStream> {
+        let name = ServerName::try_from(id.to_owned()).map_err(std::io::Error::other)?;
+        let stream = self.connector.connect(name, tcp).await?;
+        Ok(Box::new(stream))
+    }
+
+    /// Completes a client's handshake: the stream and the client's
+    /// certificate.
+    async fn accept(
+        &self,
+        tcp: TcpStream,
+    ) -> std::io::Result<(BoxStream, CertificateDer<'static>)> {
+        let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(tcp))
+            .await
+            .map_err(|_| std::io::Error::other("TLS handshake timed out"))??;
+        let cert = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .cloned()
+            .ok_or_else(|| std::io::Error::other("no client certificate"))?;
+        Ok((Box::new(stream), cert))
+    }
+}
+
+/// Whether `cert` is valid for the DNS name `id` (a subject alternative
+/// name): how a certificate says which peer it belongs to.
+pub fn names(cert: &CertificateDer<'_>, id: &str) -> bool {
+    let Ok(name) = ServerName::try_from(id) else {
+        return false;
+    };
+    webpki::EndEntityCert::try_from(cert)
+        .is_ok_and(|c| c.verify_is_valid_for_subject_name(&name).is_ok())
+}
 
 /// Largest frame we accept; ours are well under 1 KiB.
 const MAX_FRAME: u32 = 64 * 1024;
 
+/// What travels on a connection.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Frame {
+    /// The cluster (`--election`) it belongs to.
     pub cluster: String,
+    /// Who sends it (a peer id; anything for a query).
     pub from: String,
+    /// What it says.
     pub body: Body,
 }
 
+/// A frame's content.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Body {
+    /// A Raft message between peers.
     Peer(Message),
     /// A client asks who leads.
     Query,
@@ -36,21 +145,30 @@ pub enum Body {
     Status(WireStatus),
 }
 
+/// Who leads, as a peer sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireStatus {
+    /// The leader's id, if it knows one with a lease.
     pub leader: Option<String>,
+    /// The peer's term.
     pub term: u64,
 }
 
-pub async fn write_frame(stream: &mut TcpStream, frame: &Frame) -> std::io::Result<()> {
+/// Writes one frame.
+pub async fn write_frame<S: AsyncWrite + Unpin + ?Sized>(
+    stream: &mut S,
+    frame: &Frame,
+) -> std::io::Result<()> {
     let body = serde_json::to_vec(frame).map_err(std::io::Error::other)?;
     let mut buf = Vec::with_capacity(4 + body.len());
     buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
     buf.extend_from_slice(&body);
-    stream.write_all(&buf).await
+    stream.write_all(&buf).await?;
+    stream.flush().await
 }
 
-pub async fn read_frame(stream: &mut TcpStream) -> std::io::Result<Frame> {
+/// Reads one frame.
+pub async fn read_frame<S: AsyncRead + Unpin + ?Sized>(stream: &mut S) -> std::io::Result<Frame> {
     let len = stream.read_u32().await?;
     if len > MAX_FRAME {
         return Err(std::io::Error::other(format!("frame of {len} bytes")));
@@ -60,19 +178,37 @@ pub async fn read_frame(stream: &mut TcpStream) -> std::io::Result<Frame> {
     serde_json::from_slice(&body).map_err(std::io::Error::other)
 }
 
-/// Accepts connections on `listener`: peer messages go to `inbound`,
-/// queries are answered from `status`.
+/// Where a peer listens and what it accepts.
+pub struct Server {
+    /// The bound listener.
+    pub listener: TcpListener,
+    /// Its cluster: frames of others are dropped.
+    pub cluster: String,
+    /// Every peer id.
+    pub peers: Vec<String>,
+    /// This peer's id.
+    pub me: String,
+    /// Mutual TLS, if configured.
+    pub tls: Option<Arc<PeerTls>>,
+}
+
+/// Accepts connections: peer messages go to `inbound`, queries are
+/// answered from `status`.
 pub async fn serve(
-    listener: TcpListener,
-    cluster: String,
-    peers: Vec<String>,
+    server: Server,
     inbound: mpsc::Sender<(String, Message)>,
     status: watch::Receiver<WireStatus>,
-    me: String,
 ) {
+    let Server {
+        listener,
+        cluster,
+        peers,
+        me,
+        tls,
+    } = server;
     let mut backoff = Backoff::new();
     loop {
-        let (mut stream, addr) = match listener.accept().await {
+        let (tcp, addr) = match listener.accept().await {
             Ok(accepted) => {
                 backoff.reset();
                 accepted
@@ -84,15 +220,26 @@ pub async fn serve(
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
-        let (cluster, peers, inbound, status, me) = (
+        let _ = tcp.set_nodelay(true);
+        let (cluster, peers, inbound, status, me, tls) = (
             cluster.clone(),
             peers.clone(),
             inbound.clone(),
             status.clone(),
             me.clone(),
+            tls.clone(),
         );
         tokio::spawn(async move {
+            let (mut stream, cert): (BoxStream, _) = match &tls {
+                None => (Box::new(tcp), None),
+                Some(tls) => match tls.accept(tcp).await {
+                    Ok((stream, cert)) => (stream, Some(cert)),
+                    Err(e) => {
+                        warn!(%addr, "refused a connection: {e}");
+                        return;
+                    }
+                },
+            };
             loop {
                 let frame = match read_frame(&mut stream).await {
                     Ok(f) => f,
@@ -105,7 +252,11 @@ pub async fn serve(
                     warn!(%addr, cluster = %frame.cluster, "dropping a frame of another cluster");
                     continue;
                 }
+                let vouched = cert.as_ref().is_none_or(|c| names(c, &frame.from));
                 match frame.body {
+                    Body::Peer(_) if !vouched => {
+                        warn!(%addr, from = %frame.from, "dropping a frame: the connection's certificate does not name its sender");
+                    }
                     Body::Peer(msg) if peers.contains(&frame.from) => {
                         if inbound.send((frame.from, msg)).await.is_err() {
                             return;
@@ -126,7 +277,7 @@ pub async fn serve(
 }
 
 async fn answer_queries(
-    stream: &mut TcpStream,
+    stream: &mut BoxStream,
     cluster: &str,
     me: &str,
     mut status: watch::Receiver<WireStatus>,
@@ -151,6 +302,7 @@ pub fn connect_peers(
     cluster: &str,
     me: &str,
     addresses: &BTreeMap<String, String>,
+    tls: Option<Arc<PeerTls>>,
 ) -> BTreeMap<String, mpsc::Sender<Message>> {
     let mut queues = BTreeMap::new();
     for (peer, addr) in addresses {
@@ -161,7 +313,8 @@ pub fn connect_peers(
         tokio::spawn(send_loop(
             cluster.to_owned(),
             me.to_owned(),
-            addr.clone(),
+            (peer.clone(), addr.clone()),
+            tls.clone(),
             rx,
         ));
         queues.insert(peer.clone(), tx);
@@ -169,8 +322,24 @@ pub fn connect_peers(
     queues
 }
 
-async fn send_loop(cluster: String, me: String, addr: String, mut rx: mpsc::Receiver<Message>) {
-    let mut stream: Option<TcpStream> = None;
+/// Opens a connection to peer `id` at `addr`, TLS when configured.
+pub async fn dial(id: &str, addr: &str, tls: Option<&PeerTls>) -> std::io::Result<BoxStream> {
+    let tcp = TcpStream::connect(addr).await?;
+    let _ = tcp.set_nodelay(true);
+    match tls {
+        None => Ok(Box::new(tcp)),
+        Some(tls) => tls.connect(id, tcp).await,
+    }
+}
+
+async fn send_loop(
+    cluster: String,
+    me: String,
+    (peer, addr): (String, String),
+    tls: Option<Arc<PeerTls>>,
+    mut rx: mpsc::Receiver<Message>,
+) {
+    let mut stream: Option<BoxStream> = None;
     let mut backoff = Duration::from_millis(10);
     loop {
         let next = match stream.as_mut() {
@@ -194,14 +363,22 @@ async fn send_loop(cluster: String, me: String, addr: String, mut rx: mpsc::Rece
             return;
         };
         if stream.is_none() {
-            match tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(&addr)).await {
+            let dialing = dial(&peer, &addr, tls.as_deref());
+            match tokio::time::timeout(Duration::from_secs(1), dialing).await {
                 Ok(Ok(s)) => {
-                    let _ = s.set_nodelay(true);
                     stream = Some(s);
                     backoff = Duration::from_millis(10);
                 }
                 failed => {
-                    debug!(%addr, ?failed, "connect failed");
+                    match failed {
+                        // tokio-rustls reports TLS failures as InvalidData:
+                        // a misconfiguration, worth saying aloud.
+                        Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                            warn!(%addr, %peer, "TLS with the peer failed: {e}")
+                        }
+                        Ok(Err(e)) => debug!(%addr, "connect failed: {e}"),
+                        _ => debug!(%addr, "connect timed out"),
+                    }
                     // Drop what queued up meanwhile: it is stale by now.
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_millis(500));
