@@ -4,6 +4,7 @@
 // Usage: java LatchDriver <connect string> <latch path> <id>
 // Prints "SEES <id>" whenever the leader it sees changes and "LEADER" when
 // it leads. SIGTERM closes the latch (deleting its znode) and the client.
+// LATCH_DIGEST=user:password authenticates with ZooKeeper's digest scheme.
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
@@ -14,8 +15,16 @@ import org.apache.curator.retry.RetryOneTime;
 public class LatchDriver {
     public static void main(String[] args) throws Exception {
         String connect = args[0], path = args[1], id = args[2];
-        CuratorFramework client =
-                CuratorFrameworkFactory.newClient(connect, 2000, 2000, new RetryOneTime(100));
+        CuratorFrameworkFactory.Builder builder = CuratorFrameworkFactory.builder()
+                .connectString(connect)
+                .sessionTimeoutMs(2000)
+                .connectionTimeoutMs(2000)
+                .retryPolicy(new RetryOneTime(100));
+        String digest = System.getenv("LATCH_DIGEST");
+        if (digest != null && !digest.isEmpty()) {
+            builder = builder.authorization("digest", digest.getBytes("UTF-8"));
+        }
+        CuratorFramework client = builder.build();
         client.start();
         LeaderLatch latch = new LeaderLatch(client, path, id);
         latch.addListener(new LeaderLatchListener() {

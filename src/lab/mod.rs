@@ -244,6 +244,10 @@ pub struct Lab {
 ///   and [`Security::user`], whose role may read and write only under
 ///   [`Security::prefix`]; simple tokens expire after
 ///   [`ETCD_AUTH_TOKEN_TTL`], so every test outlives a few;
+/// - ZooKeeper serves TLS clients (a client certificate required) on
+///   [`zk::SECURE_PORT`], the members' client address; the plain port
+///   2181 stays for health checks and for tools without TLS, and digest
+///   credentials protect elect's znodes there as well;
 /// - Raft-vote peers talk mutual TLS, each with a certificate naming its
 ///   id; [`Security::client`] may query them.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -341,7 +345,8 @@ impl Lab {
         }
         if spec.zk > 0 {
             let h: Vec<String> = (0..spec.zk).map(|i| hosts(21 + i as u8)).collect();
-            lab.members.extend(zk::start(&place, &h)?);
+            lab.members
+                .extend(zk::start(&place, &h, authority.as_ref())?);
         }
         if spec.raft > 0 {
             let bin = match &spec.elect_bin {

@@ -6,6 +6,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use super::member::{Member, Role, Runner};
+use super::pki::Authority;
 use super::{Placement, Result};
 
 /// The ensemble's tick. Servers accept session timeouts from 2 to 20 ticks,
@@ -15,13 +16,23 @@ pub const TICK: Duration = Duration::from_millis(200);
 /// A small heap and a quick-starting JIT: several members share two cores.
 const JVM: &str = "-Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
     -Dzookeeper.root.logger=INFO,CONSOLE -Dzookeeper.console.threshold=INFO \
-    -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar";
+    -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar:\
+    /usr/share/java/netty-resolver.jar:/usr/share/java/netty-transport-native-unix-common.jar";
 const MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
 /// Where Debian's package puts the server.
 pub const JAR: &str = "/usr/share/java/zookeeper.jar";
 
-/// Starts one server per host, each named `zk-<i>`.
-pub(crate) fn start(place: &Placement, hosts: &[String]) -> Result<Vec<Member>> {
+/// The TLS client port of a secured server (the plain one stays 2181).
+pub const SECURE_PORT: u16 = 2182;
+
+/// Starts one server per host, each named `zk-<i>`. With an `authority`,
+/// each also serves TLS clients on [`SECURE_PORT`] (Netty, PEM key and
+/// trust stores), wanting a client certificate from the CA.
+pub(crate) fn start(
+    place: &Placement,
+    hosts: &[String],
+    authority: Option<&Authority>,
+) -> Result<Vec<Member>> {
     let servers: String = hosts
         .iter()
         .enumerate()
@@ -33,11 +44,33 @@ pub(crate) fn start(place: &Placement, hosts: &[String]) -> Result<Vec<Member>> 
         let name = format!("zk-{id}");
         let dir = place.dir.join(&name);
         std::fs::create_dir_all(&dir)?;
+        if let Some(ca) = authority {
+            let issued = ca.issue(&name, &[host.as_str(), "localhost"])?;
+            // ZooKeeper's PEM key store holds the key and the certificate.
+            let both =
+                std::fs::read_to_string(&issued.key)? + &std::fs::read_to_string(&issued.cert)?;
+            super::pki::write_private(&dir.join("server.pem"), &both)?;
+            std::fs::copy(ca.ca(), dir.join("ca.pem"))?;
+        }
         let config = |data: &str| {
+            let member_dir = std::path::Path::new(data)
+                .parent()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let secure = match authority {
+                None => String::new(),
+                Some(_) => format!(
+                    "secureClientPort={SECURE_PORT}\nsecureClientPortAddress={host}\n\
+                     serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+                     ssl.keyStore.location={member_dir}/server.pem\nssl.keyStore.type=PEM\n\
+                     ssl.trustStore.location={member_dir}/ca.pem\nssl.trustStore.type=PEM\n\
+                     ssl.clientAuth=need\n"
+                ),
+            };
             format!(
                 "tickTime={}\ninitLimit=50\nsyncLimit=10\ndataDir={data}\nclientPort=2181\n\
                  clientPortAddress={host}\n4lw.commands.whitelist=*\n\
-                 admin.enableServer=false\nstandaloneEnabled=false\nmaxClientCnxns=0\n{servers}",
+                 admin.enableServer=false\nstandaloneEnabled=false\nmaxClientCnxns=0\n{secure}{servers}",
                 TICK.as_millis(),
             )
         };
@@ -70,8 +103,11 @@ pub(crate) fn start(place: &Placement, hosts: &[String]) -> Result<Vec<Member>> 
         members.push(Member {
             name,
             role: Role::Zk,
-            client: format!("{host}:2181"),
-            health: None,
+            client: match authority {
+                Some(_) => format!("{host}:{SECURE_PORT}"),
+                None => format!("{host}:2181"),
+            },
+            health: authority.map(|_| format!("{host}:2181")),
             dir,
             runner,
         });

@@ -25,7 +25,9 @@ use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
-use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, EventType, StateWatcher};
+use zookeeper_client::{
+    Acl, Acls, AuthId, Client, CreateMode, Error as ZkError, EventType, Permission, StateWatcher,
+};
 
 use super::layout;
 use super::observe::{self, View, list_queue, until_disconnected, until_reconnected};
@@ -33,7 +35,8 @@ use super::zk_error;
 use crate::backend::backoff::Backoff;
 use crate::backend::report::Reporter;
 use crate::config::ElectionConfig;
-use crate::error::Result;
+use crate::credentials::User;
+use crate::error::{Error, Result};
 use crate::leadership::{Leadership, deadline_after};
 
 /// How one stretch of leadership ended.
@@ -54,6 +57,9 @@ enum SessionEnd {
     Resigned,
     /// The session expired or was closed: a new one is needed.
     Ended,
+    /// ZooKeeper will not let us take part (the election's ACLs): no
+    /// session would change that.
+    Refused(Error),
 }
 
 /// Why a candidacy ended.
@@ -63,6 +69,8 @@ enum End {
     NodeGone,
     /// The session expired or was closed: a new one is needed.
     SessionEnded,
+    /// See [`SessionEnd::Refused`].
+    Refused(Error),
 }
 
 pub struct Candidate {
@@ -116,6 +124,11 @@ impl Candidate {
                     close(client, self.cfg.connect_timeout).await;
                     return Ok(());
                 }
+                SessionEnd::Refused(e) => {
+                    self.out.send_replace(Leadership::unknown());
+                    close(client, self.cfg.connect_timeout).await;
+                    return Err(e);
+                }
                 SessionEnd::Ended => {
                     warn!("ZooKeeper session ended; opening a new one");
                     self.out.send_replace(Leadership::unknown());
@@ -166,6 +179,7 @@ impl Session<'_> {
                 End::NodeGone => continue,
                 End::Resigned => return SessionEnd::Resigned,
                 End::SessionEnded => return SessionEnd::Ended,
+                End::Refused(e) => return SessionEnd::Refused(e),
             }
         }
     }
@@ -174,8 +188,13 @@ impl Session<'_> {
         let client = self.client;
         let election = self.cfg.election.clone();
         let id = self.cfg.id.clone();
-        let path = match self.step(create_node(client, &election, &id)).await {
+        let user = self.cfg.user.clone();
+        let path = match self
+            .step(create_node(client, &election, &id, user.as_ref()))
+            .await
+        {
             Ok(Ok(path)) => path,
+            Ok(Err(e @ Error::Auth { .. })) => return End::Refused(e),
             Ok(Err(e)) => {
                 warn!("{e}");
                 return End::SessionEnded;
@@ -386,13 +405,60 @@ impl Session<'_> {
     }
 }
 
-/// Creates our znode, protected against lost replies. Errors only when the
-/// session has ended.
-async fn create_node(client: &Client, election: &str, id: &str) -> Result<String> {
+/// ZooKeeper refused us a znode under `election` (NoAuth).
+fn not_allowed(election: &str, e: ZkError) -> Error {
+    Error::Auth {
+        backend: "zk",
+        detail: format!(
+            "not allowed to create under {election} ({e}): its ACL does not let this identity \
+             create; use the credentials (--user, password) of whoever made it"
+        ),
+    }
+}
+
+/// The ACLs of the znodes we create. With digest credentials: our digest
+/// identity may do anything, everyone else may only read. Deleting a child
+/// needs DELETE on its parent, so a parent made with these ACLs keeps
+/// strangers from deleting the leader's znode. The identity is named
+/// explicitly (`digest:user:hash`) rather than as `auth`, which would also
+/// grant the session's other identities (the x509 one of a TLS client
+/// certificate that others may share). Without credentials: open to all,
+/// as Curator and kazoo do by default.
+fn acls(user: Option<&User>) -> Vec<Acl> {
+    match user {
+        Some(user) => vec![
+            Acl::new(Permission::ALL, AuthId::new("digest", &digest_id(user))),
+            Acl::new(Permission::READ, AuthId::anyone()),
+        ],
+        None => Acls::anyone_all().to_vec(),
+    }
+}
+
+/// ZooKeeper's digest identity: `user:base64(sha1(user:password))`.
+fn digest_id(user: &User) -> String {
+    use base64::Engine;
+    let text = format!("{}:{}", user.name(), user.password().expose());
+    let hash = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, text.as_bytes());
+    format!(
+        "{}:{}",
+        user.name(),
+        base64::engine::general_purpose::STANDARD.encode(hash.as_ref())
+    )
+}
+
+/// Creates our znode, protected against lost replies. Errors when the
+/// session has ended, or when the ACLs forbid us to create it.
+async fn create_node(
+    client: &Client,
+    election: &str,
+    id: &str,
+    user: Option<&User>,
+) -> Result<String> {
     let uuid = layout::fresh_uuid();
     let prefix = layout::candidate_prefix(election, &uuid);
-    let ephemeral = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
-    let parent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    let acls = acls(user);
+    let ephemeral = CreateMode::EphemeralSequential.with_acls(Acls::new(&acls));
+    let parent = CreateMode::Persistent.with_acls(Acls::new(&acls));
     let mut backoff = Backoff::new();
     loop {
         match client.create(&prefix, id.as_bytes(), &ephemeral).await {
@@ -400,6 +466,7 @@ async fn create_node(client: &Client, election: &str, id: &str) -> Result<String
             Err(ZkError::NoNode) => match client.mkdir(election, &parent).await {
                 // Created by us or by another candidate meanwhile.
                 Ok(()) | Err(ZkError::NodeExists) => continue,
+                Err(e @ ZkError::NoAuth) => return Err(not_allowed(election, e)),
                 Err(e) => backoff.warn_once(format_args!(
                     "cannot create {election}: {e} (does the chroot of --endpoints exist?)"
                 )),
@@ -407,6 +474,7 @@ async fn create_node(client: &Client, election: &str, id: &str) -> Result<String
             Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed)) => {
                 return Err(zk_error("creating our znode", e));
             }
+            Err(e @ ZkError::NoAuth) => return Err(not_allowed(election, e)),
             Err(ZkError::ConnectionLoss) => {
                 // The create may have happened: find it by our uuid.
                 let mine = format!("_c_{uuid}-");
@@ -473,5 +541,19 @@ async fn owns(client: &Client, path: &str) -> Result<bool> {
         Ok(Some(stat)) => Ok(stat.ephemeral_owner == client.session_id().0),
         Ok(None) => Ok(false),
         Err(e) => Err(zk_error("reading our znode", e)),
+    }
+}
+
+#[cfg(test)]
+mod acl_tests {
+    use super::*;
+    use crate::credentials::Password;
+
+    #[test]
+    fn the_digest_identity_is_zookeepers() {
+        // As kazoo's make_digest_acl_credential("super", "secret") and ZooKeeper's
+        // DigestAuthenticationProvider.generateDigest compute it.
+        let user = User::new("super", Password::new("secret")).unwrap();
+        assert_eq!(digest_id(&user), "super:lK75jTNcA+U9vtVEw5vB51mj/w4=");
     }
 }

@@ -42,12 +42,27 @@ fn unreachable(cfg: &ElectionConfig, detail: impl std::fmt::Display) -> Error {
 
 /// Opens a session with the requested timeout.
 async fn connect(cfg: &ElectionConfig) -> Result<Client> {
-    let client = Client::connector()
-        .with_session_timeout(cfg.ttl)
-        .with_fail_eagerly()
-        .connect(&cfg.endpoints[0])
-        .await
-        .map_err(|e| zk_error("connecting", e))?;
+    let mut connector = Client::connector();
+    connector = connector.with_session_timeout(cfg.ttl).with_fail_eagerly();
+    if let Some(user) = &cfg.user {
+        // Digest auth: the server derives our identity from user:password;
+        // our znodes' ACLs then name it (see `campaign::acls`).
+        let credentials = format!("{}:{}", user.name(), user.password().expose());
+        connector = connector.with_auth("digest", credentials.as_bytes());
+    }
+    let connecting = match &cfg.tls {
+        // secure_connect: hosts without a scheme speak TLS.
+        Some(tls) => connector
+            .with_tls(tls_options(tls)?)
+            .secure_connect(&cfg.endpoints[0])
+            .await
+            .map_err(|e| tls_refused(cfg, e)),
+        None => connector
+            .connect(&cfg.endpoints[0])
+            .await
+            .map_err(|e| zk_error("connecting", e)),
+    };
+    let client = connecting?;
     let negotiated = client.session_timeout();
     info!(
         session = %client.session_id(),
@@ -65,11 +80,41 @@ async fn connect(cfg: &ElectionConfig) -> Result<Client> {
     Ok(client)
 }
 
+/// A TLS connection that failed: the library says little ("no available
+/// hosts"), so name what was tried.
+fn tls_refused(cfg: &ElectionConfig, e: zookeeper_client::Error) -> Error {
+    Error::Tls {
+        backend: BACKEND,
+        endpoints: cfg.endpoints.join(","),
+        detail: format!(
+            "{e} (is it ZooKeeper's secureClientPort, does its certificate name the host, and \
+             does it want a client certificate, --cert and --key?)"
+        ),
+    }
+}
+
+/// The client's TLS: the CA, and our certificate if the server wants one.
+fn tls_options(tls: &crate::credentials::Tls) -> Result<zookeeper_client::TlsOptions> {
+    // The client builds its rustls config with the process default.
+    crate::credentials::crypto_provider();
+    let text = |pem: &[u8]| String::from_utf8_lossy(pem).into_owned();
+    let mut options = zookeeper_client::TlsOptions::new()
+        .with_pem_ca(&text(tls.ca_pem()))
+        .map_err(|e| Error::config("cacert", format!("unusable for ZooKeeper TLS: {e}")))?;
+    if let Some((cert, key)) = tls.identity_pem() {
+        options = options
+            .with_pem_identity(&text(cert), &text(key))
+            .map_err(|e| Error::config("cert", format!("unusable for ZooKeeper TLS: {e}")))?;
+    }
+    Ok(options)
+}
+
 /// Opens a session for the first request of a command, within the connect
 /// timeout; any failure means ZooKeeper could not be reached.
 async fn first_contact(cfg: &ElectionConfig) -> Result<Client> {
     match tokio::time::timeout(cfg.connect_timeout, connect(cfg)).await {
         Ok(Ok(client)) => Ok(client),
+        Ok(Err(e @ Error::Tls { .. })) => Err(e),
         Ok(Err(e)) => Err(unreachable(cfg, e)),
         Err(_) => Err(unreachable(cfg, "no session established")),
     }
