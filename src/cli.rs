@@ -414,6 +414,13 @@ pub struct CompareArgs {
     #[arg(long)]
     pub containers: bool,
 
+    /// Secure everything: a secured lab (etcd: TLS, client certificates,
+    /// auth; ZooKeeper: its TLS port, digest credentials) and mutual TLS
+    /// between Raft-vote peers. Run once with and once without to see what
+    /// TLS costs.
+    #[arg(long)]
+    pub secure: bool,
+
     /// Use this etcd cluster (host:port,...) instead of starting one.
     #[arg(long, env = "ELECT_ETCD_ENDPOINTS")]
     pub etcd_endpoints: Option<String>,

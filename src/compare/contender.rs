@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use elect::lab::process::{Line, Watched};
 use serde::Serialize;
 
@@ -136,6 +137,72 @@ pub struct RaftPeers {
     pub dir: PathBuf,
 }
 
+/// The credentials of a secured comparison (`--secure`): the lab's for
+/// etcd and ZooKeeper, and a CA of its own for the Raft-vote peers compare
+/// starts, which issues each peer a certificate naming its id.
+pub struct Credentials {
+    pub lab: Option<elect::lab::Security>,
+    raft_ca: elect::lab::pki::Authority,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("lab", &self.lab)
+            .field("raft_ca", &self.raft_ca.ca())
+            .finish()
+    }
+}
+
+impl Credentials {
+    pub fn new(lab: Option<elect::lab::Security>, dir: &Path) -> anyhow::Result<Credentials> {
+        let raft_ca = elect::lab::pki::Authority::new(dir, "elect compare raft CA")?;
+        Ok(Credentials { lab, raft_ca })
+    }
+
+    /// elect's flags for candidate `id` on `backend`.
+    fn flags(&self, backend: Backend, id: &str) -> anyhow::Result<Vec<String>> {
+        let path = |p: &Path| p.display().to_string();
+        Ok(match backend {
+            Backend::Raft => {
+                let issued = self.raft_ca.issue(id, &[id])?;
+                vec![
+                    "--cacert".into(),
+                    path(&self.raft_ca.ca()),
+                    "--cert".into(),
+                    path(&issued.cert),
+                    "--key".into(),
+                    path(&issued.key),
+                ]
+            }
+            _ => {
+                let s = self
+                    .lab
+                    .as_ref()
+                    .context("a secured lab for etcd and ZooKeeper")?;
+                let mut flags = vec![
+                    "--cacert".into(),
+                    path(&s.ca),
+                    "--cert".into(),
+                    path(&s.client.cert),
+                    "--key".into(),
+                    path(&s.client.key),
+                    "--user".into(),
+                    s.user.clone(),
+                    "--password-file".into(),
+                    path(&s.password_file),
+                ];
+                if backend == Backend::Etcd {
+                    // Fault proxies stand between candidates and members;
+                    // the members' certificates also name localhost.
+                    flags.extend(["--server-name".into(), "localhost".into()]);
+                }
+                flags
+            }
+        })
+    }
+}
+
 /// One implementation on one backend, ready to spawn candidates.
 #[derive(Clone, Debug)]
 pub struct Contender {
@@ -144,6 +211,8 @@ pub struct Contender {
     pub ttl: Duration,
     pub bin: PathBuf,
     pub curator_classes: Option<PathBuf>,
+    /// With `--secure`: TLS and credentials for every candidate.
+    pub credentials: Option<std::sync::Arc<Credentials>>,
 }
 
 /// How a candidate campaigns: holding leadership only, or running a command
@@ -184,6 +253,9 @@ impl Contender {
                     .env("RUST_LOG", WAKEUP_LOG);
                 if let Some(dir) = peer_dir {
                     cmd.arg("--data-dir").arg(dir);
+                }
+                if let Some(credentials) = &self.credentials {
+                    cmd.args(credentials.flags(self.backend, id)?);
                 }
                 match role {
                     Role::Campaign => {
@@ -245,8 +317,13 @@ impl Contender {
             scenario,
             self.imp.name().replace(' ', "-")
         );
-        match self.backend {
-            Backend::Zk => format!("/{name}"),
+        match (self.backend, &self.credentials) {
+            (Backend::Zk, _) => format!("/{name}"),
+            // The lab's user may only use keys under its prefix.
+            (Backend::Etcd, Some(c)) => match &c.lab {
+                Some(s) => format!("{}{name}", s.prefix),
+                None => name,
+            },
             _ => name,
         }
     }

@@ -63,6 +63,7 @@ pub struct Plan {
     candidates: Option<usize>,
     baselines: bool,
     mode: Mode,
+    secure: bool,
     etcd_endpoints: Option<String>,
     zk_endpoints: Option<String>,
     json: bool,
@@ -204,6 +205,19 @@ impl Plan {
         } else {
             Mode::Processes
         };
+        if args.secure {
+            for (flag, given) in [
+                ("--etcd-endpoints", args.etcd_endpoints.is_some()),
+                ("--zk-endpoints", args.zk_endpoints.is_some()),
+            ] {
+                if given {
+                    return Err(UsageError::new(
+                        flag,
+                        "cannot be secured by compare: --secure starts a secured lab of its own",
+                    ));
+                }
+            }
+        }
         Ok(Plan {
             backends,
             scenarios,
@@ -214,6 +228,7 @@ impl Plan {
             candidates: args.candidates,
             baselines: args.baselines,
             mode,
+            secure: args.secure,
             etcd_endpoints: args
                 .etcd_endpoints
                 .as_ref()
@@ -253,6 +268,12 @@ struct Ensembles {
     lab: Option<RefCell<Lab>>,
     etcd: Result<String, String>,
     zk: Result<String, String>,
+    /// The members' plain addresses (health, metrics, four-letter words),
+    /// where they differ from the client endpoints (a secured lab).
+    etcd_plain: Option<String>,
+    zk_plain: Option<String>,
+    /// A secured lab's credentials.
+    security: Option<elect::lab::Security>,
 }
 
 impl Ensembles {
@@ -261,6 +282,9 @@ impl Ensembles {
         let start_etcd = wants(Backend::Etcd) && plan.etcd_endpoints.is_none();
         let start_zk = wants(Backend::Zk) && plan.zk_endpoints.is_none();
         let mut ens = Ensembles {
+            etcd_plain: None,
+            zk_plain: None,
+            security: None,
             lab: None,
             etcd: plan
                 .etcd_endpoints
@@ -302,6 +326,7 @@ impl Ensembles {
         }
         let mut spec = Spec::new(plan.mode, etcd, zk);
         spec.dir = std::env::temp_dir().join(format!("elect-compare-{}", std::process::id()));
+        spec.secure = plan.secure;
         eprintln!(
             "compare: starting {}{}{} as {}",
             if etcd > 0 {
@@ -322,12 +347,24 @@ impl Ensembles {
         );
         match Lab::up(&spec) {
             Ok(lab) => {
+                let plain = |role: Role| {
+                    let list: Vec<&str> = lab
+                        .members()
+                        .iter()
+                        .filter(|m| m.role == role)
+                        .map(|m| m.health_address())
+                        .collect();
+                    (!list.is_empty()).then(|| list.join(","))
+                };
                 if etcd > 0 {
                     ens.etcd = Ok(lab.endpoints(Role::Etcd).expect("started"));
+                    ens.etcd_plain = plain(Role::Etcd);
                 }
                 if zk > 0 {
                     ens.zk = Ok(lab.endpoints(Role::Zk).expect("started"));
+                    ens.zk_plain = plain(Role::Zk);
                 }
+                ens.security = lab.security.clone();
                 ens.lab = Some(RefCell::new(lab));
             }
             Err(lab::Error::Interrupted) => anyhow::bail!("interrupted"),
@@ -342,6 +379,15 @@ impl Ensembles {
             }
         }
         Ok(ens)
+    }
+
+    /// The plain addresses of `backend`'s members (for probes).
+    fn plain(&self, backend: Backend) -> Option<&str> {
+        match backend {
+            Backend::Etcd => self.etcd_plain.as_deref(),
+            Backend::Zk => self.zk_plain.as_deref(),
+            Backend::Raft => None,
+        }
     }
 
     fn endpoints(&self, backend: Backend) -> Result<String, String> {
@@ -432,6 +478,13 @@ fn run_plan(
     work: &std::path::Path,
 ) -> anyhow::Result<(Vec<Row>, Vec<Unavailable>)> {
     let ensembles = Ensembles::prepare(plan)?;
+    let credentials = match plan.secure {
+        true => Some(std::sync::Arc::new(contender::Credentials::new(
+            ensembles.security.clone(),
+            &work.join("raft-pki"),
+        )?)),
+        false => None,
+    };
     let mut rows = Vec::new();
     let mut unavailable = Vec::new();
     let mut not_run =
@@ -461,7 +514,12 @@ fn run_plan(
         };
         let probe = match backend {
             Backend::Raft => None,
-            _ => match Probe::new(backend, &endpoints) {
+            _ => match Probe::new(
+                backend,
+                &endpoints,
+                ensembles.plain(backend).unwrap_or(&endpoints),
+                ensembles.security.as_ref(),
+            ) {
                 Ok(p) => Some(p),
                 Err(e) => {
                     not_run(backend, Implementation::Elect, None, format!("{e:#}"));
@@ -489,6 +547,7 @@ fn run_plan(
                 ttl: plan.ttl[&backend],
                 bin: bin.to_owned(),
                 curator_classes: curator_classes.clone(),
+                credentials: credentials.clone(),
             };
             for &scenario in &plan.scenarios {
                 if let Err(reason) = runnable(&contender, scenario, ensembles.lab.is_some()) {
@@ -547,6 +606,23 @@ fn runnable(
             "kills ensemble members: needs an ensemble compare starts \
              (not --etcd-endpoints/--zk-endpoints)",
         ));
+    }
+    if contender.credentials.is_some() {
+        if imp != Implementation::Elect {
+            return Err(Some(
+                "--secure runs elect only: the recipes run here without TLS",
+            ));
+        }
+        if scenario == Scenario::Scale {
+            return Err(Some(
+                "--secure: scale runs its candidates in-process without TLS",
+            ));
+        }
+        if scenario == Scenario::Cutoff && backend == Backend::Zk {
+            return Err(Some(
+                "--secure: the fault proxies' addresses are not in ZooKeeper's certificates",
+            ));
+        }
     }
     if scenario == Scenario::Scale && backend == Backend::Raft {
         return Err(Some(

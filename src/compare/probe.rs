@@ -8,6 +8,8 @@ use std::cell::RefCell;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use elect::lab::{etcd, zk};
 
 use super::contender::Backend;
@@ -37,8 +39,14 @@ impl std::ops::Sub for Counters {
 /// Probes one ensemble.
 pub struct Probe {
     backend: Backend,
+    /// Where the ZooKeeper client connects (plain ports).
     endpoints: String,
+    /// Plain-HTTP (etcd) or plain (ZooKeeper) addresses of the members,
+    /// for metrics, counts and four-letter words.
     members: Vec<String>,
+    /// A secured etcd: counting goes through a TLS client as root, since
+    /// the JSON gateway is behind TLS and auth.
+    etcd: Option<(tokio::runtime::Runtime, etcd_client::Client)>,
     /// ZooKeeper: a runtime and a client, replaced after any failure (a
     /// member killed under it may leave it stuck or its session expired).
     zk: Option<(
@@ -48,24 +56,41 @@ pub struct Probe {
 }
 
 impl Probe {
-    /// For the etcd or ZooKeeper ensemble at `endpoints` (`host:port,...`).
-    pub fn new(backend: Backend, endpoints: &str) -> anyhow::Result<Probe> {
-        let members: Vec<String> = endpoints
+    /// For the etcd or ZooKeeper ensemble whose plain addresses are
+    /// `plain` (`host:port,...`); a secured etcd is counted through
+    /// `secure` at its TLS `endpoints`.
+    pub fn new(
+        backend: Backend,
+        endpoints: &str,
+        plain: &str,
+        secure: Option<&elect::lab::Security>,
+    ) -> anyhow::Result<Probe> {
+        let members: Vec<String> = plain
             .split(',')
             .map(|e| e.trim().trim_start_matches("http://").to_owned())
             .collect();
         let mut probe = Probe {
             backend,
-            endpoints: endpoints.to_owned(),
+            endpoints: plain.to_owned(),
             members,
+            etcd: None,
             zk: None,
         };
+        if let (Backend::Etcd, Some(security)) = (backend, secure) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let client = rt
+                .block_on(connect_etcd_as_root(endpoints, security))
+                .context("connecting to the secured etcd to count candidates")?;
+            probe.etcd = Some((rt, client));
+        }
         if backend == Backend::Zk {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            let client = connect_zk(&rt, endpoints)
-                .context("connecting to ZooKeeper to count candidates")?;
+            let client =
+                connect_zk(&rt, plain).context("connecting to ZooKeeper to count candidates")?;
             probe.zk = Some((rt, RefCell::new(Some(client))));
         }
         Ok(probe)
@@ -95,7 +120,23 @@ impl Probe {
                     }
                 }
             }
-            (None, Backend::Etcd) => self.members.iter().find_map(|m| etcd_count(m, election)),
+            (None, Backend::Etcd) => match &self.etcd {
+                Some((rt, client)) => rt.block_on(async {
+                    let prefix = format!("{election}/");
+                    let options = etcd_client::GetOptions::new()
+                        .with_prefix()
+                        .with_count_only();
+                    let mut kv = client.kv_client();
+                    let answer =
+                        tokio::time::timeout(Duration::from_secs(2), kv.get(prefix, Some(options)))
+                            .await;
+                    match answer {
+                        Ok(Ok(r)) => Some(r.count() as usize),
+                        _ => None,
+                    }
+                }),
+                None => self.members.iter().find_map(|m| etcd_count(m, election)),
+            },
             _ => None,
         }
     }
@@ -136,6 +177,32 @@ impl Probe {
     }
 }
 
+/// A TLS client of a secured lab's etcd, authenticated as root.
+async fn connect_etcd_as_root(
+    endpoints: &str,
+    security: &elect::lab::Security,
+) -> anyhow::Result<etcd_client::Client> {
+    use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
+    let read = |p: &std::path::Path| std::fs::read(p).with_context(|| p.display().to_string());
+    let tls = TlsOptions::new()
+        .ca_certificate(Certificate::from_pem(read(&security.ca)?))
+        .identity(Identity::from_pem(
+            read(&security.client.cert)?,
+            read(&security.client.key)?,
+        ));
+    let root = std::fs::read_to_string(&security.root_password_file)?;
+    let options = ConnectOptions::new()
+        .with_tls(tls)
+        .with_user("root", root)
+        .with_auto_token_refresh(true)
+        .with_connect_timeout(Duration::from_secs(5));
+    let urls: Vec<String> = endpoints
+        .split(',')
+        .map(|e| format!("https://{e}"))
+        .collect();
+    Ok(etcd_client::Client::connect(urls, Some(options)).await?)
+}
+
 fn connect_zk(
     rt: &tokio::runtime::Runtime,
     endpoints: &str,
@@ -157,8 +224,8 @@ fn etcd_count(member: &str, election: &str) -> Option<usize> {
     *end.last_mut()? += 1;
     let body = format!(
         "{{\"key\":\"{}\",\"range_end\":\"{}\",\"count_only\":true}}",
-        base64(prefix.as_bytes()),
-        base64(&end)
+        STANDARD.encode(prefix.as_bytes()),
+        STANDARD.encode(&end)
     );
     let (code, response) = elect::lab::http_request(
         member,
@@ -177,36 +244,4 @@ fn etcd_count(member: &str, election: &str) -> Option<usize> {
         .nth(1)
         .and_then(|rest| rest.split('"').next())
         .map_or(Some(0), |n| n.parse().ok())
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = u32::from_be_bytes([0, b[0], b[1], b[2]]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn base64_pads_like_rfc_4648() {
-        assert_eq!(super::base64(b"f"), "Zg==");
-        assert_eq!(super::base64(b"fo"), "Zm8=");
-        assert_eq!(super::base64(b"foo"), "Zm9v");
-        assert_eq!(super::base64(b"elect/"), "ZWxlY3Qv");
-    }
 }

@@ -445,8 +445,8 @@ fn record_gap(
 }
 
 fn wait_member_healthy(lab: &RefCell<Lab>, name: &str, role: Role) -> anyhow::Result<()> {
-    let client = lab.borrow().member(name)?.client.clone();
-    elect::lab::poll(SOON, || elect::lab::healthy(role, &client).then_some(()))
+    let address = lab.borrow().member(name)?.health_address().to_owned();
+    elect::lab::poll(SOON, || elect::lab::healthy(role, &address).then_some(()))
         .with_context(|| format!("{name} did not come back within {SOON:?}"))
 }
 

@@ -13,7 +13,7 @@ use tracing::{debug, info, warn};
 
 use super::core::{Message, Node, Ready, Status};
 use super::store::Store;
-use super::transport::{self, Body, Frame, PeerTls, WireStatus, write_frame};
+use super::transport::{self, Body, Frame, Outgoing, PeerTls, WireStatus, write_frame};
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
 
@@ -24,7 +24,7 @@ pub struct Driver {
     pub cluster: String,
     pub addresses: BTreeMap<String, String>,
     pub inbound: mpsc::Receiver<(String, Message)>,
-    pub outbound: BTreeMap<String, mpsc::Sender<Message>>,
+    pub outbound: BTreeMap<String, mpsc::Sender<Outgoing>>,
     pub leadership: watch::Sender<Leadership>,
     pub status: watch::Sender<WireStatus>,
     /// The instant the core's time counts from.
@@ -84,7 +84,7 @@ impl Driver {
                 info!(term, candidate = %to, "voted");
             }
             if let Some(queue) = self.outbound.get(&to) {
-                let _ = queue.try_send(msg);
+                let _ = queue.try_send(msg.into());
             }
         }
         Ok(())
@@ -113,13 +113,30 @@ impl Driver {
     }
 
     /// Gives the lease up and tells the most responsive peer to campaign at
-    /// once. The TimeoutNow goes out on a connection of its own, awaited,
-    /// so it leaves before this process does.
+    /// once. The TimeoutNow goes out on the connection already open to it
+    /// (no new handshake: with TLS that alone took milliseconds), and we
+    /// wait until it is written, so it leaves before this process does;
+    /// failing that, on a connection of its own.
     async fn hand_over(&mut self) {
         let now = self.now();
         let ready = self.node.transfer_leadership(now);
         self.publish();
         for (to, msg) in ready.messages {
+            if let Some(queue) = self.outbound.get(&to) {
+                let (written, done) = tokio::sync::oneshot::channel();
+                let queued = queue.send(Outgoing {
+                    msg: msg.clone(),
+                    written: Some(written),
+                });
+                let sent = timeout(Duration::from_millis(500), async {
+                    queued.await.is_ok() && done.await == Ok(true)
+                })
+                .await;
+                if sent == Ok(true) {
+                    info!(to = %to, "leadership handed over");
+                    continue;
+                }
+            }
             let Some(addr) = self.addresses.get(&to) else {
                 continue;
             };

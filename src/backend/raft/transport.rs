@@ -295,6 +295,22 @@ async fn answer_queries(
     }
 }
 
+/// A message for a peer, and who wants to know once it is written.
+pub struct Outgoing {
+    /// The message.
+    pub msg: Message,
+    /// Told `true` once the frame is written to the connection (in the
+    /// kernel's hands, so it leaves even if this process exits next),
+    /// `false` if it could not be.
+    pub written: Option<tokio::sync::oneshot::Sender<bool>>,
+}
+
+impl From<Message> for Outgoing {
+    fn from(msg: Message) -> Self {
+        Outgoing { msg, written: None }
+    }
+}
+
 /// One outbound queue per peer; each is drained by a task that keeps a
 /// connection open, reconnecting with backoff. Raft tolerates loss, so a
 /// full queue or a failed write just drops messages.
@@ -303,7 +319,7 @@ pub fn connect_peers(
     me: &str,
     addresses: &BTreeMap<String, String>,
     tls: Option<Arc<PeerTls>>,
-) -> BTreeMap<String, mpsc::Sender<Message>> {
+) -> BTreeMap<String, mpsc::Sender<Outgoing>> {
     let mut queues = BTreeMap::new();
     for (peer, addr) in addresses {
         if peer == me {
@@ -332,71 +348,87 @@ pub async fn dial(id: &str, addr: &str, tls: Option<&PeerTls>) -> std::io::Resul
     }
 }
 
+/// Keeps a connection to one peer open, dialling as soon as it starts and
+/// again whenever the connection closes, so that messages, a new leader's
+/// votes above all, never wait for a TCP or TLS handshake; and writes what
+/// the driver queues for that peer.
 async fn send_loop(
     cluster: String,
     me: String,
     (peer, addr): (String, String),
     tls: Option<Arc<PeerTls>>,
-    mut rx: mpsc::Receiver<Message>,
+    mut rx: mpsc::Receiver<Outgoing>,
 ) {
-    let mut stream: Option<BoxStream> = None;
+    let tell = |written: Option<tokio::sync::oneshot::Sender<bool>>, ok: bool| {
+        if let Some(w) = written {
+            let _ = w.send(ok);
+        }
+    };
     let mut backoff = Duration::from_millis(10);
+    let mut warned = false;
     loop {
-        let next = match stream.as_mut() {
+        let dialing = dial(&peer, &addr, tls.as_deref());
+        let mut stream = match tokio::time::timeout(Duration::from_secs(1), dialing).await {
+            Ok(Ok(s)) => {
+                backoff = Duration::from_millis(10);
+                warned = false;
+                s
+            }
+            failed => {
+                match failed {
+                    // tokio-rustls reports TLS failures as InvalidData: a
+                    // misconfiguration, worth saying aloud (once a stretch).
+                    Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData && !warned => {
+                        warned = true;
+                        warn!(%addr, %peer, "TLS with the peer failed: {e}")
+                    }
+                    Ok(Err(e)) => debug!(%addr, "connect failed: {e}"),
+                    _ => debug!(%addr, "connect timed out"),
+                }
+                // What queued up meanwhile is stale by now: drop it.
+                let waited = tokio::time::sleep(backoff);
+                tokio::pin!(waited);
+                loop {
+                    tokio::select! {
+                        () = &mut waited => break,
+                        next = rx.recv() => match next {
+                            Some(stale) => tell(stale.written, false),
+                            None => return,
+                        },
+                    }
+                }
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+                continue;
+            }
+        };
+        loop {
             // Peers never write on a connection we opened, so anything
             // readable means it was closed: drop it now rather than lose
             // the next message to a peer that restarted.
-            Some(s) => {
-                let mut probe = [0u8; 1];
-                tokio::select! {
-                    msg = rx.recv() => msg,
-                    _ = s.read(&mut probe) => {
-                        debug!(%addr, "connection closed by the peer");
-                        stream = None;
-                        continue;
-                    }
+            let mut probe = [0u8; 1];
+            let next = tokio::select! {
+                next = rx.recv() => next,
+                _ = stream.read(&mut probe) => {
+                    debug!(%addr, "connection closed by the peer");
+                    break;
+                }
+            };
+            let Some(Outgoing { msg, written }) = next else {
+                return;
+            };
+            let frame = Frame {
+                cluster: cluster.clone(),
+                from: me.clone(),
+                body: Body::Peer(msg),
+            };
+            match write_frame(&mut stream, &frame).await {
+                Ok(()) => tell(written, true),
+                Err(e) => {
+                    debug!(%addr, "send failed: {e}");
+                    tell(written, false);
+                    break;
                 }
             }
-            None => rx.recv().await,
-        };
-        let Some(msg) = next else {
-            return;
-        };
-        if stream.is_none() {
-            let dialing = dial(&peer, &addr, tls.as_deref());
-            match tokio::time::timeout(Duration::from_secs(1), dialing).await {
-                Ok(Ok(s)) => {
-                    stream = Some(s);
-                    backoff = Duration::from_millis(10);
-                }
-                failed => {
-                    match failed {
-                        // tokio-rustls reports TLS failures as InvalidData:
-                        // a misconfiguration, worth saying aloud.
-                        Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
-                            warn!(%addr, %peer, "TLS with the peer failed: {e}")
-                        }
-                        Ok(Err(e)) => debug!(%addr, "connect failed: {e}"),
-                        _ => debug!(%addr, "connect timed out"),
-                    }
-                    // Drop what queued up meanwhile: it is stale by now.
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
-                    while rx.try_recv().is_ok() {}
-                    continue;
-                }
-            }
-        }
-        let frame = Frame {
-            cluster: cluster.clone(),
-            from: me.clone(),
-            body: Body::Peer(msg),
-        };
-        if let Some(s) = stream.as_mut()
-            && let Err(e) = write_frame(s, &frame).await
-        {
-            debug!(%addr, "send failed: {e}");
-            stream = None;
         }
     }
 }
