@@ -28,14 +28,16 @@ impl Default for Timing {
 }
 
 /// Starts `n` members at `hosts`, each `name` `etcd-<i>`. With an
-/// `authority`, clients must speak TLS and present a certificate from it;
-/// health and metrics stay plain HTTP on port 2381.
+/// `authority` (and an auth token TTL in seconds), clients must speak TLS
+/// and present a certificate from it; health and metrics stay plain HTTP
+/// on port 2381.
 pub(crate) fn start(
     place: &Placement,
     hosts: &[String],
     timing: Timing,
-    authority: Option<&Authority>,
+    secure: Option<(&Authority, u64)>,
 ) -> Result<Vec<Member>> {
+    let authority = secure.map(|(a, _)| a);
     let initial = hosts
         .iter()
         .enumerate()
@@ -73,7 +75,7 @@ pub(crate) fn start(
                 "--auth-token",
                 "simple",
                 "--auth-token-ttl",
-                &super::ETCD_AUTH_TOKEN_TTL.to_string(),
+                &secure.map_or(0, |(_, ttl)| ttl).to_string(),
             ]
             .map(str::to_owned)
             .into();

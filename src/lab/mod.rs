@@ -188,6 +188,8 @@ pub struct Spec {
     pub ready_within: Duration,
     /// Secure what starts (see [`Security`]).
     pub secure: bool,
+    /// A secured etcd's `--auth-token-ttl`, in seconds.
+    pub etcd_auth_token_ttl: u64,
 }
 
 impl Spec {
@@ -205,6 +207,7 @@ impl Spec {
             dir: std::env::temp_dir().join(format!("elect-lab-{id}")),
             ready_within: Duration::from_secs(90),
             secure: false,
+            etcd_auth_token_ttl: ETCD_AUTH_TOKEN_TTL,
         }
     }
 }
@@ -243,7 +246,8 @@ pub struct Lab {
 ///   the lab's CA (`--client-cert-auth`) and has auth enabled: `root`,
 ///   and [`Security::user`], whose role may read and write only under
 ///   [`Security::prefix`]; simple tokens expire after
-///   [`ETCD_AUTH_TOKEN_TTL`], so every test outlives a few;
+///   [`Spec::etcd_auth_token_ttl`] (by default [`ETCD_AUTH_TOKEN_TTL`], so
+///   every test outlives a few);
 /// - ZooKeeper serves TLS clients (a client certificate required) on
 ///   [`zk::SECURE_PORT`], the members' client address; the plain port
 ///   2181 stays for health checks and for tools without TLS, and digest
@@ -267,7 +271,8 @@ pub struct Security {
     pub prefix: String,
 }
 
-/// A secured lab's etcd `--auth-token-ttl`, in seconds.
+/// A secured lab's etcd `--auth-token-ttl` unless the spec says otherwise,
+/// in seconds: short, so that tests cross token expiry.
 pub const ETCD_AUTH_TOKEN_TTL: u64 = 3;
 
 impl Lab {
@@ -340,7 +345,7 @@ impl Lab {
                 &place,
                 &h,
                 spec.etcd_timing,
-                authority.as_ref(),
+                authority.as_ref().map(|a| (a, spec.etcd_auth_token_ttl)),
             )?);
         }
         if spec.zk > 0 {

@@ -53,9 +53,14 @@ async fn connect_each(cfg: &ElectionConfig, client: &Client) -> Result<Vec<Clien
     if cfg.endpoints.len() == 1 {
         return Ok(vec![client.clone()]);
     }
+    // Keepalives need no auth token (etcd checks none for LeaseKeepAlive),
+    // so these clients do not authenticate: each authentication is a
+    // password check (bcrypt) on the server, four per candidate otherwise.
+    let mut renewing = cfg.clone();
+    renewing.user = None;
     let mut clients = Vec::with_capacity(cfg.endpoints.len());
     for endpoint in &cfg.endpoints {
-        clients.push(connect_to(cfg, std::slice::from_ref(endpoint)).await?);
+        clients.push(connect_to(&renewing, std::slice::from_ref(endpoint)).await?);
     }
     Ok(clients)
 }
