@@ -719,12 +719,16 @@ mod tests {
             "host:99999",
             ":2379",
             "a:1,,b:2",
-            "https://h:1",
+            "https://h",
             "h/x:1",
         ] {
             let err = etcd_endpoints(bad).expect_err(bad);
             assert_eq!(flag_of(err), "endpoints", "{bad}");
         }
+        // https is accepted; TLS material is then required (validate).
+        assert_eq!(etcd_endpoints("https://h:1").unwrap(), ["https://h:1"]);
+        let cfg = ElectionConfig::etcd(["https://h:1"], "e").unwrap();
+        assert_eq!(flag_of(cfg.validate().unwrap_err()), "cacert");
     }
 
     #[test]

@@ -78,6 +78,7 @@ fn forgeries(claimed: &str, term: u64) -> Vec<Frame> {
         frame(Message::Heartbeat {
             term: term + 100,
             round: 1,
+            successors: vec![claimed.into()],
         }),
         frame(Message::TimeoutNow { term }),
         frame(Message::Vote {

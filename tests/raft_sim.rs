@@ -385,3 +385,136 @@ fn restarts_without_a_disk_keep_leases_apart() {
         }
     }
 }
+
+/// The peer ids (1-based) as their index (0-based).
+fn index_of(id: &str) -> usize {
+    id.parse::<usize>().expect("numeric ids") - 1
+}
+
+/// Runs until a leader other than `old` holds a lease, or `within` passes;
+/// the new leader's index and when it took over.
+fn successor(c: &mut Cluster, old: usize, within: u64) -> Option<(usize, u64)> {
+    let until = c.now() + within;
+    while c.now() < until {
+        c.run_for(100);
+        if let Some(new) = c.leader().filter(|&l| l != old) {
+            return Some((new, c.now()));
+        }
+    }
+    None
+}
+
+/// Crash failover with next-in-line succession: the first in line takes
+/// over about T after the last heartbeat it heard (the voters' lease
+/// floor), in one term, almost always; safety is checked throughout.
+#[test]
+fn the_first_in_line_takes_over_at_the_lease_floor_in_one_term() {
+    for n in [3, 5] {
+        let (mut times, mut extra_terms, mut by_first) = (Vec::new(), 0, 0);
+        let runs = 300;
+        for seed in 0..runs {
+            let mut c = Cluster::new(n, seed, lan(MS / 2), 0.0);
+            c.run_to(10 * T);
+            let leader = c.leader().expect("a leader");
+            // Crash at a random point between two heartbeats.
+            c.run_for(Rng(seed).below(T / 10));
+            let order = c.node(leader).node().successors();
+            let term = c.node(leader).node().term();
+            c.sim.crash(leader);
+            let crashed = c.now();
+            let (new, at) = successor(&mut c, leader, 5 * T)
+                .unwrap_or_else(|| panic!("seed {seed}: no successor"));
+            times.push(at - crashed);
+            by_first += usize::from(new == index_of(&order[0]));
+            extra_terms += c.node(new).node().term() - term - 1;
+        }
+        times.sort_unstable();
+        let mean = times.iter().sum::<u64>() as f64 / times.len() as f64 / T as f64;
+        let p99 = times[times.len() * 99 / 100] as f64 / T as f64;
+        eprintln!(
+            "n={n}: failover mean {mean:.3} T, p99 {p99:.3} T, first in line won {by_first}/{runs}, extra terms {extra_terms}"
+        );
+        // Generous bounds: the benchmark (elect compare) reports the real figures.
+        assert!(mean < 1.2, "n={n}: mean {mean} T");
+        assert!(
+            by_first as u64 >= runs * 95 / 100,
+            "n={n}: {by_first}/{runs}"
+        );
+        assert!(
+            extra_terms <= runs / 10,
+            "n={n}: {extra_terms} extra terms"
+        );
+    }
+}
+
+/// The leader and its first in line die together: the second in line
+/// takes over one stagger later.
+#[test]
+fn a_dead_first_in_line_leaves_it_to_the_second() {
+    for seed in 0..200 {
+        let mut c = Cluster::new(5, seed, lan(MS / 2), 0.0);
+        c.run_to(10 * T);
+        let leader = c.leader().expect("a leader");
+        let order = c.node(leader).node().successors();
+        c.sim.crash(leader);
+        c.sim.crash(index_of(&order[0]));
+        let crashed = c.now();
+        let (new, at) =
+            successor(&mut c, leader, 5 * T).unwrap_or_else(|| panic!("seed {seed}: no successor"));
+        assert_eq!(new, index_of(&order[1]), "seed {seed}: {order:?}");
+        assert!(
+            at - crashed < T + T / 2,
+            "seed {seed}: took {} µs",
+            at - crashed
+        );
+    }
+}
+
+/// The first in line is cut off when the leader dies: it cannot win (it
+/// reaches no voter), and the others elect one of themselves.
+#[test]
+fn a_partitioned_first_in_line_does_not_stall_the_election() {
+    for seed in 0..200 {
+        let mut c = Cluster::new(5, seed, lan(MS / 2), 0.0);
+        c.run_to(10 * T);
+        let leader = c.leader().expect("a leader");
+        let order = c.node(leader).node().successors();
+        let first = index_of(&order[0]);
+        c.sim.isolate(first);
+        c.sim.crash(leader);
+        let (new, _) =
+            successor(&mut c, leader, 5 * T).unwrap_or_else(|| panic!("seed {seed}: no successor"));
+        assert_ne!(new, first, "seed {seed}");
+        // Healed, the loner rejoins without deposing anyone.
+        c.sim.heal();
+        c.run_for(5 * T);
+        assert_eq!(c.leader(), Some(new), "seed {seed}");
+    }
+}
+
+/// Leaders crash at random instants on a lossy (10%), jittery network, so the
+/// followers may hold different orders (one just changed, one lost): at
+/// worst a split vote, never two leaders; someone leads soon after.
+#[test]
+fn a_leader_crashing_mid_change_of_order_costs_at_most_a_split_vote() {
+    for seed in 0..500 {
+        let mut c = Cluster::new(5, seed, lan(5 * MS), 0.1);
+        c.run_to(10 * T);
+        let mut rng = Rng(seed ^ 0x0dd);
+        for _ in 0..3 {
+            let Some(leader) = c.leader() else {
+                c.run_for(5 * T);
+                continue;
+            };
+            c.run_for(rng.below(T / 10));
+            c.sim.crash(leader);
+            // Raft's own liveness on a lossy network (with or without an
+            // order of succession): usually a few T, now and then more.
+            if successor(&mut c, leader, 30 * T).is_none() {
+                panic!("seed {seed}: no leader within 30 T");
+            }
+            c.restart(leader, true);
+            c.run_for(2 * T);
+        }
+    }
+}

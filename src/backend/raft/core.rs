@@ -17,6 +17,20 @@
 //! T`, give or take clock-rate error, which the drift margin covers. The
 //! one exception, a TimeoutNow transfer, is sent only by a leader that has
 //! already given its lease up.
+//!
+//! Next-in-line succession: the leader ranks its followers, the one that
+//! acknowledged the newest heartbeat round first (then the quickest to do
+//! so), and sends the order with every heartbeat. When the leader falls
+//! silent, the first in line campaigns as soon as the voters' lease can
+//! have run out (T after the last heartbeat it heard, plus a margin of
+//! `drift x T` for clock rate and delivery), the second one stagger (a
+//! heartbeat interval) later, everyone else after both, with a randomised
+//! timeout as before. Only *when* a peer campaigns changes: votes,
+//! PreVote, CheckQuorum, the lease and the transfer are untouched, so the
+//! argument above holds whatever order a peer believes; a stale order (a
+//! partition, a leader that died mid-change) costs at worst a split vote,
+//! which the randomised timeouts resolve. Without a published order (the
+//! first election), everyone draws from [T, 2T) as Raft does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -64,6 +78,9 @@ pub enum Message {
         term: u64,
         /// The round, counted by the leader.
         round: u64,
+        /// Who takes over if the leader falls silent, first in line first.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        successors: Vec<String>,
     },
     /// A follower's acknowledgement of a heartbeat round.
     HeartbeatReply {
@@ -187,6 +204,8 @@ pub struct Node {
     /// Granted (pre)votes in the current campaign.
     votes: BTreeSet<String>,
     leader_state: Option<LeaderState>,
+    /// The order of succession the current leader last published.
+    successors: Vec<String>,
 }
 
 struct LeaderState {
@@ -198,6 +217,8 @@ struct LeaderState {
     acked: BTreeMap<String, (u64, Time)>,
     since: Time,
     lease_until: Option<Time>,
+    /// The order of succession sent with the latest heartbeats.
+    published: Vec<String>,
 }
 
 impl Node {
@@ -220,6 +241,7 @@ impl Node {
             quiet_until,
             votes: BTreeSet::new(),
             leader_state: None,
+            successors: Vec::new(),
             cfg,
         };
         node.reset_election_timer(now);
@@ -294,6 +316,51 @@ impl Node {
         self.election_due = now + t + Duration::from_nanos(jitter);
     }
 
+    /// Having just heard the leader at `now`: when to campaign if it falls
+    /// silent, by our place in its order of succession (see the module
+    /// docs).
+    fn reset_succession_timer(&mut self, now: Time) {
+        let t = self.cfg.election_timeout;
+        let floor = now + t + t.mul_f64(self.cfg.lease_drift);
+        let stagger = self.cfg.heartbeat_interval;
+        match self.successors.iter().position(|p| *p == self.cfg.id) {
+            _ if self.successors.is_empty() => self.reset_election_timer(now),
+            Some(0) => self.election_due = floor,
+            Some(1) => self.election_due = floor + stagger,
+            _ => {
+                let jitter = self.random() % (t.as_nanos() as u64).max(1);
+                self.election_due = floor + stagger * 2 + Duration::from_nanos(jitter);
+            }
+        }
+    }
+
+    /// The leader's order of succession: the followers that acknowledged
+    /// the newest round first, those never heard from last. Ties keep the
+    /// order last published (at first, the quicker to acknowledge first),
+    /// so the order changes only when a follower falls behind: each change
+    /// is a chance for followers to disagree about it.
+    fn succession(&self) -> Vec<String> {
+        let Some(ls) = &self.leader_state else {
+            return Vec::new();
+        };
+        let mut order: Vec<&String> = ls.published.iter().collect();
+        let mut newcomers: Vec<&String> = self.others().filter(|p| !order.contains(p)).collect();
+        newcomers.sort_by_key(|p| (ls.acked.get(*p).map(|(_, at)| *at), *p));
+        order.extend(newcomers);
+        // Stable: equal rounds keep their places.
+        order.sort_by_key(|p| std::cmp::Reverse(ls.acked.get(*p).map(|(round, _)| *round)));
+        order.into_iter().cloned().collect()
+    }
+
+    /// The order of succession: as this node last published it (a
+    /// leader) or heard it (a follower); empty before any.
+    pub fn successors(&self) -> Vec<String> {
+        match &self.leader_state {
+            Some(ls) => ls.published.clone(),
+            None => self.successors.clone(),
+        }
+    }
+
     /// Whether a leader was heard recently enough that (pre)votes must be
     /// refused (CheckQuorum's lease on the voter side).
     fn in_lease(&self, now: Time) -> bool {
@@ -310,6 +377,10 @@ impl Node {
             self.hard.voted_for = None;
             ready.persist = Some(self.hard.clone());
             self.heard_leader_at = None;
+        }
+        if self.leader != leader {
+            // A new leader (or none): its order is not known yet.
+            self.successors.clear();
         }
         self.role = Role::Follower;
         self.leader_state = None;
@@ -359,11 +430,20 @@ impl Node {
                 // Alone, every round is acknowledged by a majority: us.
                 ls.lease_until = Some(now + lease);
             }
-            let to: Vec<String> = self.others().cloned().collect();
-            for peer in to {
-                ready
-                    .messages
-                    .push((peer, Message::Heartbeat { term, round }));
+            let successors = self.succession();
+            if let Some(ls) = self.leader_state.as_mut() {
+                ls.published.clone_from(&successors);
+            }
+            for peer in &successors {
+                let successors = successors.clone();
+                ready.messages.push((
+                    peer.clone(),
+                    Message::Heartbeat {
+                        term,
+                        round,
+                        successors,
+                    },
+                ));
             }
         }
     }
@@ -423,6 +503,7 @@ impl Node {
             acked: BTreeMap::new(),
             since: now,
             lease_until: None,
+            published: Vec::new(),
         });
     }
 
@@ -486,7 +567,11 @@ impl Node {
                     }
                 }
             }
-            Message::Heartbeat { term, round } => {
+            Message::Heartbeat {
+                term,
+                round,
+                successors,
+            } => {
                 if term < self.hard.term {
                     // A stale leader learns our term from the reply.
                     reply(
@@ -499,6 +584,8 @@ impl Node {
                     return ready;
                 }
                 self.become_follower(&mut ready, now, term, Some(from.to_owned()));
+                self.successors = successors;
+                self.reset_succession_timer(now);
                 reply(&mut ready, Message::HeartbeatReply { term, round });
             }
             Message::HeartbeatReply { term, round } => {
@@ -550,14 +637,16 @@ impl Node {
     /// makes the target campaign at once, without waiting for a timeout.
     pub fn transfer_leadership(&mut self, now: Time) -> Ready {
         let mut ready = Ready::default();
+        let order = self.succession();
         let Some(ls) = self.leader_state.take() else {
             return ready;
         };
-        let target = ls
-            .acked
-            .iter()
-            .max_by_key(|(_, (round, at))| (*round, *at))
-            .map(|(peer, _)| peer.clone());
+        // The first in line: the follower that acknowledged the newest
+        // round, the quickest; the one the others expect to take over.
+        let target = order
+            .into_iter()
+            .next()
+            .filter(|p| ls.acked.contains_key(p));
         let term = self.hard.term;
         self.role = Role::Follower;
         self.leader = None;
@@ -593,6 +682,14 @@ mod tests {
         )
     }
 
+    fn heartbeat(term: u64, round: u64) -> Message {
+        Message::Heartbeat {
+            term,
+            round,
+            successors: Vec::new(),
+        }
+    }
+
     fn vote(term: u64) -> Message {
         Message::Vote {
             term,
@@ -617,7 +714,7 @@ mod tests {
     #[test]
     fn votes_are_refused_while_a_leader_is_fresh() {
         let mut n = node("n1", 3);
-        n.step(ms(10), "n0", Message::Heartbeat { term: 1, round: 1 });
+        n.step(ms(10), "n0", heartbeat(1, 1));
         let r = n.step(ms(20), "n2", vote(2));
         assert!(r.messages.is_empty(), "ignored in lease");
         assert_eq!(n.term(), 1, "no term inflation");
@@ -771,5 +868,117 @@ mod tests {
         let r = n.transfer_leadership(ms(254));
         assert!(!n.status(ms(254)).is_self);
         assert_eq!(r.messages, only("n1", Message::TimeoutNow { term: 1 }));
+    }
+
+    #[test]
+    fn heartbeats_carry_the_order_of_succession_freshest_first() {
+        let mut n = node("n0", 3);
+        n.tick(ms(250));
+        n.step(
+            ms(250),
+            "n1",
+            Message::PreVoteReply {
+                term: 1,
+                granted: true,
+            },
+        );
+        let r = n.step(
+            ms(251),
+            "n1",
+            Message::VoteReply {
+                term: 1,
+                granted: true,
+            },
+        );
+        assert_eq!(n.role(), Role::Leader);
+        let carried = |r: &Ready| match r.messages.first() {
+            Some((_, Message::Heartbeat { successors, .. })) => successors.clone(),
+            other => panic!("a heartbeat: {other:?}"),
+        };
+        assert_eq!(carried(&r), ["n1", "n2"], "nobody heard yet: by id");
+        // Only n2 acknowledges round 1: it moves ahead.
+        n.step(ms(252), "n2", Message::HeartbeatReply { term: 1, round: 1 });
+        let r = n.tick(ms(261));
+        assert_eq!(carried(&r), ["n2", "n1"]);
+        assert_eq!(n.successors(), ["n2", "n1"]);
+        // Both acknowledge round 2: ties keep their places.
+        n.step(ms(262), "n1", Message::HeartbeatReply { term: 1, round: 2 });
+        n.step(ms(263), "n2", Message::HeartbeatReply { term: 1, round: 2 });
+        assert_eq!(carried(&n.tick(ms(271))), ["n2", "n1"]);
+        // n2 misses round 3: n1 is first now, and the transfer goes to it.
+        n.step(ms(272), "n1", Message::HeartbeatReply { term: 1, round: 3 });
+        assert_eq!(carried(&n.tick(ms(281))), ["n1", "n2"]);
+        let r = n.transfer_leadership(ms(282));
+        assert_eq!(r.messages, only("n1", Message::TimeoutNow { term: 1 }));
+    }
+
+    #[test]
+    fn the_first_in_line_campaigns_at_the_lease_floor_the_second_a_stagger_later() {
+        let order = vec!["n1".to_owned(), "n2".to_owned(), "n3".to_owned()];
+        let due = |id: &str| {
+            let mut n = node(id, 4);
+            n.step(
+                ms(1000),
+                "n0",
+                Message::Heartbeat {
+                    term: 1,
+                    round: 7,
+                    successors: order.clone(),
+                },
+            );
+            n.next_deadline()
+        };
+        // T = 100 ms, drift 5%, stagger = heartbeat interval = 10 ms.
+        assert_eq!(due("n1"), ms(1105));
+        assert_eq!(due("n2"), ms(1115));
+        let rest = due("n3");
+        assert!(rest >= ms(1125) && rest < ms(1225), "{rest:?}");
+        // Without an order (an older leader), Raft's [T, 2T).
+        let mut n = node("n1", 4);
+        n.step(ms(1000), "n0", heartbeat(1, 1));
+        assert!(n.next_deadline() >= ms(1100) && n.next_deadline() < ms(1200));
+    }
+
+    #[test]
+    fn the_first_in_line_wins_as_soon_as_the_voters_leases_end() {
+        // n0 led and fell silent after its heartbeat at 1000 ms.
+        let order = vec!["n1".to_owned(), "n2".to_owned()];
+        let beat = Message::Heartbeat {
+            term: 1,
+            round: 9,
+            successors: order,
+        };
+        let mut n1 = node("n1", 3);
+        let mut n2 = node("n2", 3);
+        n1.step(ms(1000), "n0", beat.clone());
+        n2.step(ms(1000), "n0", beat);
+        let due = n1.next_deadline();
+        assert!(n2.next_deadline() > due);
+        let r = n1.tick(due);
+        assert_eq!(r.messages.len(), 2, "pre-votes to n0 and n2: {r:?}");
+        let r = n2.step(due, "n1", Message::PreVote { term: 2 });
+        assert_eq!(
+            r.messages,
+            only(
+                "n1",
+                Message::PreVoteReply {
+                    term: 2,
+                    granted: true
+                }
+            ),
+            "n2's lease of n0 has run out"
+        );
+        let r = n1.step(
+            due,
+            "n2",
+            Message::PreVoteReply {
+                term: 2,
+                granted: true,
+            },
+        );
+        assert_eq!(r.persist.as_ref().map(|h| h.term), Some(2));
+        let r = n2.step(due, "n1", vote(2));
+        n1.step(due, "n2", r.messages[0].1.clone());
+        assert_eq!(n1.role(), Role::Leader);
     }
 }
