@@ -440,10 +440,7 @@ fn the_first_in_line_takes_over_at_the_lease_floor_in_one_term() {
             by_first as u64 >= runs * 95 / 100,
             "n={n}: {by_first}/{runs}"
         );
-        assert!(
-            extra_terms <= runs / 10,
-            "n={n}: {extra_terms} extra terms"
-        );
+        assert!(extra_terms <= runs / 10, "n={n}: {extra_terms} extra terms");
     }
 }
 

@@ -12,15 +12,15 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::core::{Message, Node, Ready, Status};
-use super::store::Store;
+use super::store::Persister;
 use super::transport::{self, Body, Frame, Outgoing, PeerTls, WireStatus, write_frame};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::leadership::Leadership;
 
 /// Everything the driver loop owns.
 pub struct Driver {
     pub node: Node,
-    pub store: Arc<Store>,
+    pub store: Persister,
     pub cluster: String,
     pub addresses: BTreeMap<String, String>,
     pub inbound: mpsc::Receiver<(String, Message)>,
@@ -66,16 +66,30 @@ impl Driver {
         }
     }
 
-    /// Persists, then sends.
-    async fn apply(&mut self, ready: Ready) -> Result<()> {
-        if let Some(hard) = ready.persist {
-            let store = self.store.clone();
-            debug!(term = hard.term, voted_for = ?hard.voted_for, "persisting");
-            tokio::task::spawn_blocking(move || store.save(&hard))
-                .await
-                .map_err(|e| Error::io("persisting the vote", std::io::Error::other(e)))??;
+    /// Persists, then sends; except that requests (PreVote, Vote) leave
+    /// before the persist completes, so the voters' fsyncs overlap ours.
+    /// That is safe: replies wait behind the persist in this loop, so a
+    /// candidate counts no vote, and leads nowhere, before its own term
+    /// and vote are durable; a request alone promises nothing.
+    async fn apply(&mut self, mut ready: Ready) -> Result<()> {
+        if ready.persist.is_some() {
+            let (requests, rest): (Vec<_>, Vec<_>) = ready
+                .messages
+                .into_iter()
+                .partition(|(_, m)| matches!(m, Message::PreVote { .. } | Message::Vote { .. }));
+            ready.messages = rest;
+            self.send(requests);
         }
-        for (to, msg) in ready.messages {
+        if let Some(hard) = ready.persist {
+            debug!(term = hard.term, voted_for = ?hard.voted_for, "persisting");
+            self.store.save(hard).await?;
+        }
+        self.send(ready.messages);
+        Ok(())
+    }
+
+    fn send(&self, messages: Vec<(String, Message)>) {
+        for (to, msg) in messages {
             if let Message::VoteReply {
                 term,
                 granted: true,
@@ -87,7 +101,6 @@ impl Driver {
                 let _ = queue.try_send(msg.into());
             }
         }
-        Ok(())
     }
 
     fn publish(&self) {

@@ -110,7 +110,7 @@ pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Res
     let resign = CancellationToken::new();
     let driver = driver::Driver {
         node,
-        store,
+        store: store::Persister::start(store)?,
         cluster: cfg.election.clone(),
         addresses,
         inbound,
