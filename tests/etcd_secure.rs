@@ -37,22 +37,10 @@ impl Secured {
     /// The flags of the limited user with the client certificate.
     fn flags(&self) -> Vec<String> {
         let s = self.security();
-        [
-            "--endpoints",
-            &self.endpoints,
-            "--cacert",
-            &s.ca.display().to_string(),
-            "--cert",
-            &s.client.cert.display().to_string(),
-            "--key",
-            &s.client.key.display().to_string(),
-            "--user",
-            &s.user,
-            "--password-file",
-            &s.password_file.display().to_string(),
-        ]
-        .map(str::to_owned)
-        .into()
+        let mut flags = vec!["--endpoints".to_owned(), self.endpoints.clone()];
+        flags.extend(s.tls_flags());
+        flags.extend(s.user_flags());
+        flags
     }
 
     fn election(&self, name: &str) -> String {

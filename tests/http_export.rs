@@ -171,16 +171,29 @@ fn the_kubernetes_sidecar_arguments_work_as_written() {
         .map_while(|l| l.trim().strip_prefix("- "))
         .collect();
     assert!(args.contains(&"campaign"), "{args:?}");
-    let etcd = support::etcd::Cluster::start();
+    // The manifest talks TLS to etcd as a user limited to the election's
+    // prefix: a secured lab stands in, its files for the Secret's.
+    let mut spec = elect::lab::Spec::new(support::mode(), 3, 0);
+    spec.secure = true;
+    let lab = elect::lab::Lab::up(&spec).expect("a secured etcd");
+    let s = lab.security.clone().expect("secured");
+    let endpoints = lab.endpoints(elect::lab::Role::Etcd).expect("etcd");
     let http = format!("{}.1:4040", loopback_net());
     let leader_file = support::proc::scratch("k8s").join("leader");
+    let path = |p: &std::path::Path| p.display().to_string();
     let args: Vec<String> = args
         .iter()
         .map(|a| match a.split_once('=') {
-            Some(("--endpoints", _)) => format!("--endpoints={}", etcd.endpoints),
+            Some(("--endpoints", _)) => format!("--endpoints={endpoints}"),
             Some(("--http", _)) => format!("--http={http}"),
             Some(("--id", _)) => "--id=my-app-0".to_owned(),
             Some(("--leader-file", _)) => format!("--leader-file={}", leader_file.display()),
+            Some(("--cacert", _)) => format!("--cacert={}", path(&s.ca)),
+            Some(("--cert", _)) => format!("--cert={}", path(&s.client.cert)),
+            Some(("--key", _)) => format!("--key={}", path(&s.client.key)),
+            Some(("--user", _)) => format!("--user={}", s.user),
+            Some(("--password-file", _)) => format!("--password-file={}", path(&s.password_file)),
+            Some(("--election", name)) => format!("--election={}{name}", s.prefix),
             _ => a.to_string(),
         })
         .collect();

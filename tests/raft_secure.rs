@@ -53,17 +53,7 @@ fn settled(lab: &Lab, flags: &[String]) -> (String, u64) {
 }
 
 fn reader_flags(lab: &Lab) -> Vec<String> {
-    let s = lab.security.as_ref().expect("secured");
-    [
-        "--cacert",
-        &s.ca.display().to_string(),
-        "--cert",
-        &s.client.cert.display().to_string(),
-        "--key",
-        &s.client.key.display().to_string(),
-    ]
-    .map(str::to_owned)
-    .into()
+    lab.security.as_ref().expect("secured").tls_flags()
 }
 
 /// The forged frames a stranger sends, claiming to be peer `claimed`: a

@@ -5,43 +5,15 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use support::elect::{Proc, campaign_zk, elect_zk};
 use support::eventually;
-use support::zk::Ensemble;
+use support::zk::{Ensemble, compile_latch_driver, curator_latch};
 
 const SOON: Duration = Duration::from_secs(20);
-const CURATOR: &str = "/usr/share/java/curator-recipes.jar";
-
-/// Compiles the Curator driver; returns the directory of its classes.
-fn compile_latch_driver() -> PathBuf {
-    let out = std::env::temp_dir().join(format!("elect-curator-{}", std::process::id()));
-    std::fs::create_dir_all(&out).unwrap();
-    let status = Command::new("javac")
-        .args(["-cp", CURATOR, "-d"])
-        .arg(&out)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/src/compare/LatchDriver.java"
-        ))
-        .status()
-        .expect("javac");
-    assert!(status.success(), "compiling LatchDriver.java");
-    out
-}
-
-fn curator_latch(classes: &std::path::Path, endpoints: &str, path: &str, id: &str) -> Proc {
-    let mut cmd = Command::new("java");
-    cmd.args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp"])
-        .arg(format!("{}:{CURATOR}", classes.display()))
-        .args(["LatchDriver", endpoints, path, id]);
-    Proc::spawn(&format!("curator {id}"), cmd)
-}
-
 /// elect, Curator, elect join in that order; each side sees the other lead
 /// in turn.
 #[test]
@@ -55,7 +27,7 @@ fn curator_leader_latch_and_elect_take_turns() {
     };
     let mut a = campaign_zk(&zk.endpoints, "/latch", "a", "2s");
     a.wait_event("elected", SOON);
-    let mut curator = curator_latch(&classes, &zk.endpoints, "/latch", "curator");
+    let mut curator = curator_latch(&classes, &zk.endpoints, "/latch", "curator", None);
     joined(2);
     curator.wait_line("Curator sees a", SOON, |l| l.text == "SEES a");
     let mut b = campaign_zk(&zk.endpoints, "/latch", "b", "2s");

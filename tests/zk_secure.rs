@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -13,9 +13,9 @@ use elect::lab::{Lab, Role, Security, Spec};
 use nix::sys::signal::Signal;
 use support::elect::{BIN, Proc, elect_once};
 use support::eventually;
+use support::zk::{compile_latch_driver, curator_latch};
 
 const SOON: Duration = Duration::from_secs(20);
-const CURATOR: &str = "/usr/share/java/curator-recipes.jar";
 
 struct Secured {
     lab: Lab,
@@ -76,12 +76,8 @@ impl Secured {
     fn flags(&self, password_file: &Path) -> Vec<String> {
         let s = self.security();
         let mut flags = self.tls_flags(&s.client.cert, &s.client.key);
-        flags.extend([
-            "--user".into(),
-            s.user.clone(),
-            "--password-file".into(),
-            password_file.display().to_string(),
-        ]);
+        flags.extend(["--user".into(), s.user.clone(), "--password-file".into()]);
+        flags.push(password_file.display().to_string());
         flags
     }
 
@@ -267,23 +263,6 @@ fn run_over_tls_and_refusals_without_the_right_certificate() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-/// Compiles the Curator driver; returns the directory of its classes.
-fn compile_latch_driver() -> PathBuf {
-    let out = std::env::temp_dir().join(format!("elect-curator-secure-{}", std::process::id()));
-    std::fs::create_dir_all(&out).unwrap();
-    let status = Command::new("javac")
-        .args(["-cp", CURATOR, "-d"])
-        .arg(&out)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/src/compare/LatchDriver.java"
-        ))
-        .status()
-        .expect("javac");
-    assert!(status.success(), "compiling LatchDriver.java");
-    out
-}
-
 #[test]
 fn curator_and_kazoo_with_the_same_digest_take_part() {
     let zk = Secured::start();
@@ -293,12 +272,8 @@ fn curator_and_kazoo_with_the_same_digest_take_part() {
     // Curator's LeaderLatch, authenticated with the same digest, on the
     // plain port: it joins under elect's protected parent and leads next.
     let classes = compile_latch_driver();
-    let mut cmd = Command::new("java");
-    cmd.args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp"])
-        .arg(format!("{}:{CURATOR}", classes.display()))
-        .args(["LatchDriver", &zk.plain, "/shared", "curator"])
-        .env("LATCH_DIGEST", zk.digest());
-    let mut curator = Proc::spawn("curator", cmd);
+    let digest = zk.digest();
+    let mut curator = curator_latch(&classes, &zk.plain, "/shared", "curator", Some(&digest));
     curator.wait_line("Curator sees a", SOON, |l| l.text == "SEES a");
     a.signal(Signal::SIGTERM);
     assert_eq!(a.wait_exit(SOON), 0, "{}", a.stderr());

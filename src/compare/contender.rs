@@ -180,18 +180,8 @@ impl Credentials {
                     .lab
                     .as_ref()
                     .context("a secured lab for etcd and ZooKeeper")?;
-                let mut flags = vec![
-                    "--cacert".into(),
-                    path(&s.ca),
-                    "--cert".into(),
-                    path(&s.client.cert),
-                    "--key".into(),
-                    path(&s.client.key),
-                    "--user".into(),
-                    s.user.clone(),
-                    "--password-file".into(),
-                    path(&s.password_file),
-                ];
+                let mut flags = s.tls_flags();
+                flags.extend(s.user_flags());
                 if backend == Backend::Etcd {
                     // Fault proxies stand between candidates and members;
                     // the members' certificates also name localhost.

@@ -144,6 +144,30 @@ impl std::fmt::Display for Fault {
 }
 
 impl Security {
+    /// `--cacert`, `--cert` and `--key` for [`Security::client`].
+    pub fn tls_flags(&self) -> Vec<String> {
+        [
+            "--cacert",
+            &self.ca.display().to_string(),
+            "--cert",
+            &self.client.cert.display().to_string(),
+            "--key",
+            &self.client.key.display().to_string(),
+        ]
+        .map(str::to_owned)
+        .into()
+    }
+
+    /// `--user` and `--password-file` for [`Security::user`].
+    pub fn user_flags(&self) -> Vec<String> {
+        vec![
+            "--user".into(),
+            self.user.clone(),
+            "--password-file".into(),
+            self.password_file.display().to_string(),
+        ]
+    }
+
     /// Makes the client certificate and the passwords.
     fn create(ca: &pki::Authority) -> Result<Security> {
         let dir = ca.ca().parent().map(Path::to_owned).unwrap_or_default();

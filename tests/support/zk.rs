@@ -104,3 +104,45 @@ impl Ensemble {
         );
     }
 }
+
+/// Debian's Curator recipes.
+pub const CURATOR: &str = "/usr/share/java/curator-recipes.jar";
+
+/// Compiles the Curator `LeaderLatch` driver (src/compare/LatchDriver.java);
+/// returns the directory of its classes.
+pub fn compile_latch_driver() -> std::path::PathBuf {
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out = std::env::temp_dir().join(format!("elect-curator-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    let status = Command::new("javac")
+        .args(["-cp", CURATOR, "-d"])
+        .arg(&out)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/compare/LatchDriver.java"
+        ))
+        .status()
+        .expect("javac");
+    assert!(status.success(), "compiling LatchDriver.java");
+    out
+}
+
+/// A Curator `LeaderLatch` participant `id` in `path`, authenticated with
+/// the digest `user:password` if given.
+pub fn curator_latch(
+    classes: &std::path::Path,
+    endpoints: &str,
+    path: &str,
+    id: &str,
+    digest: Option<&str>,
+) -> super::elect::Proc {
+    let mut cmd = Command::new("java");
+    cmd.args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp"])
+        .arg(format!("{}:{CURATOR}", classes.display()))
+        .args(["LatchDriver", endpoints, path, id]);
+    if let Some(digest) = digest {
+        cmd.env("LATCH_DIGEST", digest);
+    }
+    super::elect::Proc::spawn(&format!("curator {id}"), cmd)
+}
