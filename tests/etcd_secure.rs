@@ -73,26 +73,21 @@ impl Secured {
         )
     }
 
-    /// `etcdctl` as root, with the client certificate.
+    /// `etcdctl` with the client certificate, as `user:password`.
+    fn etcdctl(&self, credentials: &str) -> Command {
+        let mut cmd = Command::new("etcdctl");
+        cmd.env("ETCDCTL_API", "3")
+            .args(["--endpoints", &self.endpoints])
+            .args(self.security().tls_flags())
+            .args(["--user", credentials, "--command-timeout", "5s"]);
+        cmd
+    }
+
+    /// `etcdctl <args>` as root; its output.
     fn etcdctl_root(&self, args: &[&str]) -> String {
-        let s = self.security();
-        let root = std::fs::read_to_string(&s.root_password_file).unwrap();
-        let out = Command::new("etcdctl")
-            .env("ETCDCTL_API", "3")
-            .args([
-                "--endpoints",
-                &self.endpoints,
-                "--cacert",
-                &s.ca.display().to_string(),
-                "--cert",
-                &s.client.cert.display().to_string(),
-                "--key",
-                &s.client.key.display().to_string(),
-                "--user",
-                &format!("root:{root}"),
-                "--command-timeout",
-                "5s",
-            ])
+        let root = std::fs::read_to_string(&self.security().root_password_file).unwrap();
+        let out = self
+            .etcdctl(&format!("root:{root}"))
             .args(args)
             .output()
             .expect("etcdctl");
@@ -126,23 +121,8 @@ fn a_prefix_limited_user_campaigns_hands_over_and_leaves_nothing() {
     b.wait_leader("a", Duration::from_secs(15));
 
     // etcdctl with the same credentials sees elect's leader.
-    let s = etcd.security();
-    let mut observer = Command::new("etcdctl");
-    observer.env("ETCDCTL_API", "3").args([
-        "--endpoints",
-        &etcd.endpoints,
-        "--cacert",
-        &s.ca.display().to_string(),
-        "--cert",
-        &s.client.cert.display().to_string(),
-        "--key",
-        &s.client.key.display().to_string(),
-        "--user",
-        &format!("{}:{}", s.user, etcd.password()),
-        "elect",
-        "-l",
-        &election,
-    ]);
+    let mut observer = etcd.etcdctl(&format!("{}:{}", etcd.security().user, etcd.password()));
+    observer.args(["elect", "-l", &election]);
     let mut observer = Proc::spawn("etcdctl elect -l", observer);
     observer.wait_line("etcdctl sees a", Duration::from_secs(10), |l| {
         l.text.trim() == "a"

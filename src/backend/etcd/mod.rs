@@ -151,8 +151,10 @@ fn refused(cfg: &ElectionConfig, e: etcd_client::Error) -> Error {
         };
     }
     // A server that wants a client certificate it did not get (or does
-    // not trust) closes the connection right after the TLS 1.3 handshake.
-    if cfg.tls.is_some() && lower.contains("connection closed") {
+    // not trust) closes the connection right after the TLS 1.3 handshake;
+    // the client sees it closed, or its next write hit a broken pipe.
+    let closed = ["connection closed", "broken pipe", "connection reset"];
+    if cfg.tls.is_some() && closed.iter().any(|w| lower.contains(w)) {
         return Error::Tls {
             backend: BACKEND,
             endpoints: cfg.endpoints.join(","),
