@@ -770,6 +770,7 @@ impl CommonArgs {
             cfg = cfg.with_data_dir(dir)?;
         }
         cfg = self.credentials(cfg)?;
+        // Checked again by the library; here so bad input exits 2 first.
         cfg.validate()?;
         Ok(cfg)
     }

@@ -115,6 +115,7 @@ impl Drop for Observation {
 pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Result<Campaign> {
     // The default id (hostname-pid) is no Raft peer's.
     cfg.check_raft_membership()?;
+    cfg.validate()?;
     match cfg.backend {
         BackendKind::Etcd => etcd::campaign(cfg, busy).await,
         BackendKind::Zk => zk::campaign(cfg, busy).await,
@@ -126,6 +127,7 @@ pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Resu
 ///
 /// Errors: the service could not be reached within the connect timeout.
 pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
+    cfg.validate()?;
     match cfg.backend {
         BackendKind::Etcd => etcd::observe(cfg).await,
         BackendKind::Zk => zk::observe(cfg).await,
@@ -137,6 +139,7 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 ///
 /// Errors: the service could not be reached within the connect timeout.
 pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
+    cfg.validate()?;
     match cfg.backend {
         BackendKind::Etcd => etcd::leader(cfg).await,
         BackendKind::Zk => zk::leader(cfg).await,

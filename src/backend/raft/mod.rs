@@ -136,12 +136,11 @@ fn peer_tls(cfg: &ElectionConfig) -> Result<Option<Arc<PeerTls>>> {
 }
 
 /// Opens a query stream to the first peer that answers.
-async fn query(cfg: &ElectionConfig) -> Result<BoxStream> {
-    let tls = peer_tls(cfg)?;
+async fn query(cfg: &ElectionConfig, tls: Option<&PeerTls>) -> Result<BoxStream> {
     let mut last = String::from("no peer listed");
     for (id, addr) in peer_addresses(cfg) {
         let attempt = timeout(cfg.connect_timeout, async {
-            let mut stream = transport::dial(&id, &addr, tls.as_deref()).await?;
+            let mut stream = transport::dial(&id, &addr, tls).await?;
             let frame = Frame {
                 cluster: cfg.election.clone(),
                 from: cfg.id.clone(),
@@ -174,7 +173,7 @@ async fn next_status(stream: &mut BoxStream) -> std::io::Result<Leadership> {
 /// Errors: [`Error::Unreachable`] when no peer answers within the connect
 /// timeout. Cancel safe.
 pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
-    let mut stream = query(cfg).await?;
+    let mut stream = query(cfg, peer_tls(cfg)?.as_deref()).await?;
     timeout(cfg.connect_timeout, next_status(&mut stream))
         .await
         .map_err(|_| Error::unreachable(BACKEND, cfg, "no status received"))?
@@ -185,7 +184,9 @@ pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
 ///
 /// Errors: [`Error::Unreachable`] when no peer answers at first.
 pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
-    let mut stream = query(cfg).await?;
+    // Built once: reconnections reuse it.
+    let tls = peer_tls(cfg)?;
+    let mut stream = query(cfg, tls.as_deref()).await?;
     let (out, leadership) = watch::channel(Leadership::unknown());
     let cfg = cfg.clone();
     let task = tokio::spawn(async move {
@@ -196,7 +197,7 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
                     debug!("observer: {e}");
                     out.send_replace(Leadership::unknown());
                     stream = loop {
-                        if let Ok(s) = query(&cfg).await {
+                        if let Ok(s) = query(&cfg, tls.as_deref()).await {
                             break s;
                         }
                         tokio::time::sleep(Duration::from_millis(200)).await;
