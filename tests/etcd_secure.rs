@@ -48,14 +48,7 @@ impl Secured {
     }
 
     fn elect(&self, name: &str, args: &[&str]) -> Proc {
-        let mut cmd = Command::new(BIN);
-        cmd.args(self.flags())
-            .args(["--format", "json"])
-            .args(args)
-            .env("RUST_LOG", "elect=debug,warn")
-            .env_remove("ELECT_ELECTION")
-            .env_remove("ELECT_ID");
-        Proc::spawn(name, cmd)
+        support::elect::elect_with(name, &self.flags(), args)
     }
 
     fn campaign(&self, election: &str, id: &str) -> Proc {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use elect::lab::{Lab, Role, Security, Spec};
 use nix::sys::signal::Signal;
-use support::elect::{BIN, Proc, elect_once};
+use support::elect::{Proc, elect_once};
 use support::eventually;
 use support::zk::{compile_latch_driver, curator_latch};
 
@@ -82,14 +82,7 @@ impl Secured {
     }
 
     fn elect(&self, name: &str, args: &[&str]) -> Proc {
-        let mut cmd = Command::new(BIN);
-        cmd.args(self.flags(&self.security().password_file))
-            .args(["--format", "json"])
-            .args(args)
-            .env("RUST_LOG", "elect=debug,warn")
-            .env_remove("ELECT_ELECTION")
-            .env_remove("ELECT_ID");
-        Proc::spawn(name, cmd)
+        support::elect::elect_with(name, &self.flags(&self.security().password_file), args)
     }
 
     fn campaign(&self, election: &str, id: &str) -> Proc {
@@ -110,32 +103,11 @@ impl Secured {
     /// A kazoo snippet on the plain port, authenticated with `digest` if
     /// given; its output.
     fn kazoo(&self, digest: Option<&str>, code: &str) -> Output {
-        let auth = match digest {
-            Some(d) => format!("auth_data=[('digest', {d:?})]"),
-            None => "auth_data=None".into(),
-        };
-        let script = format!(
-            "import sys\nfrom kazoo.client import KazooClient\n\
-             zk = KazooClient(hosts={:?}, timeout=5, {auth})\nzk.start(timeout=15)\n{code}\nzk.stop()\n",
-            self.plain
-        );
-        Command::new("/usr/bin/python3")
-            .arg("-c")
-            .arg(script)
-            .output()
-            .expect("Debian python3 with python3-kazoo")
+        support::zk::kazoo(&self.plain, digest, code)
     }
 
     fn children(&self, path: &str) -> Vec<String> {
-        let out = self.kazoo(
-            None,
-            &format!("print('\\n'.join(sorted(zk.get_children({path:?}))) if zk.exists({path:?}) else '')"),
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect()
+        support::zk::children(&self.plain, path)
     }
 }
 

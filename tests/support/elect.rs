@@ -101,11 +101,13 @@ impl Proc {
     }
 }
 
-/// `elect <args> --format json` against `endpoints`.
-pub fn elect(name: &str, endpoints: &str, args: &[&str]) -> Proc {
+/// `elect <flags> --format json <args>`, logging at debug, with the
+/// election and id only from the arguments.
+pub fn elect_with(name: &str, flags: &[String], args: &[&str]) -> Proc {
     let mut cmd = Command::new(BIN);
     // Global flags first: `run` ends with `-- CMD...`.
-    cmd.args(["--endpoints", endpoints, "--format", "json"])
+    cmd.args(flags)
+        .args(["--format", "json"])
         .args(args)
         .env("RUST_LOG", "elect=debug,warn")
         .env_remove("ELECT_ELECTION")
@@ -113,22 +115,15 @@ pub fn elect(name: &str, endpoints: &str, args: &[&str]) -> Proc {
     Proc::spawn(name, cmd)
 }
 
+/// `elect <args> --format json` against `endpoints`.
+pub fn elect(name: &str, endpoints: &str, args: &[&str]) -> Proc {
+    elect_with(name, &["--endpoints".into(), endpoints.into()], args)
+}
+
 /// `elect --backend zk <args> --format json` against `endpoints`.
 pub fn elect_zk(name: &str, endpoints: &str, args: &[&str]) -> Proc {
-    let mut cmd = Command::new(BIN);
-    cmd.args([
-        "--backend",
-        "zk",
-        "--endpoints",
-        endpoints,
-        "--format",
-        "json",
-    ])
-    .args(args)
-    .env("RUST_LOG", "elect=debug,warn")
-    .env_remove("ELECT_ELECTION")
-    .env_remove("ELECT_ID");
-    Proc::spawn(name, cmd)
+    let flags = ["--backend", "zk", "--endpoints", endpoints].map(String::from);
+    elect_with(name, &flags, args)
 }
 
 /// `elect --backend zk campaign` with an id and TTL.

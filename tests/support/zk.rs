@@ -63,35 +63,14 @@ impl Ensemble {
             .join("\n")
     }
 
-    /// Runs a kazoo snippet with `zk` connected; returns its stdout.
+    /// Runs a kazoo snippet with `zk` connected; returns its output.
     pub fn kazoo(&self, code: &str) -> Output {
-        let script = format!(
-            "import sys\nfrom kazoo.client import KazooClient\n\
-             zk = KazooClient(hosts={:?}, timeout=5)\nzk.start(timeout=15)\n{code}\nzk.stop()\n",
-            self.endpoints
-        );
-        Command::new("/usr/bin/python3")
-            .arg("-c")
-            .arg(script)
-            .output()
-            .expect("Debian python3 with python3-kazoo")
+        kazoo(&self.endpoints, None, code)
     }
 
     /// Children of `path` (empty if it does not exist).
     pub fn children(&self, path: &str) -> Vec<String> {
-        let out = self.kazoo(&format!(
-            "print('\\n'.join(sorted(zk.get_children({path:?}))) if zk.exists({path:?}) else '')"
-        ));
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect()
+        children(&self.endpoints, path)
     }
 
     /// Deletes a znode as an operator would.
@@ -103,6 +82,46 @@ impl Ensemble {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// Runs a kazoo snippet with `zk` connected to `hosts`, authenticated
+/// with the digest `user:password` if given; returns its output.
+pub fn kazoo(hosts: &str, digest: Option<&str>, code: &str) -> Output {
+    let auth = match digest {
+        Some(d) => format!("[('digest', {d:?})]"),
+        None => "None".into(),
+    };
+    let script = format!(
+        "import sys\nfrom kazoo.client import KazooClient\n\
+         zk = KazooClient(hosts={hosts:?}, timeout=5, auth_data={auth})\nzk.start(timeout=15)\n{code}\nzk.stop()\n"
+    );
+    Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .expect("Debian python3 with python3-kazoo")
+}
+
+/// Children of `path` on `hosts`, read without credentials (empty if it
+/// does not exist).
+pub fn children(hosts: &str, path: &str) -> Vec<String> {
+    let out = kazoo(
+        hosts,
+        None,
+        &format!(
+            "print('\\n'.join(sorted(zk.get_children({path:?}))) if zk.exists({path:?}) else '')"
+        ),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Debian's Curator recipes.
