@@ -515,3 +515,23 @@ fn a_leader_crashing_mid_change_of_order_costs_at_most_a_split_vote() {
         }
     }
 }
+
+/// A voter that restarts on its disk forgets when it last heard the leader,
+/// but the leader's lease still counts on that voter's promise: a peer cut
+/// off from the leader must not win its vote before the promise runs out.
+#[test]
+fn a_quickly_restarted_voter_keeps_the_leaders_lease() {
+    for seed in 0..200 {
+        let mut c = Cluster::new(3, seed, lan(MS / 2), 0.0);
+        c.run_to(10 * T);
+        let leader = c.leader().expect("a leader");
+        let (voter, cut_off) = ((leader + 1) % 3, (leader + 2) % 3);
+        // The third peer hears nothing from the leader from now on, so it
+        // campaigns about T later; the voter restarts at that moment.
+        c.sim.cut(leader, cut_off);
+        c.run_for(T - T / 20 + Rng(seed).below(T / 10));
+        c.sim.crash(voter);
+        c.restart(voter, true);
+        c.run_for(3 * T);
+    }
+}

@@ -10,13 +10,15 @@
 //!
 //! Safety of the lease: a leader acts as leader only until `t + T x (1 -
 //! drift)`, where `t` is the send time of the last heartbeat round a
-//! majority acknowledged and `T` the election timeout. Every peer that
-//! acknowledged that round heard the leader at or after `t` and refuses
-//! (pre)votes for `T` after hearing it, and any majority that could elect
-//! someone else includes one of them; so nobody else can lead before `t +
-//! T`, give or take clock-rate error, which the drift margin covers. The
-//! one exception, a TimeoutNow transfer, is sent only by a leader that has
-//! already given its lease up.
+//! majority acknowledged (before the first, of the vote requests that
+//! elected it) and `T` the election timeout. Every peer that acknowledged
+//! that round (or granted that vote) heard the leader at or after `t` and
+//! refuses (pre)votes for `T` after hearing it, and any majority that could
+//! elect someone else includes one of them; so nobody else can lead before
+//! `t + T`, give or take clock-rate error, which the drift margin covers.
+//! A peer that restarts forgets whom it heard, so it refuses (pre)votes for
+//! `T` after starting. The one exception, a TimeoutNow transfer, is sent
+//! only by a leader that has already given its lease up.
 //!
 //! Next-in-line succession: the leader ranks its followers, the one that
 //! acknowledged the newest heartbeat round first (then the quickest to do
@@ -201,6 +203,13 @@ pub struct Node {
     /// No vote is cast (nor campaign started) before this instant: a peer
     /// that lost its hard state must not vote twice in a term.
     quiet_until: Time,
+    /// (Pre)votes are refused before this instant, whoever leads: we may
+    /// have promised a leader its lease, by granting it our vote or (before
+    /// a restart, which forgets whom we heard) by acknowledging it.
+    promised_until: Time,
+    /// When our latest campaign's vote requests left: a leader's lease
+    /// starts there (see [`Node::step`] on votes).
+    campaigned_at: Time,
     /// Granted (pre)votes in the current campaign.
     votes: BTreeSet<String>,
     leader_state: Option<LeaderState>,
@@ -223,8 +232,10 @@ struct LeaderState {
 
 impl Node {
     /// A node at `now`. `hard` is what was persisted; `None` when there is
-    /// no durable state (no data dir), which keeps the node from voting for
-    /// one election timeout.
+    /// no durable state (no data dir), which keeps the node from voting at
+    /// all, or campaigning, for one election timeout. Either way it refuses
+    /// (pre)votes for one election timeout: before this start it may have
+    /// promised a leader its lease.
     pub fn new(cfg: Config, hard: Option<HardState>, now: Time) -> Node {
         let quiet_until = if hard.is_none() {
             now + cfg.election_timeout
@@ -239,6 +250,8 @@ impl Node {
             election_due: now,
             heard_leader_at: None,
             quiet_until,
+            promised_until: now + cfg.election_timeout,
+            campaigned_at: now,
             votes: BTreeSet::new(),
             leader_state: None,
             successors: Vec::new(),
@@ -256,6 +269,11 @@ impl Node {
     /// This node's role now.
     pub fn role(&self) -> Role {
         self.role
+    }
+
+    /// How often this node heartbeats while it leads.
+    pub fn heartbeat_interval(&self) -> Duration {
+        self.cfg.heartbeat_interval
     }
 
     /// This node's current term.
@@ -365,6 +383,7 @@ impl Node {
     /// refused (CheckQuorum's lease on the voter side).
     fn in_lease(&self, now: Time) -> bool {
         self.role == Role::Leader
+            || now < self.promised_until
             || (self.leader.is_some()
                 && self
                     .heard_leader_at
@@ -477,6 +496,7 @@ impl Node {
         self.hard.voted_for = Some(self.cfg.id.clone());
         ready.persist = Some(self.hard.clone());
         self.votes = BTreeSet::from([self.cfg.id.clone()]);
+        self.campaigned_at = now;
         self.reset_election_timer(now);
         if self.votes.len() >= self.majority() {
             self.become_leader(now);
@@ -502,7 +522,9 @@ impl Node {
             sent_at: BTreeMap::new(),
             acked: BTreeMap::new(),
             since: now,
-            lease_until: None,
+            // Every voter granted its vote after our requests left, and
+            // then refuses everyone else for T (see `step`).
+            lease_until: Some(self.campaigned_at + self.lease_length()),
             published: Vec::new(),
         });
     }
@@ -534,6 +556,11 @@ impl Node {
                 if granted {
                     self.hard.voted_for = Some(from.to_owned());
                     ready.persist = Some(self.hard.clone());
+                    // The vote is a promise, as an acknowledged heartbeat
+                    // is: no other candidate for T, so the winner's lease
+                    // can start when it asked, one round trip before its
+                    // first heartbeat is acknowledged.
+                    self.promised_until = self.promised_until.max(now + self.cfg.election_timeout);
                     self.reset_election_timer(now);
                 }
                 reply(
@@ -762,7 +789,14 @@ mod tests {
                 voted_for: Some("n0".into())
             })
         );
-        let r = n.step(ms(301), "n2", vote(1));
+        // The vote also promised n0 its lease: n2's request is ignored.
+        assert!(n.step(ms(301), "n2", vote(1)).messages.is_empty());
+        // A transfer campaign passes the promise, not the vote already cast.
+        let transfer = Message::Vote {
+            term: 1,
+            transfer: true,
+        };
+        let r = n.step(ms(302), "n2", transfer);
         assert_eq!(
             r.messages,
             only(
@@ -773,13 +807,77 @@ mod tests {
                 }
             )
         );
+        assert!(r.persist.is_none());
+    }
+
+    #[test]
+    fn a_vote_promises_the_winner_its_lease() {
+        // The winner leads from its vote requests on, before any heartbeat:
+        // its voters refuse everyone else for T, even if it falls silent.
+        let mut n = node("n1", 3);
+        n.step(ms(300), "n0", vote(1));
+        let prevote = Message::PreVote { term: 2 };
+        let refused = n.step(ms(399), "n2", prevote.clone());
+        assert_eq!(
+            refused.messages,
+            only(
+                "n2",
+                Message::PreVoteReply {
+                    term: 1,
+                    granted: false
+                }
+            )
+        );
+        assert!(n.step(ms(399), "n2", vote(2)).messages.is_empty());
+        let granted = n.step(ms(400), "n2", prevote);
+        assert_eq!(
+            granted.messages,
+            only(
+                "n2",
+                Message::PreVoteReply {
+                    term: 2,
+                    granted: true
+                }
+            )
+        );
+    }
+
+    #[test]
+    fn a_restarted_node_keeps_the_promises_it_may_have_made() {
+        // It may have acknowledged a leader just before it stopped: it
+        // refuses (pre)votes for T, but its vote is free for a transfer.
+        let mut n = node("n1", 3);
+        assert!(n.step(ms(50), "n0", vote(1)).messages.is_empty());
+        let r = n.step(ms(60), "n2", Message::PreVote { term: 1 });
+        assert_eq!(
+            r.messages,
+            only(
+                "n2",
+                Message::PreVoteReply {
+                    term: 0,
+                    granted: false
+                }
+            )
+        );
+        let transfer = Message::Vote {
+            term: 1,
+            transfer: true,
+        };
+        assert_eq!(n.step(ms(70), "n2", transfer).persist.unwrap().term, 1);
+        let mut n = node("n1", 3);
+        let r = n.step(ms(100), "n0", vote(1));
+        assert_eq!(r.persist.unwrap().voted_for.as_deref(), Some("n0"));
     }
 
     #[test]
     fn without_durable_state_a_node_stays_quiet_for_one_timeout() {
         let p = peers(3);
         let mut n = Node::new(Config::new("n1", &p, T, 1), None, ms(0));
-        let r = n.step(ms(50), "n0", vote(1));
+        let transfer = Message::Vote {
+            term: 1,
+            transfer: true,
+        };
+        let r = n.step(ms(50), "n0", transfer);
         assert_eq!(
             r.messages,
             only(
@@ -805,7 +903,7 @@ mod tests {
     }
 
     #[test]
-    fn the_lease_follows_the_send_time_of_the_majority_round() {
+    fn the_lease_starts_at_the_vote_requests_then_follows_the_majority_round() {
         let mut n = node("n0", 3);
         let r = n.tick(ms(250));
         assert_eq!(n.role(), Role::PreCandidate);
@@ -828,10 +926,9 @@ mod tests {
             },
         );
         assert_eq!(n.role(), Role::Leader);
-        assert!(
-            !n.status(ms(252)).is_self,
-            "no lease before a round is acknowledged"
-        );
+        let s = n.status(ms(252));
+        assert!(s.is_self, "the voters promised: a lease at once");
+        assert_eq!(s.lease_until, Some(ms(251) + T.mul_f64(0.95)));
         assert!(
             r.messages
                 .iter()
