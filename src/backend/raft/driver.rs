@@ -58,12 +58,33 @@ impl Driver {
                 }
                 () = self.resign.cancelled() => {
                     self.hand_over().await;
-                    return Ok(());
+                    return self.linger().await;
                 }
             };
             self.apply(ready).await?;
             self.publish();
         }
+    }
+
+    /// After a hand-over, stays a peer until the successor leads, or for
+    /// two heartbeat intervals at most: our vote is the quickest it can
+    /// get (with three peers, the only one it needs), and closing our
+    /// connections now would wake the others just as they vote.
+    async fn linger(&mut self) -> Result<()> {
+        let handed_over_in = self.node.term();
+        let until = tokio::time::Instant::now() + self.node.heartbeat_interval() * 2;
+        while self.node.term() == handed_over_in || self.node.status(self.now()).leader.is_none() {
+            let ready = tokio::select! {
+                () = sleep_until(until) => return Ok(()),
+                Some((from, msg)) = self.inbound.recv() => {
+                    let now = self.now();
+                    self.node.step(now, &from, msg)
+                }
+            };
+            self.apply(ready).await?;
+            self.publish();
+        }
+        Ok(())
     }
 
     /// Persists, then sends; except that requests (PreVote, Vote) leave
@@ -112,6 +133,7 @@ impl Driver {
             WireStatus {
                 leader: status.leader,
                 term: status.term,
+                successors: self.node.successors(),
             },
         );
     }

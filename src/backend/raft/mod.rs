@@ -96,6 +96,7 @@ pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Res
     let (status, status_rx) = watch::channel(WireStatus {
         leader: None,
         term: node.term(),
+        successors: Vec::new(),
     });
     let server = transport::Server {
         listener,

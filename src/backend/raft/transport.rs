@@ -152,6 +152,34 @@ pub struct WireStatus {
     pub leader: Option<String>,
     /// The peer's term.
     pub term: u64,
+    /// The order of succession the peer last published (a leader) or heard
+    /// (a follower), first in line first.
+    #[serde(default)]
+    pub successors: Vec<String>,
+}
+
+/// Asks peer `id` at `addr` of `cluster` who leads, once: its status, as
+/// client `from`.
+///
+/// Errors: the peer could not be reached, or hung up before answering.
+pub async fn status_of(
+    cluster: &str,
+    from: &str,
+    (id, addr): (&str, &str),
+    tls: Option<&PeerTls>,
+) -> std::io::Result<WireStatus> {
+    let mut stream = dial(id, addr, tls).await?;
+    let query = Frame {
+        cluster: cluster.to_owned(),
+        from: from.to_owned(),
+        body: Body::Query,
+    };
+    write_frame(&mut stream, &query).await?;
+    loop {
+        if let Body::Status(status) = read_frame(&mut stream).await?.body {
+            return Ok(status);
+        }
+    }
 }
 
 /// Writes one frame.
