@@ -8,8 +8,10 @@
 //! 2. wait on the predecessor only (the participant just before ours):
 //!    one watch, woken only when that znode goes (no herd effect);
 //! 3. claim leadership only after reading our znode back with
-//!    `ephemeralOwner` = our session (CURATOR-696), in the same round trip
-//!    as the listing that shows us first;
+//!    `ephemeralOwner` = our session (CURATOR-696), in a synced read that
+//!    starts our deadline. The next in line keeps that read fresh while it
+//!    waits, so the announcement of its predecessor's deletion is all it
+//!    needs to lead (see [`wait_for_turn`]);
 //! 4. lead while connected: every T/3 our znode is read again, and the
 //!    deadline is the send time of the last such read + the negotiated
 //!    session timeout - margin. Deletion of our znode ends leadership at
@@ -27,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 use zookeeper_client::{
     Acl, Acls, AuthId, Client, CreateMode, Error as ZkError, EventType, Permission, StateWatcher,
+    WatchedEvent,
 };
 
 use super::layout;
@@ -204,7 +207,7 @@ impl Session<'_> {
         self.reporter.own_key = path.clone().into_bytes();
         let sequence = layout::participant(path.rsplit('/').next().unwrap_or_default())
             .map_or(0, |p| p.sequence);
-        let outcome = self.until_leading(&path).await;
+        let outcome = self.until_leading(&path, timeout).await;
         let end = match outcome {
             Ok(confirmed_at) => self.lead(&path, sequence, timeout, confirmed_at).await,
             Err(end) => end,
@@ -221,11 +224,17 @@ impl Session<'_> {
 
     /// Waits for our turn and confirms our znode is ours; returns the
     /// instant the confirming read was sent.
-    async fn until_leading(&mut self, path: &str) -> Result<Instant, End> {
+    async fn until_leading(&mut self, path: &str, timeout: Duration) -> Result<Instant, End> {
         loop {
             let client = self.client;
             match self
-                .step(wait_for_turn(client, &self.cfg.election, path))
+                .step(wait_for_turn(
+                    client,
+                    &self.cfg.election,
+                    path,
+                    timeout,
+                    self.reporter.view.clone(),
+                ))
                 .await?
             {
                 Ok(Turn::Ours(sent)) => return Ok(sent),
@@ -492,39 +501,135 @@ async fn create_node(
 
 /// What [`wait_for_turn`] found.
 enum Turn {
-    /// Our znode leads the queue and belongs to our session, as read by
-    /// requests sent at this instant.
+    /// Our znode leads the queue and belongs to our session, as confirmed
+    /// by a synced read sent at this instant.
     Ours(Instant),
     /// Our znode is gone, or is not our session's.
     Gone,
 }
 
 /// Waits until our znode is the first participant and confirms it is ours.
-async fn wait_for_turn(client: &Client, election: &str, path: &str) -> Result<Turn> {
+///
+/// Claiming needs two facts: nobody is queued ahead of us, and our znode is
+/// ours (`ephemeralOwner` = our session) as the quorum knows it, read by a
+/// synced read whose send time starts our deadline. The next in line (its
+/// predecessor leads, as our listing or the session's `view` shows) keeps
+/// the second fact fresh while it waits, with a synced read every
+/// `session_timeout / 3` as a leader renews. When its predecessor's
+/// deletion is announced it knows the first fact too: the leader was the
+/// only znode before ours, and nobody can queue ahead of an existing znode
+/// (sequence numbers only grow), so it leads without another round trip,
+/// one round trip sooner than kazoo or Curator, which list the children
+/// first. Counting our deadline from the earlier synced read only moves it
+/// earlier, and the first renewal follows at once. It also watches its own
+/// znode, so a deletion by hand is known before it could claim.
+async fn wait_for_turn(
+    client: &Client,
+    election: &str,
+    path: &str,
+    session_timeout: Duration,
+    mut view: watch::Receiver<View>,
+) -> Result<Turn> {
     let own = path.rsplit('/').next().unwrap_or_default();
+    let refresh_every = session_timeout / 3;
+    let fresh = |at: Instant| Instant::now() < at + refresh_every;
+    // The send time of the last synced read that found our znode ours.
+    let mut confirmed: Option<Instant> = None;
     loop {
-        // The queue and our znode's owner in one round trip: a session's
-        // requests are answered in order, so both reads see the same state
-        // or the stat a later one.
         let sent = Instant::now();
-        let (queue, ours) = tokio::join!(list_queue(client, election), owns(client, path));
-        let (queue, ours) = (queue?, ours?);
+        let (queue, confirmed_at) = match confirmed.filter(|at| fresh(*at)) {
+            // A listing can only be older than the quorum's state: it may
+            // show more predecessors, never fewer.
+            Some(at) => (list_queue(client, election).await?, at),
+            None => {
+                // The queue and our znode's owner in one round trip: a
+                // session's requests are answered in order, so both reads
+                // see the same state or the stat a later one.
+                let (queue, ours) = tokio::join!(list_queue(client, election), owns(client, path));
+                if !ours? {
+                    return Ok(Turn::Gone);
+                }
+                (queue?, sent)
+            }
+        };
+        confirmed = Some(confirmed_at);
         let Some(at) = queue.iter().position(|p| p.name == own) else {
             return Ok(Turn::Gone);
         };
         if at == 0 {
-            return Ok(if ours { Turn::Ours(sent) } else { Turn::Gone });
+            return Ok(Turn::Ours(confirmed_at));
         }
         let predecessor = format!("{election}/{}", queue[at - 1].name);
-        match client.check_and_watch_stat(&predecessor).await {
+        let watcher = match client.check_and_watch_stat(&predecessor).await {
             Ok((None, _)) => continue,
-            Ok((Some(_), watcher)) => {
-                debug!(%predecessor, "waiting on our predecessor");
-                let event = watcher.changed().await;
-                debug!(%predecessor, event = ?event.event_type, "woke: predecessor changed");
-            }
+            Ok((Some(_), watcher)) => watcher,
             Err(e) => return Err(zk_error("watching our predecessor", e)),
+        };
+        debug!(%predecessor, "waiting on our predecessor");
+        let changed = watcher.changed();
+        tokio::pin!(changed);
+        // Any read that ever showed our predecessor leading shows that
+        // nothing is left before it: deletions are final.
+        let leads = |view: &View| view.leader.as_ref().is_some_and(|l| l.path == predecessor);
+        let mut next_in_line = at == 1 || leads(&view.borrow_and_update());
+        let mut refresh_at = confirmed_at + refresh_every;
+        // The next in line also watches its own znode: it will claim on
+        // the predecessor's deletion alone, so it must know first if its
+        // own znode was deleted (by hand) meanwhile. Events of one session
+        // arrive in the order of the changes, and `biased` looks at ours
+        // first.
+        let mut own_watch: Option<OwnWatch> = None;
+        let event = loop {
+            if next_in_line && own_watch.is_none() {
+                match watch_own(client, path).await? {
+                    Some(watch) => own_watch = Some(watch),
+                    None => return Ok(Turn::Gone),
+                }
+            }
+            tokio::select! {
+                biased;
+                event = async { own_watch.as_mut().expect("armed").await }, if own_watch.is_some() => {
+                    if event.event_type == EventType::NodeDeleted {
+                        warn!("our znode was deleted while we waited");
+                        return Ok(Turn::Gone);
+                    }
+                    own_watch = None;
+                }
+                event = &mut changed => break event,
+                () = sleep_until(refresh_at), if next_in_line => {
+                    let sent = Instant::now();
+                    if !owns(client, path).await? {
+                        return Ok(Turn::Gone);
+                    }
+                    confirmed = Some(sent);
+                    refresh_at = sent + refresh_every;
+                }
+                Ok(()) = view.changed(), if !next_in_line => {
+                    next_in_line = leads(&view.borrow_and_update());
+                }
+            }
+        };
+        debug!(%predecessor, event = ?event.event_type, "woke: predecessor changed");
+        if next_in_line
+            && event.event_type == EventType::NodeDeleted
+            && let Some(confirmed_at) = confirmed.filter(|at| fresh(*at))
+        {
+            return Ok(Turn::Ours(confirmed_at));
         }
+    }
+}
+
+/// A one-shot watch on our own znode, waiting.
+type OwnWatch = std::pin::Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
+
+/// Arms a watch on our znode; `None` when it is gone or not our session's.
+async fn watch_own(client: &Client, path: &str) -> Result<Option<OwnWatch>> {
+    match client.check_and_watch_stat(path).await {
+        Ok((Some(stat), watcher)) if stat.ephemeral_owner == client.session_id().0 => {
+            Ok(Some(Box::pin(watcher.changed())))
+        }
+        Ok(_) => Ok(None),
+        Err(e) => Err(zk_error("watching our znode", e)),
     }
 }
 
