@@ -1,5 +1,6 @@
 //! Raft-vote with real `elect` peers on loopback: crash failover (SIGKILL
-//! of the leader until another peer reports `elected`) at several election
+//! of the leader until another peer reports `elected`; with five peers also
+//! of the leader and the first in line together) at several election
 //! timeouts and cluster sizes and graceful transfer (SIGTERM), through
 //! `elect compare`; beside them etcd's own Raft election on a lab cluster,
 //! and the cost of an idle peer.
@@ -35,6 +36,10 @@ fn main() {
             let mut runs = vec![("failover", failover.as_str())];
             if n == "3" {
                 runs.push(("handover", transfer.as_str()));
+            } else {
+                // The first in line killed with the leader: the second
+                // takes over; with three peers no majority would be left.
+                runs.push(("failover-next", failover.as_str()));
             }
             for (scenario, trials) in runs {
                 let status = Command::new(env!("CARGO_BIN_EXE_elect"))

@@ -383,7 +383,8 @@ pub struct CompareArgs {
     pub backends: String,
 
     /// Which scenarios, comma-separated: election, handover, failover,
-    /// freeze, cutoff, member-kill, churn, scale [default: all].
+    /// failover-next, freeze, cutoff, member-kill, churn, scale [default:
+    /// all].
     #[arg(long, env = "ELECT_COMPARE_SCENARIOS")]
     pub scenarios: Option<String>,
 

@@ -92,9 +92,20 @@ fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
             "{backend} failover {failover} ms"
         );
     }
+    // Two leaders' worth of silence: the third candidate takes over after
+    // about one TTL, both having gone at once.
+    for backend in ["etcd", "zk"] {
+        let r = row(backend, "failover-next");
+        let (p50, ttl) = (r["p50_ms"].as_f64().unwrap(), r["ttl_ms"].as_f64().unwrap());
+        assert!(p50 > 0.5 * ttl && p50 < 10.0 * ttl, "{r}");
+    }
     assert!(
         stderr.contains("not run"),
         "Raft's scale is said not to run: {stderr}"
+    );
+    assert!(
+        stderr.contains("needs --raft-peers 5"),
+        "Raft's failover-next with three peers is said not to run: {stderr}"
     );
     for file in [
         "report.html",
@@ -124,6 +135,36 @@ fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
         let path = std::env::temp_dir().join(dir);
         assert!(!path.exists(), "{} is left", path.display());
     }
+}
+
+/// Five Raft peers, the leader and the first in line its heartbeats named
+/// killed together: the second in line takes over, in one term.
+#[test]
+fn raft_failover_next_kills_the_leader_and_the_first_in_line() {
+    let out = Command::new(BIN)
+        .args(["compare", "--backends", "raft", "--raft-peers", "5"])
+        .args([
+            "--scenarios",
+            "failover-next",
+            "--trials",
+            "3",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let row: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(row["scenario"], "failover-next", "{row}");
+    assert_eq!(row["samples_ms"].as_array().unwrap().len(), 3, "{row}");
+    let (p50, ttl) = (
+        row["p50_ms"].as_f64().unwrap(),
+        row["ttl_ms"].as_f64().unwrap(),
+    );
+    assert!(p50 > 0.5 * ttl && p50 < 10.0 * ttl, "{row}");
+    assert!(row["terms_per_change"].as_f64().unwrap() < 3.0, "{row}");
 }
 
 #[test]

@@ -155,6 +155,7 @@ impl<'a> Arena<'a> {
         Ok(RaftPeers {
             ids,
             endpoints,
+            addresses: real,
             dir,
         })
     }
@@ -327,6 +328,41 @@ impl<'a> Arena<'a> {
                 )
             },
         )
+    }
+
+    /// The slot that comes next after `leader` if it goes: for Raft the
+    /// first in the order of succession the leader's heartbeats carry (as
+    /// it answers a status query), for etcd and ZooKeeper the next in the
+    /// queue, which is the order the candidates were spawned in.
+    pub fn first_in_line(&self, leader: usize) -> anyhow::Result<usize> {
+        let Some(raft) = &self.raft else {
+            return self
+                .live()
+                .into_iter()
+                .find(|&i| i > leader)
+                .context("no candidate queued behind the leader");
+        };
+        let peer = (raft.ids[leader].as_str(), raft.addresses[leader].as_str());
+        let status = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(async {
+                tokio::time::timeout(
+                    SOON,
+                    elect::backend::raft::transport::status_of(RAFT_CLUSTER, "compare", peer, None),
+                )
+                .await
+            })
+            .context("the leader did not answer a status query")?
+            .context("asking the leader for its order of succession")?;
+        let first = status
+            .successors
+            .first()
+            .with_context(|| format!("{} has published no order of succession", peer.0))?;
+        raft.ids
+            .iter()
+            .position(|id| id == first)
+            .with_context(|| format!("{first} is not a peer"))
     }
 
     /// Signals slot `i`'s process.

@@ -134,6 +134,8 @@ pub struct RaftPeers {
     pub ids: Vec<String>,
     /// `--endpoints` per peer.
     pub endpoints: Vec<String>,
+    /// Where each peer listens.
+    pub addresses: Vec<String>,
     pub dir: PathBuf,
 }
 

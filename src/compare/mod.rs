@@ -107,7 +107,7 @@ impl Plan {
                 "--scenarios",
                 text,
                 Scenario::parse,
-                "election, handover, failover, freeze, cutoff, member-kill, churn, scale",
+                "election, handover, failover, failover-next, freeze, cutoff, member-kill, churn, scale",
             )?,
         };
         scenarios.sort();
@@ -553,7 +553,12 @@ fn run_plan(
                 credentials: credentials.clone(),
             };
             for &scenario in &plan.scenarios {
-                if let Err(reason) = runnable(&contender, scenario, ensembles.lab.is_some()) {
+                if let Err(reason) = runnable(
+                    &contender,
+                    scenario,
+                    ensembles.lab.is_some(),
+                    plan.raft_peers,
+                ) {
                     if let Some(reason) = reason {
                         not_run(backend, imp, Some(scenario), reason.into());
                     }
@@ -599,10 +604,23 @@ fn runnable(
     contender: &Contender,
     scenario: Scenario,
     have_lab: bool,
+    raft_peers: usize,
 ) -> Result<(), Option<&'static str>> {
     let (backend, imp) = (contender.backend, contender.imp);
     if let Err(reason) = scenario.supports(imp) {
         return Err((scenario != Scenario::Scale).then_some(reason));
+    }
+    if scenario == Scenario::FailoverNext && backend == Backend::Raft {
+        if raft_peers < 5 {
+            return Err(Some(
+                "kills two peers: needs --raft-peers 5 (two of three leave no majority)",
+            ));
+        }
+        if contender.credentials.is_some() {
+            return Err(Some(
+                "--secure: compare asks the leader for its order of succession without TLS",
+            ));
+        }
     }
     if scenario == Scenario::MemberKill && backend != Backend::Raft && !have_lab {
         return Err(Some(

@@ -31,7 +31,14 @@ pub fn write(
 ) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
     let mut charts = Vec::new();
-    for scenario in ["handover", "failover", "election", "freeze", "cutoff"] {
+    for scenario in [
+        "handover",
+        "failover",
+        "failover-next",
+        "election",
+        "freeze",
+        "cutoff",
+    ] {
         let series: Vec<&Row> = rows
             .iter()
             .filter(|r| r.scenario == scenario && !r.samples_ms.is_empty())

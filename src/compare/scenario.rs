@@ -24,6 +24,10 @@ pub enum Scenario {
     Handover,
     /// SIGKILL to the leader: its session, lease or heartbeats run out.
     Failover,
+    /// SIGKILL to the leader and, at once, to the first in line (Raft: the
+    /// order of succession its heartbeats carry; etcd and ZooKeeper: the
+    /// next in the queue).
+    FailoverNext,
     /// The leader's whole tree SIGSTOPped past the TTL, its command
     /// writing through the fenced store.
     Freeze,
@@ -38,10 +42,11 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::Election,
         Scenario::Handover,
         Scenario::Failover,
+        Scenario::FailoverNext,
         Scenario::Freeze,
         Scenario::Cutoff,
         Scenario::MemberKill,
@@ -54,6 +59,7 @@ impl Scenario {
             Scenario::Election => "election",
             Scenario::Handover => "handover",
             Scenario::Failover => "failover",
+            Scenario::FailoverNext => "failover-next",
             Scenario::Freeze => "freeze",
             Scenario::Cutoff => "cutoff",
             Scenario::MemberKill => "member-kill",
@@ -74,8 +80,14 @@ impl Scenario {
             (Scenario::Handover, true) => 10,
             (Scenario::Election | Scenario::Churn, false) => 20,
             (Scenario::Election | Scenario::Churn, true) => 3,
-            (Scenario::Failover | Scenario::Freeze | Scenario::Cutoff, false) => 10,
-            (Scenario::Failover | Scenario::Freeze | Scenario::Cutoff, true) => 2,
+            (
+                Scenario::Failover | Scenario::FailoverNext | Scenario::Freeze | Scenario::Cutoff,
+                false,
+            ) => 10,
+            (
+                Scenario::Failover | Scenario::FailoverNext | Scenario::Freeze | Scenario::Cutoff,
+                true,
+            ) => 2,
             (Scenario::MemberKill, false) => 3,
             (Scenario::MemberKill, true) => 1,
             (Scenario::Scale, false) => 20,
@@ -90,10 +102,10 @@ impl Scenario {
         match (self, imp) {
             (_, Implementation::Elect) => Ok(()),
             (Scenario::Election | Scenario::Handover, _) => Ok(()),
-            (Scenario::Failover, Implementation::Etcdctl) => {
+            (Scenario::Failover | Scenario::FailoverNext, Implementation::Etcdctl) => {
                 Err("etcdctl elect's session TTL is fixed at 60 s")
             }
-            (Scenario::Failover, _) => Ok(()),
+            (Scenario::Failover | Scenario::FailoverNext, _) => Ok(()),
             _ => Err("runs elect's wrapped command against the fenced store (elect only)"),
         }
     }
@@ -147,6 +159,7 @@ pub fn run(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         Scenario::Election => election(setup)?,
         Scenario::Handover => succession(setup, Scenario::Handover, Signal::SIGTERM)?,
         Scenario::Failover => succession(setup, Scenario::Failover, Signal::SIGKILL)?,
+        Scenario::FailoverNext => succession(setup, Scenario::FailoverNext, Signal::SIGKILL)?,
         Scenario::Freeze => freeze(setup)?,
         Scenario::Cutoff => cutoff(setup)?,
         Scenario::MemberKill => member_kill(setup)?,
@@ -241,9 +254,9 @@ fn election(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
     Ok(out)
 }
 
-/// Handover and failover: signal the leader, time the successor, bring
-/// the numbers back up (a new candidate; the same Raft peer on its data),
-/// repeat.
+/// Handover and failover: signal the leader (and for failover-next the
+/// first in line), time the successor, bring the numbers back up (new
+/// candidates; the same Raft peers on their data), repeat.
 fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Result<Outcome> {
     let mut out = Outcome::default();
     let n = size(setup);
@@ -251,14 +264,27 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
     let (mut leader, mut token) = populate(&mut a, n)?;
     let mut terms = 0u64;
     for _ in 0..setup.trials {
+        let first_in_line = match scenario {
+            Scenario::FailoverNext => Some(a.first_in_line(leader)?),
+            _ => None,
+        };
         let sent = Instant::now();
         a.signal(leader, sig);
+        if let Some(first) = first_in_line {
+            a.signal(first, sig);
+        }
         let (next, at, next_token) = a.wait_elected(Some(leader), SOON)?;
         out.samples.push(at - sent);
         if let (Some(t0), Some(t1)) = (token, next_token) {
             terms += t1.saturating_sub(t0);
         }
         a.reap(leader)?;
+        if let Some(first) = first_in_line {
+            a.reap(first)?;
+            // One at a time, so the queue keeps the order of the slots.
+            let fresh = a.spawn()?;
+            a.wait_queued(n - 1, Some((fresh, next)))?;
+        }
         let fresh = a.spawn()?;
         a.wait_queued(n, Some((fresh, next)))?;
         leader = next;
