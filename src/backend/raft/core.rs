@@ -419,6 +419,11 @@ impl Node {
         } else if now >= self.election_due {
             if now < self.quiet_until {
                 self.reset_election_timer(now);
+            } else if now < self.promised_until {
+                // Someone may hold a lease on our promise: our own
+                // campaign waits for it too. (Timers drawn after a vote or
+                // a start already fall later; this makes it a rule.)
+                self.election_due = self.promised_until;
             } else {
                 self.pre_campaign(&mut ready, now);
             }
@@ -840,6 +845,19 @@ mod tests {
                 }
             )
         );
+    }
+
+    #[test]
+    fn a_node_does_not_campaign_against_its_own_promise() {
+        let mut n = node("n1", 3);
+        n.step(ms(300), "n0", vote(1));
+        // Whatever its timer says, it waits until the promise has run out.
+        n.election_due = ms(310);
+        assert!(n.tick(ms(320)).messages.is_empty());
+        assert_eq!(n.role(), Role::Follower);
+        let r = n.tick(ms(400));
+        assert_eq!(n.role(), Role::PreCandidate);
+        assert_eq!(r.messages.len(), 2, "PreVotes to n0 and n2");
     }
 
     #[test]
