@@ -28,7 +28,7 @@ use crate::backend::{Campaign, Observation};
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
-use transport::{Body, BoxStream, Frame, PeerTls, WireStatus, read_frame, write_frame};
+use transport::{BoxStream, PeerTls, WireStatus};
 
 const BACKEND: &str = "raft";
 
@@ -140,16 +140,11 @@ fn peer_tls(cfg: &ElectionConfig) -> Result<Option<Arc<PeerTls>>> {
 async fn query(cfg: &ElectionConfig, tls: Option<&PeerTls>) -> Result<BoxStream> {
     let mut last = String::from("no peer listed");
     for (id, addr) in peer_addresses(cfg) {
-        let attempt = timeout(cfg.connect_timeout, async {
-            let mut stream = transport::dial(&id, &addr, tls).await?;
-            let frame = Frame {
-                cluster: cfg.election.clone(),
-                from: cfg.id.clone(),
-                body: Body::Query,
-            };
-            write_frame(&mut stream, &frame).await?;
-            Ok::<_, std::io::Error>(stream)
-        })
+        let peer = (id.as_str(), addr.as_str());
+        let attempt = timeout(
+            cfg.connect_timeout,
+            transport::open_query(&cfg.election, &cfg.id, peer, tls),
+        )
         .await;
         match attempt {
             Ok(Ok(stream)) => return Ok(stream),
@@ -161,12 +156,10 @@ async fn query(cfg: &ElectionConfig, tls: Option<&PeerTls>) -> Result<BoxStream>
 }
 
 async fn next_status(stream: &mut BoxStream) -> std::io::Result<Leadership> {
-    loop {
-        let frame = read_frame(stream).await?;
-        if let Body::Status(s) = frame.body {
-            return Ok(Leadership::observed(s.leader.map(|l| (l, s.term))));
-        }
-    }
+    let status = transport::next_status(stream).await?;
+    Ok(Leadership::observed(
+        status.leader.map(|l| (l, status.term)),
+    ))
 }
 
 /// Asks any peer who leads.

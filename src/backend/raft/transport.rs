@@ -158,16 +158,17 @@ pub struct WireStatus {
     pub successors: Vec<String>,
 }
 
-/// Asks peer `id` at `addr` of `cluster` who leads, once: its status, as
-/// client `from`.
+/// Opens a query to peer `id` at `addr` of `cluster`, as client `from`:
+/// the peer answers with its status, and again each time it changes
+/// (read them with [`next_status`]).
 ///
-/// Errors: the peer could not be reached, or hung up before answering.
-pub async fn status_of(
+/// Errors: the peer could not be reached.
+pub async fn open_query(
     cluster: &str,
     from: &str,
     (id, addr): (&str, &str),
     tls: Option<&PeerTls>,
-) -> std::io::Result<WireStatus> {
+) -> std::io::Result<BoxStream> {
     let mut stream = dial(id, addr, tls).await?;
     let query = Frame {
         cluster: cluster.to_owned(),
@@ -175,11 +176,30 @@ pub async fn status_of(
         body: Body::Query,
     };
     write_frame(&mut stream, &query).await?;
+    Ok(stream)
+}
+
+/// The next status on a stream from [`open_query`].
+///
+/// Errors: the peer hung up, or sent something unreadable.
+pub async fn next_status(stream: &mut BoxStream) -> std::io::Result<WireStatus> {
     loop {
-        if let Body::Status(status) = read_frame(&mut stream).await?.body {
+        if let Body::Status(status) = read_frame(stream).await?.body {
             return Ok(status);
         }
     }
+}
+
+/// Asks a peer who leads, once: its status (see [`open_query`]).
+///
+/// Errors: the peer could not be reached, or hung up before answering.
+pub async fn status_of(
+    cluster: &str,
+    from: &str,
+    peer: (&str, &str),
+    tls: Option<&PeerTls>,
+) -> std::io::Result<WireStatus> {
+    next_status(&mut open_query(cluster, from, peer, tls).await?).await
 }
 
 /// Writes one frame.
