@@ -295,22 +295,18 @@ impl Session<'_> {
         let mut next_renewal = confirmed + renew_every;
         loop {
             // (Re-)arm the watch on our znode; it fires once.
-            let node_watch = match client.check_and_watch_stat(path).await {
-                Ok((Some(stat), watcher)) if stat.ephemeral_owner == client.session_id().0 => {
-                    watcher
-                }
-                Ok(_) => {
+            let mut node_changed = match watch_own(client, path).await {
+                Ok(Some(changed)) => changed,
+                Ok(None) => {
                     return Term::Lost {
                         stop_by: Instant::now(),
                     };
                 }
                 Err(e) => {
-                    debug!("watching our znode: {e}");
+                    debug!("{e}");
                     return Term::Disconnected { stop_by: deadline };
                 }
             };
-            let node_changed = node_watch.changed();
-            tokio::pin!(node_changed);
             loop {
                 tokio::select! {
                     _ = self.resign.cancelled() => return Term::Ended(End::Resigned),
@@ -619,7 +615,7 @@ async fn wait_for_turn(
     }
 }
 
-/// A one-shot watch on our own znode, waiting.
+/// A one-shot watch on our own znode, waiting for its change.
 type OwnWatch = std::pin::Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
 
 /// Arms a watch on our znode; `None` when it is gone or not our session's.
