@@ -200,8 +200,9 @@ pub struct Node {
     election_due: Time,
     /// Last time a leader of the current term was heard.
     heard_leader_at: Option<Time>,
-    /// No vote is cast (nor campaign started) before this instant: a peer
-    /// that lost its hard state must not vote twice in a term.
+    /// No vote is cast, not even for a transfer, before this instant: a
+    /// peer that lost its hard state must not vote twice in a term. (It
+    /// never ends after the promise of our start, `promised_until`.)
     quiet_until: Time,
     /// (Pre)votes are refused before this instant, whoever leads: we may
     /// have promised a leader its lease, by granting it our vote or (before
@@ -417,12 +418,11 @@ impl Node {
         if self.role == Role::Leader {
             self.tick_leader(&mut ready, now);
         } else if now >= self.election_due {
-            if now < self.quiet_until {
-                self.reset_election_timer(now);
-            } else if now < self.promised_until {
+            if now < self.promised_until {
                 // Someone may hold a lease on our promise: our own
-                // campaign waits for it too. (Timers drawn after a vote or
-                // a start already fall later; this makes it a rule.)
+                // campaign waits for it too, as it does a lost disk's
+                // quiet (which never ends later). Timers drawn after a
+                // vote or a start already fall later; this makes it a rule.
                 self.election_due = self.promised_until;
             } else {
                 self.pre_campaign(&mut ready, now);
@@ -543,8 +543,9 @@ impl Node {
         let reply = |ready: &mut Ready, msg| ready.messages.push((from.to_owned(), msg));
         match msg {
             Message::PreVote { term } => {
-                let granted =
-                    term > self.hard.term && !self.in_lease(now) && now >= self.quiet_until;
+                // A lost disk's quiet ends no later than the promise of our
+                // start, which `in_lease` keeps.
+                let granted = term > self.hard.term && !self.in_lease(now);
                 let term = if granted { term } else { self.hard.term };
                 reply(&mut ready, Message::PreVoteReply { term, granted });
             }
@@ -729,6 +730,14 @@ mod tests {
         }
     }
 
+    fn prevote_reply(term: u64, granted: bool) -> Message {
+        Message::PreVoteReply { term, granted }
+    }
+
+    fn vote_reply(term: u64, granted: bool) -> Message {
+        Message::VoteReply { term, granted }
+    }
+
     /// The one message `ready` should send: `msg` to `peer`.
     fn only(peer: &str, msg: Message) -> Vec<(String, Message)> {
         vec![(peer.to_owned(), msg)]
@@ -751,16 +760,7 @@ mod tests {
         assert!(r.messages.is_empty(), "ignored in lease");
         assert_eq!(n.term(), 1, "no term inflation");
         let r = n.step(ms(20), "n2", Message::PreVote { term: 2 });
-        assert_eq!(
-            r.messages,
-            only(
-                "n2",
-                Message::PreVoteReply {
-                    term: 1,
-                    granted: false
-                }
-            )
-        );
+        assert_eq!(r.messages, only("n2", prevote_reply(1, false)));
         // A transfer campaign passes the lease check.
         let r = n.step(
             ms(30),
@@ -770,16 +770,7 @@ mod tests {
                 transfer: true,
             },
         );
-        assert_eq!(
-            r.messages,
-            only(
-                "n2",
-                Message::VoteReply {
-                    term: 2,
-                    granted: true
-                }
-            )
-        );
+        assert_eq!(r.messages, only("n2", vote_reply(2, true)));
         assert_eq!(r.persist.unwrap().voted_for.as_deref(), Some("n2"));
     }
 
@@ -802,16 +793,7 @@ mod tests {
             transfer: true,
         };
         let r = n.step(ms(302), "n2", transfer);
-        assert_eq!(
-            r.messages,
-            only(
-                "n2",
-                Message::VoteReply {
-                    term: 1,
-                    granted: false
-                }
-            )
-        );
+        assert_eq!(r.messages, only("n2", vote_reply(1, false)));
         assert!(r.persist.is_none());
     }
 
@@ -823,28 +805,10 @@ mod tests {
         n.step(ms(300), "n0", vote(1));
         let prevote = Message::PreVote { term: 2 };
         let refused = n.step(ms(399), "n2", prevote.clone());
-        assert_eq!(
-            refused.messages,
-            only(
-                "n2",
-                Message::PreVoteReply {
-                    term: 1,
-                    granted: false
-                }
-            )
-        );
+        assert_eq!(refused.messages, only("n2", prevote_reply(1, false)));
         assert!(n.step(ms(399), "n2", vote(2)).messages.is_empty());
         let granted = n.step(ms(400), "n2", prevote);
-        assert_eq!(
-            granted.messages,
-            only(
-                "n2",
-                Message::PreVoteReply {
-                    term: 2,
-                    granted: true
-                }
-            )
-        );
+        assert_eq!(granted.messages, only("n2", prevote_reply(2, true)));
     }
 
     #[test]
@@ -867,16 +831,7 @@ mod tests {
         let mut n = node("n1", 3);
         assert!(n.step(ms(50), "n0", vote(1)).messages.is_empty());
         let r = n.step(ms(60), "n2", Message::PreVote { term: 1 });
-        assert_eq!(
-            r.messages,
-            only(
-                "n2",
-                Message::PreVoteReply {
-                    term: 0,
-                    granted: false
-                }
-            )
-        );
+        assert_eq!(r.messages, only("n2", prevote_reply(0, false)));
         let transfer = Message::Vote {
             term: 1,
             transfer: true,
@@ -896,28 +851,10 @@ mod tests {
             transfer: true,
         };
         let r = n.step(ms(50), "n0", transfer);
-        assert_eq!(
-            r.messages,
-            only(
-                "n0",
-                Message::VoteReply {
-                    term: 1,
-                    granted: false
-                }
-            )
-        );
+        assert_eq!(r.messages, only("n0", vote_reply(1, false)));
         assert!(n.tick(ms(99)).messages.is_empty());
         let r = n.step(ms(150), "n2", vote(2));
-        assert_eq!(
-            r.messages,
-            only(
-                "n2",
-                Message::VoteReply {
-                    term: 2,
-                    granted: true
-                }
-            )
-        );
+        assert_eq!(r.messages, only("n2", vote_reply(2, true)));
     }
 
     #[test]
@@ -926,23 +863,9 @@ mod tests {
         let r = n.tick(ms(250));
         assert_eq!(n.role(), Role::PreCandidate);
         assert_eq!(r.messages.len(), 2);
-        n.step(
-            ms(251),
-            "n1",
-            Message::PreVoteReply {
-                term: 1,
-                granted: true,
-            },
-        );
+        n.step(ms(251), "n1", prevote_reply(1, true));
         assert_eq!(n.role(), Role::Candidate);
-        let r = n.step(
-            ms(252),
-            "n1",
-            Message::VoteReply {
-                term: 1,
-                granted: true,
-            },
-        );
+        let r = n.step(ms(252), "n1", vote_reply(1, true));
         assert_eq!(n.role(), Role::Leader);
         let s = n.status(ms(252));
         assert!(s.is_self, "the voters promised: a lease at once");
@@ -962,22 +885,8 @@ mod tests {
     fn transfer_gives_the_lease_up_before_timeout_now() {
         let mut n = node("n0", 3);
         n.tick(ms(250));
-        n.step(
-            ms(251),
-            "n1",
-            Message::PreVoteReply {
-                term: 1,
-                granted: true,
-            },
-        );
-        n.step(
-            ms(252),
-            "n1",
-            Message::VoteReply {
-                term: 1,
-                granted: true,
-            },
-        );
+        n.step(ms(251), "n1", prevote_reply(1, true));
+        n.step(ms(252), "n1", vote_reply(1, true));
         n.step(ms(253), "n1", Message::HeartbeatReply { term: 1, round: 1 });
         assert!(n.status(ms(253)).is_self);
         let r = n.transfer_leadership(ms(254));
@@ -989,22 +898,8 @@ mod tests {
     fn heartbeats_carry_the_order_of_succession_freshest_first() {
         let mut n = node("n0", 3);
         n.tick(ms(250));
-        n.step(
-            ms(250),
-            "n1",
-            Message::PreVoteReply {
-                term: 1,
-                granted: true,
-            },
-        );
-        let r = n.step(
-            ms(251),
-            "n1",
-            Message::VoteReply {
-                term: 1,
-                granted: true,
-            },
-        );
+        n.step(ms(250), "n1", prevote_reply(1, true));
+        let r = n.step(ms(251), "n1", vote_reply(1, true));
         assert_eq!(n.role(), Role::Leader);
         let carried = |r: &Ready| match r.messages.first() {
             Some((_, Message::Heartbeat { successors, .. })) => successors.clone(),
@@ -1074,23 +969,10 @@ mod tests {
         let r = n2.step(due, "n1", Message::PreVote { term: 2 });
         assert_eq!(
             r.messages,
-            only(
-                "n1",
-                Message::PreVoteReply {
-                    term: 2,
-                    granted: true
-                }
-            ),
+            only("n1", prevote_reply(2, true)),
             "n2's lease of n0 has run out"
         );
-        let r = n1.step(
-            due,
-            "n2",
-            Message::PreVoteReply {
-                term: 2,
-                granted: true,
-            },
-        );
+        let r = n1.step(due, "n2", prevote_reply(2, true));
         assert_eq!(r.persist.as_ref().map(|h| h.term), Some(2));
         let r = n2.step(due, "n1", vote(2));
         n1.step(due, "n2", r.messages[0].1.clone());
