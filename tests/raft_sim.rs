@@ -444,15 +444,22 @@ fn the_first_in_line_takes_over_at_the_lease_floor_in_one_term() {
     }
 }
 
+/// Five peers on a quiet LAN after their first election: the cluster, its
+/// leader and the order of succession the leader publishes.
+fn five_with_a_leader(seed: u64) -> (Cluster, usize, Vec<String>) {
+    let mut c = Cluster::new(5, seed, lan(MS / 2), 0.0);
+    c.run_to(10 * T);
+    let leader = c.leader().expect("a leader");
+    let order = c.node(leader).node().successors();
+    (c, leader, order)
+}
+
 /// The leader and its first in line die together: the second in line
 /// takes over one stagger later.
 #[test]
 fn a_dead_first_in_line_leaves_it_to_the_second() {
     for seed in 0..200 {
-        let mut c = Cluster::new(5, seed, lan(MS / 2), 0.0);
-        c.run_to(10 * T);
-        let leader = c.leader().expect("a leader");
-        let order = c.node(leader).node().successors();
+        let (mut c, leader, order) = five_with_a_leader(seed);
         c.sim.crash(leader);
         c.sim.crash(index_of(&order[0]));
         let crashed = c.now();
@@ -472,10 +479,7 @@ fn a_dead_first_in_line_leaves_it_to_the_second() {
 #[test]
 fn a_partitioned_first_in_line_does_not_stall_the_election() {
     for seed in 0..200 {
-        let mut c = Cluster::new(5, seed, lan(MS / 2), 0.0);
-        c.run_to(10 * T);
-        let leader = c.leader().expect("a leader");
-        let order = c.node(leader).node().successors();
+        let (mut c, leader, order) = five_with_a_leader(seed);
         let first = index_of(&order[0]);
         c.sim.isolate(first);
         c.sim.crash(leader);
