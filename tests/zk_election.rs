@@ -4,8 +4,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use elect::lab::fault::{Proxy, Traffic};
 use nix::sys::signal::Signal;
-use support::elect::{campaign_zk, elect_zk, leader_once};
+use support::elect::{campaign_zk, elect_once, elect_zk, leader_once};
 use support::eventually;
 use support::zk::{Ensemble, TICK};
 
@@ -164,4 +165,49 @@ fn a_leader_that_reconnects_within_its_session_leads_again() {
         "the same znode leads again"
     );
     assert!(!b.sees_event("elected", Duration::ZERO), "b never led");
+}
+
+/// An ensemble slow to answer (here: every member behind a blackhole for
+/// three seconds) gets the whole --connect-timeout, not only the one
+/// session timeout the client library allows itself per attempt.
+#[test]
+fn a_slow_ensemble_gets_the_whole_connect_timeout() {
+    let zk = Ensemble::start();
+    let net = support::loopback_net();
+    let proxies: Vec<Proxy> = zk
+        .endpoints
+        .split(',')
+        .map(|m| Proxy::start(&format!("{net}.1:0"), m).expect("the proxy listens"))
+        .collect();
+    for p in &proxies {
+        p.set(Traffic::Blackhole);
+    }
+    let endpoints = proxies
+        .iter()
+        .map(|p| p.addr.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let asking = std::thread::spawn(move || {
+        elect_once(&[
+            "leader",
+            "--backend",
+            "zk",
+            "--endpoints",
+            &endpoints,
+            "--election",
+            "/slow",
+            "--ttl",
+            "1s",
+            "--connect-timeout",
+            "20s",
+        ])
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    for p in &proxies {
+        p.set(Traffic::Pass);
+    }
+    let (code, out, err, took) = asking.join().unwrap();
+    // No leader: exit 3, after the ensemble answered.
+    assert_eq!((code, out.as_str()), (3, ""), "{err}");
+    assert!(took >= Duration::from_secs(3), "{took:?}");
 }

@@ -19,7 +19,7 @@ use std::future::Future;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 use zookeeper_client::Client;
 
 use crate::backend::backoff::Backoff;
@@ -40,8 +40,8 @@ fn unreachable(cfg: &ElectionConfig, detail: impl std::fmt::Display) -> Error {
     Error::unreachable(BACKEND, cfg, detail)
 }
 
-/// Opens a session with the requested timeout.
-async fn connect(cfg: &ElectionConfig) -> Result<Client> {
+/// How a session is opened: the requested timeout, our credentials, TLS.
+fn connector(cfg: &ElectionConfig) -> Result<zookeeper_client::Connector> {
     let mut connector = Client::connector();
     connector = connector.with_session_timeout(cfg.ttl).with_fail_eagerly();
     if let Some(user) = &cfg.user {
@@ -50,19 +50,24 @@ async fn connect(cfg: &ElectionConfig) -> Result<Client> {
         let credentials = format!("{}:{}", user.name(), user.password().expose());
         connector = connector.with_auth("digest", credentials.as_bytes());
     }
-    let connecting = match &cfg.tls {
+    if let Some(tls) = &cfg.tls {
+        connector = connector.with_tls(tls_options(tls)?);
+    }
+    Ok(connector)
+}
+
+/// Opens a session; the library's own error, so that a caller can tell a
+/// server too slow to answer ([`zookeeper_client::Error::Timeout`]) from
+/// one that refused us.
+async fn open(
+    cfg: &ElectionConfig,
+    connector: zookeeper_client::Connector,
+) -> std::result::Result<Client, zookeeper_client::Error> {
+    let client = match cfg.tls {
         // secure_connect: hosts without a scheme speak TLS.
-        Some(tls) => connector
-            .with_tls(tls_options(tls)?)
-            .secure_connect(&cfg.endpoints[0])
-            .await
-            .map_err(|e| tls_refused(cfg, e)),
-        None => connector
-            .connect(&cfg.endpoints[0])
-            .await
-            .map_err(|e| zk_error("connecting", e)),
+        Some(_) => connector.secure_connect(&cfg.endpoints[0]).await?,
+        None => connector.connect(&cfg.endpoints[0]).await?,
     };
-    let client = connecting?;
     let negotiated = client.session_timeout();
     info!(
         session = %client.session_id(),
@@ -80,6 +85,14 @@ async fn connect(cfg: &ElectionConfig) -> Result<Client> {
     Ok(client)
 }
 
+/// Opens a session with the requested timeout.
+async fn connect(cfg: &ElectionConfig) -> Result<Client> {
+    open(cfg, connector(cfg)?).await.map_err(|e| match cfg.tls {
+        Some(_) => tls_refused(cfg, e),
+        None => zk_error("connecting", e),
+    })
+}
+
 /// A TLS connection that failed: the library says little ("no available
 /// hosts"), so name what was tried.
 fn tls_refused(cfg: &ElectionConfig, e: zookeeper_client::Error) -> Error {
@@ -94,7 +107,7 @@ fn tls_refused(cfg: &ElectionConfig, e: zookeeper_client::Error) -> Error {
 }
 
 /// The client's TLS: the CA, and our certificate if the server wants one.
-fn tls_options(tls: &crate::credentials::Tls) -> Result<zookeeper_client::TlsOptions> {
+pub(crate) fn tls_options(tls: &crate::credentials::Tls) -> Result<zookeeper_client::TlsOptions> {
     // The client builds its rustls config with the process default.
     crate::credentials::crypto_provider();
     let text = |pem: &[u8]| String::from_utf8_lossy(pem).into_owned();
@@ -111,12 +124,44 @@ fn tls_options(tls: &crate::credentials::Tls) -> Result<zookeeper_client::TlsOpt
 
 /// Opens a session for the first request of a command, within the connect
 /// timeout; any failure means ZooKeeper could not be reached.
+///
+/// The library gives up after one session timeout, which may be shorter
+/// than --connect-timeout, so an attempt in which some server stayed
+/// silent (a JVM's first TLS handshakes on a busy machine, a long pause)
+/// is made again until the connect timeout. Servers that all refused at
+/// once (nothing listening, a TLS refusal) have answered: that is final.
 async fn first_contact(cfg: &ElectionConfig) -> Result<Client> {
-    match tokio::time::timeout(cfg.connect_timeout, connect(cfg)).await {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(e @ Error::Tls { .. })) => Err(e),
-        Ok(Err(e)) => Err(unreachable(cfg, e)),
-        Err(_) => Err(unreachable(cfg, "no session established")),
+    let connector = connector(cfg)?;
+    // The library's own wait for one server: 2/5 of the session timeout.
+    let silent = cfg.ttl * 2 / 5;
+    let deadline = tokio::time::Instant::now() + cfg.connect_timeout;
+    let mut last = None;
+    loop {
+        let attempt = tokio::time::Instant::now();
+        match tokio::time::timeout_at(deadline, open(cfg, connector.clone())).await {
+            Ok(Ok(client)) => return Ok(client),
+            Ok(Err(e @ (zookeeper_client::Error::Timeout | zookeeper_client::Error::NoHosts)))
+                if attempt.elapsed() >= silent =>
+            {
+                debug!("no session yet ({e}); trying again within --connect-timeout");
+                last = Some(e);
+            }
+            Ok(Err(e)) => return Err(contact_failed(cfg, e)),
+            Err(_) => {
+                return Err(match last {
+                    Some(e) => contact_failed(cfg, e),
+                    None => unreachable(cfg, "no session established"),
+                });
+            }
+        }
+    }
+}
+
+/// What a first contact's failure tells the user.
+fn contact_failed(cfg: &ElectionConfig, e: zookeeper_client::Error) -> Error {
+    match cfg.tls {
+        Some(_) => tls_refused(cfg, e),
+        None => unreachable(cfg, zk_error("connecting", e)),
     }
 }
 
