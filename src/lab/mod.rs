@@ -404,20 +404,39 @@ impl Lab {
             if clients.is_empty() {
                 continue;
             }
-            let healthy = |c: &str| healthy(role, c);
-            if poll(within, || clients.iter().all(|c| healthy(c)).then_some(())).is_none() {
-                if interrupt::requested() {
-                    return Err(Error::Interrupted);
-                }
-                self.save_container_logs();
-                return Err(Error::Unhealthy {
-                    what: format!("{} ({})", role.name(), clients.join(",")),
-                    within,
-                    dir: self.dir.display().to_string(),
-                });
-            }
+            self.wait_until(
+                format!("{} ({})", role.name(), clients.join(",")),
+                within,
+                || clients.iter().all(|c| healthy(role, c)),
+            )?;
+        }
+        if let (Some(security), Some(endpoints)) = (&self.security, self.endpoints(Role::Zk)) {
+            // A JVM's first TLS handshakes can take seconds on a busy
+            // machine: they happen here, not in the first client's session.
+            self.wait_until(
+                format!("ZooKeeper's TLS port ({endpoints})"),
+                within,
+                || zk::serves_tls(&endpoints, security),
+            )?;
         }
         Ok(())
+    }
+
+    /// Polls `ready` until it holds; if it does not within `within`, the
+    /// logs are kept and the error names `what`.
+    fn wait_until(&self, what: String, within: Duration, ready: impl Fn() -> bool) -> Result<()> {
+        if poll(within, || ready().then_some(())).is_some() {
+            return Ok(());
+        }
+        if interrupt::requested() {
+            return Err(Error::Interrupted);
+        }
+        self.save_container_logs();
+        Err(Error::Unhealthy {
+            what,
+            within,
+            dir: self.dir.display().to_string(),
+        })
     }
 
     /// The members, in start order.

@@ -121,6 +121,44 @@ pub fn healthy(client: &str) -> bool {
     srvr.contains("Mode: leader") || srvr.contains("Mode: follower")
 }
 
+/// Whether every server of `endpoints` (TLS client addresses) opens a
+/// session over TLS with the lab's client certificate.
+pub fn serves_tls(endpoints: &str, security: &super::Security) -> bool {
+    let Ok(tls) = crate::credentials::Tls::from_files(
+        &security.ca,
+        Some(&security.client.cert),
+        Some(&security.client.key),
+    ) else {
+        return false;
+    };
+    let Ok(options) = crate::backend::zk::tls_options(&tls) else {
+        return false;
+    };
+    let servers: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
+    let sessions = async move {
+        for server in servers {
+            let connecting = zookeeper_client::Client::connector()
+                .with_tls(options.clone())
+                .with_session_timeout(Duration::from_secs(4))
+                .with_fail_eagerly()
+                .secure_connect(&server);
+            match tokio::time::timeout(Duration::from_secs(5), connecting).await {
+                Ok(Ok(client)) => drop(client),
+                _ => return false,
+            }
+        }
+        true
+    };
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .is_ok_and(|runtime| runtime.block_on(sessions))
+    })
+    .join()
+    .unwrap_or(false)
+}
+
 /// One four-letter-word exchange; empty on any failure.
 pub fn four_letter(addr: &str, word: &str) -> String {
     let Ok(mut stream) = TcpStream::connect(addr) else {
