@@ -197,7 +197,7 @@ fn safety_holds_over_thousands_of_seeds_with_faults() {
         let mut c = Cluster::new(n, seed, lan(1 + (seed % 20) * MS), drop);
         let mut rng = Rng(seed ^ 0xabcdef);
         for _ in 0..12 {
-            match rng.below(5) {
+            match rng.below(6) {
                 0 => {
                     let i = rng.below(n as u64) as usize;
                     c.sim.isolate(i);
@@ -208,6 +208,16 @@ fn safety_holds_over_thousands_of_seeds_with_faults() {
                     c.sim.crash(i);
                 }
                 3 => c.restart_all(),
+                4 => {
+                    // A graceful exit (the old leader then stops) or a
+                    // transfer it stays behind from.
+                    if let Some(leader) = c.leader() {
+                        c.sim.act(leader, |p, io| p.transfer_leadership(io));
+                        if rng.below(2) == 0 {
+                            c.sim.crash(leader);
+                        }
+                    }
+                }
                 _ => {}
             }
             c.run_for((50 + rng.below(400)) * MS);

@@ -169,7 +169,9 @@ pub enum Role {
 /// What the driver must do after a call: persist first, then send.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Ready {
-    /// State to make durable before any message is sent.
+    /// State to make durable before any message is sent. Requests
+    /// (PreVote, Vote, TimeoutNow) may leave while it is written: a
+    /// request promises nothing; what answers to it waits for the disk.
     pub persist: Option<HardState>,
     /// Messages to send, with their recipient.
     pub messages: Vec<(String, Message)>,
@@ -560,8 +562,12 @@ impl Node {
                 let free = self.hard.voted_for.as_deref().is_none_or(|v| v == from);
                 let granted = term == self.hard.term && free && now >= self.quiet_until;
                 if granted {
-                    self.hard.voted_for = Some(from.to_owned());
-                    ready.persist = Some(self.hard.clone());
+                    // Already durable if we voted for it before (a repeated
+                    // request, or the vote a transfer casts ahead).
+                    if self.hard.voted_for.as_deref() != Some(from) {
+                        self.hard.voted_for = Some(from.to_owned());
+                        ready.persist = Some(self.hard.clone());
+                    }
                     // The vote is a promise, as an acknowledged heartbeat
                     // is: no other candidate for T, so the winner's lease
                     // can start when it asked, one round trip before its
@@ -686,7 +692,19 @@ impl Node {
         // Give the target room to win before we would time out ourselves.
         self.election_due = now + self.cfg.election_timeout * 2;
         if let Some(target) = target {
-            ready.messages.push((target, Message::TimeoutNow { term }));
+            ready
+                .messages
+                .push((target.clone(), Message::TimeoutNow { term }));
+            // Our vote for the campaign we ask for, cast now: the write
+            // overlaps the TimeoutNow's way there (which promises nothing,
+            // so it need not wait for the disk), and the target's request
+            // then finds the vote durable and is granted at once. The
+            // promise that goes with a vote still starts when the request
+            // arrives (see `step`), so the new leader's lease is dated as
+            // any other.
+            self.hard.term = term + 1;
+            self.hard.voted_for = Some(target);
+            ready.persist = Some(self.hard.clone());
         }
         ready
     }
@@ -892,6 +910,35 @@ mod tests {
         let r = n.transfer_leadership(ms(254));
         assert!(!n.status(ms(254)).is_self);
         assert_eq!(r.messages, only("n1", Message::TimeoutNow { term: 1 }));
+    }
+
+    #[test]
+    fn a_transfer_casts_the_old_leaders_vote_ahead() {
+        let mut n = node("n0", 3);
+        n.tick(ms(250));
+        n.step(ms(251), "n1", prevote_reply(1, true));
+        n.step(ms(252), "n1", vote_reply(1, true));
+        n.step(ms(253), "n1", Message::HeartbeatReply { term: 1, round: 1 });
+        let r = n.transfer_leadership(ms(254));
+        let cast = HardState {
+            term: 2,
+            voted_for: Some("n1".into()),
+        };
+        assert_eq!(r.persist, Some(cast));
+        // The target's request finds the vote durable: granted, nothing
+        // more to write. Anyone else is refused in that term.
+        let transfer = Message::Vote {
+            term: 2,
+            transfer: true,
+        };
+        let r = n.step(ms(255), "n1", transfer.clone());
+        assert_eq!(r.persist, None);
+        assert_eq!(r.messages, only("n1", vote_reply(2, true)));
+        let r = n.step(ms(255), "n2", transfer);
+        assert_eq!(r.messages, only("n2", vote_reply(2, false)));
+        // And the vote promises its lease from the request on, as any vote.
+        let r = n.step(ms(256), "n2", vote(3));
+        assert!(r.messages.is_empty(), "{r:?}");
     }
 
     #[test]

@@ -57,8 +57,9 @@ impl Driver {
                     self.node.step(now, &from, msg)
                 }
                 () = self.resign.cancelled() => {
-                    self.hand_over().await;
-                    return self.linger().await;
+                    let term = self.node.term();
+                    self.hand_over().await?;
+                    return self.linger(term).await;
                 }
             };
             self.apply(ready).await?;
@@ -70,8 +71,7 @@ impl Driver {
     /// two heartbeat intervals at most: our vote is the quickest it can
     /// get (with three peers, the only one it needs), and closing our
     /// connections now would wake the others just as they vote.
-    async fn linger(&mut self) -> Result<()> {
-        let handed_over_in = self.node.term();
+    async fn linger(&mut self, handed_over_in: u64) -> Result<()> {
         let until = tokio::time::Instant::now() + self.node.heartbeat_interval() * 2;
         while self.node.term() == handed_over_in || self.node.status(self.now()).leader.is_none() {
             let ready = tokio::select! {
@@ -147,16 +147,31 @@ impl Driver {
         }
     }
 
-    /// Gives the lease up and tells the most responsive peer to campaign at
-    /// once. The TimeoutNow goes out on the connection already open to it
-    /// (no new handshake: with TLS that alone took milliseconds), and we
-    /// wait until it is written, so it leaves before this process does;
-    /// failing that, on a connection of its own.
-    async fn hand_over(&mut self) {
+    /// Gives the lease up, tells the most responsive peer to campaign at
+    /// once and writes our vote for it meanwhile (see
+    /// `Node::transfer_leadership`).
+    ///
+    /// Errors: the vote could not be persisted.
+    async fn hand_over(&mut self) -> Result<()> {
         let now = self.now();
         let ready = self.node.transfer_leadership(now);
         self.publish();
-        for (to, msg) in ready.messages {
+        let persisting = async {
+            match ready.persist {
+                Some(hard) => self.store.save(hard).await,
+                None => Ok(()),
+            }
+        };
+        let ((), saved) = tokio::join!(self.send_timeout_now(ready.messages), persisting);
+        saved
+    }
+
+    /// Sends the TimeoutNow on the connection already open to its target
+    /// (no new handshake: with TLS that alone took milliseconds), and waits
+    /// until it is written, so it leaves before this process does; failing
+    /// that, on a connection of its own.
+    async fn send_timeout_now(&self, messages: Vec<(String, Message)>) {
+        for (to, msg) in messages {
             if let Some(queue) = self.outbound.get(&to) {
                 let (written, done) = tokio::sync::oneshot::channel();
                 let queued = queue.send(Outgoing {
