@@ -144,6 +144,8 @@ pub struct Outcome {
     pub stale_accepted: Option<usize>,
     /// Server counters over the scenario (etcd and ZooKeeper).
     pub counters: Option<Counters>,
+    /// The counters when the measured part began, if not at the start.
+    pub counters_from: Option<Counters>,
     /// Campaign wake-ups elect candidates logged (etcd and ZooKeeper).
     pub wakeups: Option<usize>,
     /// Raft terms per leader change, where tokens are terms.
@@ -170,7 +172,8 @@ pub fn run(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Outcome> {
     if let (Some(probe), Some(before), false) =
         (setup.probe, before, scenario == Scenario::MemberKill)
     {
-        outcome.counters = Some(probe.counters() - before);
+        let from = outcome.counters_from.take().unwrap_or(before);
+        outcome.counters = Some(probe.counters() - from);
     }
     Ok(outcome)
 }
@@ -254,6 +257,12 @@ fn election(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
     Ok(out)
 }
 
+/// Unmeasured handovers before the measured ones: the first after an
+/// ensemble starts run on cold servers (a JVM not yet compiled, caches
+/// empty) and would bill whoever goes first. Failovers, which take a TTL,
+/// are not warmed.
+const HANDOVER_WARMUP: usize = 10;
+
 /// Handover and failover: signal the leader (and for failover-next the
 /// first in line), time the successor, bring the numbers back up (new
 /// candidates; the same Raft peers on their data), repeat.
@@ -263,7 +272,17 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
     let mut a = arena(setup, scenario, 0, Reach::Direct)?;
     let (mut leader, mut token) = populate(&mut a, n)?;
     let mut terms = 0u64;
-    for _ in 0..setup.trials {
+    let warmup = match scenario {
+        Scenario::Handover if setup.trials > 0 => HANDOVER_WARMUP,
+        _ => 0,
+    };
+    let mut wakeups_before = 0;
+    for trial in 0..warmup + setup.trials {
+        let measured = trial >= warmup;
+        if trial == warmup && warmup > 0 {
+            out.counters_from = setup.probe.map(Probe::counters);
+            wakeups_before = a.wakeups();
+        }
         let first_in_line = match scenario {
             Scenario::FailoverNext => Some(a.first_in_line(leader)?),
             _ => None,
@@ -274,9 +293,11 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
             a.signal(first, sig);
         }
         let (next, at, next_token) = a.wait_elected(Some(leader), SOON)?;
-        out.samples.push(at - sent);
-        if let (Some(t0), Some(t1)) = (token, next_token) {
-            terms += t1.saturating_sub(t0);
+        if measured {
+            out.samples.push(at - sent);
+            if let (Some(t0), Some(t1)) = (token, next_token) {
+                terms += t1.saturating_sub(t0);
+            }
         }
         a.reap(leader)?;
         if let Some(first) = first_in_line {
@@ -289,13 +310,18 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
         a.wait_queued(n, Some((fresh, next)))?;
         leader = next;
         token = next_token;
-        setup.progress.inc();
+        if measured {
+            setup.progress.inc();
+        }
     }
     out.changes = setup.trials;
     if setup.contender.backend == Backend::Raft && setup.trials > 0 {
         out.terms_per_change = Some(terms as f64 / setup.trials as f64);
     }
     count_wakeups(&a, &mut out);
+    if let Some(w) = out.wakeups.as_mut() {
+        *w -= wakeups_before;
+    }
     Ok(out)
 }
 
