@@ -205,9 +205,15 @@ fn size(setup: &Setup<'_>) -> usize {
 }
 
 /// Starts every candidate and waits until one leads and all are queued.
+/// etcd and ZooKeeper candidates start one at a time, so that the queue
+/// keeps the order of the slots (failover-next's first in line is the
+/// next live slot after the leader's).
 fn populate(a: &mut Arena<'_>, n: usize) -> anyhow::Result<(usize, Option<u64>)> {
-    for _ in 0..n {
+    for queued in 1..=n {
         a.spawn()?;
+        if a.peers().is_none() {
+            a.wait_queued(queued, None)?;
+        }
     }
     let (leader, _, token) = a.wait_elected(None, SOON)?;
     written(a, token);
