@@ -236,9 +236,14 @@ fn queue_all(a: &mut Arena<'_>, n: usize, leader: usize) -> anyhow::Result<()> {
     }
 }
 
+/// How long candidates that were told to leave (SIGTERM) may take to
+/// remove their keys or znodes.
+const LEAVE_WITHIN: Duration = Duration::from_secs(10);
+
 fn election(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
     let mut out = Outcome::default();
     let n = size(setup);
+    let mut left_behind = 0;
     for t in 0..setup.trials {
         let mut a = arena(setup, Scenario::Election, t, Reach::Direct)?;
         let start = Instant::now();
@@ -253,11 +258,23 @@ fn election(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         queue_all(&mut a, n, leader)?;
         drop(a);
         if let Some(probe) = setup.probe {
+            // Each trial has an election of its own, so what a candidate
+            // leaves behind only costs the server until its lease or
+            // session ends: said beside the row, not fatal to the run.
             let election = setup.contender.election(Scenario::Election.name(), t);
-            elect::lab::poll(SOON, || (probe.queued(&election) == Some(0)).then_some(()))
-                .with_context(|| format!("{election} still holds candidates after they left"))?;
+            let cleared = elect::lab::poll(LEAVE_WITHIN, || {
+                (probe.queued(&election) == Some(0)).then_some(())
+            });
+            left_behind += usize::from(cleared.is_none());
         }
         setup.progress.inc();
+    }
+    if left_behind > 0 {
+        out.notes.push(format!(
+            "in {left_behind} of {} trials a candidate's key or znode outlived it by more than \
+             {LEAVE_WITHIN:?} after SIGTERM (left to its lease or session)",
+            setup.trials
+        ));
     }
     out.changes = setup.trials;
     Ok(out)
