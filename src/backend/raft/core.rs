@@ -899,13 +899,20 @@ mod tests {
         assert_eq!(s.lease_until, Some(ms(252) + T.mul_f64(0.95)));
     }
 
-    #[test]
-    fn transfer_gives_the_lease_up_before_timeout_now() {
+    /// n0 of three, elected in term 1 with n1's vote, n1 having
+    /// acknowledged its first heartbeat at 253 ms.
+    fn leading_with_n1() -> Node {
         let mut n = node("n0", 3);
         n.tick(ms(250));
         n.step(ms(251), "n1", prevote_reply(1, true));
         n.step(ms(252), "n1", vote_reply(1, true));
         n.step(ms(253), "n1", Message::HeartbeatReply { term: 1, round: 1 });
+        n
+    }
+
+    #[test]
+    fn transfer_gives_the_lease_up_before_timeout_now() {
+        let mut n = leading_with_n1();
         assert!(n.status(ms(253)).is_self);
         let r = n.transfer_leadership(ms(254));
         assert!(!n.status(ms(254)).is_self);
@@ -914,11 +921,7 @@ mod tests {
 
     #[test]
     fn a_transfer_casts_the_old_leaders_vote_ahead() {
-        let mut n = node("n0", 3);
-        n.tick(ms(250));
-        n.step(ms(251), "n1", prevote_reply(1, true));
-        n.step(ms(252), "n1", vote_reply(1, true));
-        n.step(ms(253), "n1", Message::HeartbeatReply { term: 1, round: 1 });
+        let mut n = leading_with_n1();
         let r = n.transfer_leadership(ms(254));
         let cast = HardState {
             term: 2,
