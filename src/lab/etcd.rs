@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::member::{Member, Role, Runner};
 use super::pki::Authority;
-use super::{Error, Placement, Result, Security, http_get};
+use super::{Placement, Result, Security, http_get};
 
 /// etcd's Raft timing, in milliseconds. The shortest lease etcd grants is
 /// about 1.5 election timeouts.
@@ -230,16 +230,8 @@ pub(crate) fn enable_auth(endpoints: &str, security: &Security) -> Result<()> {
         client.auth_enable().await?;
         Ok::<_, etcd_client::Error>(())
     };
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        runtime
-            .block_on(setup)
-            .map_err(|e| std::io::Error::other(format!("enabling etcd auth: {e}")))
-    })
-    .join()
-    .map_err(|_| Error::Io(std::io::Error::other("enabling etcd auth panicked")))??;
+    super::block_on(setup)?
+        .map_err(|e| std::io::Error::other(format!("enabling etcd auth: {e}")))?;
     Ok(())
 }
 

@@ -688,6 +688,23 @@ pub fn poll<T>(within: Duration, mut probe: impl FnMut() -> Option<T>) -> Option
     }
 }
 
+/// Runs `future` to its end on a runtime of its own, in a thread of its
+/// own: the lab is synchronous and may be called from inside a runtime.
+///
+/// Errors: the runtime could not be built, or the future panicked.
+pub(crate) fn block_on<T: Send + 'static>(
+    future: impl std::future::Future<Output = T> + Send + 'static,
+) -> std::io::Result<T> {
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        Ok(runtime.block_on(future))
+    })
+    .join()
+    .map_err(|_| std::io::Error::other("a lab task panicked"))?
+}
+
 /// The full path of `program` on `PATH`.
 pub fn which(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?

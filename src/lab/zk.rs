@@ -149,14 +149,7 @@ pub fn serves_tls(endpoints: &str, security: &super::Security) -> bool {
         }
         true
     };
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .is_ok_and(|runtime| runtime.block_on(sessions))
-    })
-    .join()
-    .unwrap_or(false)
+    super::block_on(sessions).unwrap_or(false)
 }
 
 /// One four-letter-word exchange; empty on any failure.
