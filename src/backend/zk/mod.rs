@@ -87,10 +87,18 @@ async fn open(
 
 /// Opens a session with the requested timeout.
 async fn connect(cfg: &ElectionConfig) -> Result<Client> {
-    open(cfg, connector(cfg)?).await.map_err(|e| match cfg.tls {
+    open(cfg, connector(cfg)?)
+        .await
+        .map_err(|e| connect_failed(cfg, e))
+}
+
+/// What a failed session open means: a TLS refusal where we spoke TLS
+/// (the library says little, see `tls_refused`), else the library's error.
+fn connect_failed(cfg: &ElectionConfig, e: zookeeper_client::Error) -> Error {
+    match cfg.tls {
         Some(_) => tls_refused(cfg, e),
         None => zk_error("connecting", e),
-    })
+    }
 }
 
 /// A TLS connection that failed: the library says little ("no available
@@ -157,11 +165,12 @@ async fn first_contact(cfg: &ElectionConfig) -> Result<Client> {
     }
 }
 
-/// What a first contact's failure tells the user.
+/// What a first contact's failure tells the user: a TLS refusal as it
+/// is, anything else as ZooKeeper being out of reach.
 fn contact_failed(cfg: &ElectionConfig, e: zookeeper_client::Error) -> Error {
-    match cfg.tls {
-        Some(_) => tls_refused(cfg, e),
-        None => unreachable(cfg, zk_error("connecting", e)),
+    match connect_failed(cfg, e) {
+        e @ Error::Tls { .. } => e,
+        e => unreachable(cfg, e),
     }
 }
 
