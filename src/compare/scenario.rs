@@ -211,9 +211,8 @@ fn size(setup: &Setup<'_>) -> usize {
 fn populate(a: &mut Arena<'_>, n: usize) -> anyhow::Result<(usize, Option<u64>)> {
     for queued in 1..=n {
         a.spawn()?;
-        if a.peers().is_none() {
-            a.wait_queued(queued, None)?;
-        }
+        // (For Raft peers, which have no queue, this returns at once.)
+        a.wait_queued(queued, None)?;
     }
     let (leader, _, token) = a.wait_elected(None, SOON)?;
     written(a, token);
