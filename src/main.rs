@@ -91,7 +91,18 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(execute(command)) {
+    // The command runs as a task on the workers, not on this thread: the
+    // way from a signal to the campaign it ends (signal task, command,
+    // driver) then stays on the workers, where a task wakes a task in
+    // microseconds; a thread parked in `block_on` must be woken by the
+    // kernel, which took a tenth of a millisecond of a handover.
+    let outcome = runtime.block_on(async {
+        match tokio::spawn(execute(command)).await {
+            Ok(outcome) => outcome,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    });
+    match outcome {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("elect: {e:#}");
