@@ -88,24 +88,25 @@ impl Driver {
     }
 
     /// Persists, then sends; except that requests (PreVote, Vote) leave
-    /// before the persist completes, so the voters' fsyncs overlap ours.
-    /// That is safe: replies wait behind the persist in this loop, so a
-    /// candidate counts no vote, and leads nowhere, before its own term
-    /// and vote are durable; a request alone promises nothing.
-    async fn apply(&mut self, mut ready: Ready) -> Result<()> {
-        if ready.persist.is_some() {
-            let (requests, rest): (Vec<_>, Vec<_>) = ready
-                .messages
-                .into_iter()
-                .partition(|(_, m)| matches!(m, Message::PreVote { .. } | Message::Vote { .. }));
-            ready.messages = rest;
-            self.send(requests);
-        }
-        if let Some(hard) = ready.persist {
-            debug!(term = hard.term, voted_for = ?hard.voted_for, "persisting");
-            self.store.save(hard).await?;
-        }
-        self.send(ready.messages);
+    /// while the state is written (the write starts first, so the disk,
+    /// the slowest part, starts soonest), and the voters' fsyncs overlap
+    /// ours. That is safe: replies wait behind the persist in this loop,
+    /// so a candidate counts no vote, and leads nowhere, before its own
+    /// term and vote are durable; a request alone promises nothing.
+    async fn apply(&mut self, ready: Ready) -> Result<()> {
+        let Some(hard) = ready.persist else {
+            self.send(ready.messages);
+            return Ok(());
+        };
+        debug!(term = hard.term, voted_for = ?hard.voted_for, "persisting");
+        let saved = self.store.save(hard);
+        let (requests, rest): (Vec<_>, Vec<_>) = ready
+            .messages
+            .into_iter()
+            .partition(|(_, m)| matches!(m, Message::PreVote { .. } | Message::Vote { .. }));
+        self.send(requests);
+        saved.await?;
+        self.send(rest);
         Ok(())
     }
 

@@ -174,10 +174,13 @@ impl Persister {
         Ok(Persister { requests })
     }
 
-    /// Saves `state` durably.
+    /// Saves `state` durably: the thread has it when this returns, and the
+    /// future resolves once it is on disk. The write starts at the call,
+    /// not at the first poll, so whatever the caller sends before awaiting
+    /// (vote requests) overlaps it.
     ///
     /// Errors: as [`Store::save`]; or the thread is gone.
-    pub async fn save(&self, state: HardState) -> Result<()> {
+    pub fn save(&self, state: HardState) -> impl Future<Output = Result<()>> + use<> {
         let (done, saved) = tokio::sync::oneshot::channel();
         let gone = || {
             Error::io(
@@ -185,8 +188,11 @@ impl Persister {
                 std::io::Error::other("the store's thread ended"),
             )
         };
-        self.requests.send((state, done)).map_err(|_| gone())?;
-        saved.await.map_err(|_| gone())?
+        let queued = self.requests.send((state, done));
+        async move {
+            queued.map_err(|_| gone())?;
+            saved.await.map_err(|_| gone())?
+        }
     }
 }
 
