@@ -51,8 +51,12 @@ fn lan(jitter: u64) -> Delay {
 struct Cluster {
     sim: Sim<RaftProcess>,
     seed: u64,
-    /// Term -> ids that were Leader in it.
-    leaders: BTreeMap<u64, BTreeSet<u64>>,
+    /// Term -> (id, incarnation) that were Leader in it: a term is one
+    /// leadership, so a peer that led in a term must not lead in it again
+    /// after a restart (its fencing token would repeat).
+    leaders: BTreeMap<u64, BTreeSet<(u64, u64)>>,
+    /// How often each peer has been restarted.
+    incarnations: Vec<u64>,
     /// (id, term) -> whom it voted for.
     votes: BTreeMap<(u64, u64), String>,
     /// Some peer restarted without its disk: terms may repeat, so only the
@@ -76,6 +80,7 @@ impl Cluster {
             sim: Sim::new(procs, cfg),
             seed,
             leaders: BTreeMap::new(),
+            incarnations: vec![0; n],
             votes: BTreeMap::new(),
             amnesia: false,
         }
@@ -100,8 +105,9 @@ impl Cluster {
         let seed = self.seed;
         let amnesia = self.amnesia;
         let (leaders, votes) = (&mut self.leaders, &mut self.votes);
+        let incarnations = &self.incarnations;
         self.sim.run_to(at, |sim| {
-            check(sim, seed, amnesia, leaders, votes);
+            check(sim, seed, amnesia, incarnations, leaders, votes);
         });
     }
 
@@ -134,6 +140,7 @@ impl Cluster {
 
     fn restart(&mut self, i: usize, keep_disk: bool) {
         self.amnesia |= !keep_disk;
+        self.incarnations[i] += 1;
         let now = self.now();
         let process = self
             .sim
@@ -148,7 +155,8 @@ fn check(
     sim: &Sim<RaftProcess>,
     seed: u64,
     amnesia: bool,
-    leaders: &mut BTreeMap<u64, BTreeSet<u64>>,
+    incarnations: &[u64],
+    leaders: &mut BTreeMap<u64, BTreeSet<(u64, u64)>>,
     votes: &mut BTreeMap<(u64, u64), String>,
 ) {
     let now = sim.now();
@@ -159,23 +167,27 @@ fn check(
         if !amnesia {
             if node.role() == Role::Leader {
                 let set = leaders.entry(node.term()).or_default();
-                set.insert(p.id());
+                set.insert((p.id(), incarnations[i]));
                 assert!(
                     set.len() <= 1,
-                    "seed {seed}: two leaders in term {}: {set:?}",
+                    "seed {seed}: two leaderships in term {} (id, incarnation): {set:?}",
                     node.term()
                 );
             }
-            if let Some(hard) = p.disk()
-                && let Some(vote) = &hard.voted_for
-            {
-                let before = votes.entry((p.id(), hard.term)).or_insert(vote.clone());
+            // The votes on disk, and a campaign's vote for itself: one
+            // cast ahead by a claim is on disk only as the claim.
+            let voted = p
+                .disk()
+                .and_then(|h| h.voted_for.clone().map(|v| (h.term, v)));
+            let campaigning = matches!(node.role(), Role::Candidate | Role::Leader)
+                .then(|| (node.term(), node.id().to_owned()));
+            for (term, vote) in voted.into_iter().chain(campaigning) {
+                let before = votes.entry((p.id(), term)).or_insert(vote.clone());
                 assert_eq!(
-                    before,
+                    *before,
                     vote,
-                    "seed {seed}: {} voted twice in term {}",
+                    "seed {seed}: {} voted twice in term {term}",
                     p.id(),
-                    hard.term
                 );
             }
         }

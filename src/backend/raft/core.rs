@@ -120,6 +120,12 @@ pub struct HardState {
     pub term: u64,
     /// Whom it voted for in that term.
     pub voted_for: Option<String>,
+    /// The next term, in which this node, first in line, has voted for
+    /// itself ahead of time (see [`Node::claim_if_first`]). It votes for
+    /// nobody else in that term, and after a restart it never campaigns in
+    /// it: it may have led there already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed: Option<u64>,
 }
 
 /// A node's fixed settings.
@@ -215,6 +221,13 @@ pub struct Node {
     campaigned_at: Time,
     /// Granted (pre)votes in the current campaign.
     votes: BTreeSet<String>,
+    /// `hard.claimed` was made by this run of the node and not used yet,
+    /// so a campaign may use it (no write) or we may give it up. A claim
+    /// found on disk at start may have been used before the restart.
+    claim_unused: bool,
+    /// The term we handed leadership over into: no claims in it (see
+    /// [`Node::claim_if_first`]).
+    handed_over_into: Option<u64>,
     leader_state: Option<LeaderState>,
     /// The order of succession the current leader last published.
     successors: Vec<String>,
@@ -256,6 +269,8 @@ impl Node {
             promised_until: now + cfg.election_timeout,
             campaigned_at: now,
             votes: BTreeSet::new(),
+            claim_unused: false,
+            handed_over_into: None,
             leader_state: None,
             successors: Vec::new(),
             cfg,
@@ -393,10 +408,53 @@ impl Node {
                     .is_some_and(|at| now < at + self.cfg.election_timeout))
     }
 
+    /// Moves the hard state to `term`, with the vote a claim cast ahead
+    /// for it, if any.
+    fn enter_term(&mut self, term: u64) {
+        self.hard.term = term;
+        self.hard.voted_for = None;
+        if let Some(claimed) = self.hard.claimed.filter(|c| *c <= term) {
+            if claimed == term {
+                self.hard.voted_for = Some(self.cfg.id.clone());
+            }
+            self.hard.claimed = None;
+            self.claim_unused = false;
+        }
+    }
+
+    /// First in line, we vote for ourselves in the next term ahead of
+    /// time, while nothing waits on the disk, so that our campaign (a
+    /// transfer's or at the lease floor) starts with its own vote durable
+    /// and waits only for the voters'. No longer first, we take an unused
+    /// claim back, so that it does not cost whoever is first its vote.
+    /// Either write goes with the heartbeat's reply (replies wait for the
+    /// disk), once per term or change of order.
+    ///
+    /// An old leader does not claim in the term it handed over into: it
+    /// is about to exit, and a claim left on disk by a run that ended
+    /// cannot be taken back (it may have been used), so it would cost
+    /// whoever is first our vote in that one term, and the run that
+    /// follows on this disk its own claim.
+    fn claim_if_first(&mut self, ready: &mut Ready) {
+        let first = self.successors.first() == Some(&self.cfg.id)
+            && self.handed_over_into != Some(self.hard.term);
+        match self.hard.claimed {
+            None if first => {
+                self.hard.claimed = Some(self.hard.term + 1);
+                self.claim_unused = true;
+            }
+            Some(_) if !first && self.claim_unused => {
+                self.hard.claimed = None;
+                self.claim_unused = false;
+            }
+            _ => return,
+        }
+        ready.persist = Some(self.hard.clone());
+    }
+
     fn become_follower(&mut self, ready: &mut Ready, now: Time, term: u64, leader: Option<String>) {
         if term > self.hard.term {
-            self.hard.term = term;
-            self.hard.voted_for = None;
+            self.enter_term(term);
             ready.persist = Some(self.hard.clone());
             self.heard_leader_at = None;
         }
@@ -499,9 +557,18 @@ impl Node {
     fn campaign(&mut self, ready: &mut Ready, now: Time, transfer: bool) {
         self.role = Role::Candidate;
         self.leader = None;
-        self.hard.term += 1;
+        let next = self.hard.term + 1;
+        let (term, claimed) = match self.hard.claimed {
+            Some(c) if c == next && self.claim_unused => (c, true),
+            // A claim from before a restart: we may have led in it.
+            Some(c) if c >= next => (c + 1, false),
+            _ => (next, false),
+        };
+        self.enter_term(term);
         self.hard.voted_for = Some(self.cfg.id.clone());
-        ready.persist = Some(self.hard.clone());
+        if !claimed {
+            ready.persist = Some(self.hard.clone());
+        }
         self.votes = BTreeSet::from([self.cfg.id.clone()]);
         self.campaigned_at = now;
         self.reset_election_timer(now);
@@ -625,6 +692,7 @@ impl Node {
                 self.become_follower(&mut ready, now, term, Some(from.to_owned()));
                 self.successors = successors;
                 self.reset_succession_timer(now);
+                self.claim_if_first(&mut ready);
                 reply(&mut ready, Message::HeartbeatReply { term, round });
             }
             Message::HeartbeatReply { term, round } => {
@@ -676,16 +744,18 @@ impl Node {
     /// makes the target campaign at once, without waiting for a timeout.
     pub fn transfer_leadership(&mut self, now: Time) -> Ready {
         let mut ready = Ready::default();
-        let order = self.succession();
         let Some(ls) = self.leader_state.take() else {
             return ready;
         };
-        // The first in line: the follower that acknowledged the newest
-        // round, the quickest; the one the others expect to take over.
-        let target = order
-            .into_iter()
-            .next()
-            .filter(|p| ls.acked.contains_key(p));
+        // The first in line as the followers last heard it: the follower
+        // that acknowledged the newest round, the quickest; the one the
+        // others expect to take over, and the one that claimed the next
+        // term (see `claim_if_first`), so its campaign writes nothing.
+        let target = ls
+            .published
+            .first()
+            .filter(|p| ls.acked.contains_key(*p))
+            .cloned();
         let term = self.hard.term;
         self.role = Role::Follower;
         self.leader = None;
@@ -702,8 +772,13 @@ impl Node {
             // promise that goes with a vote still starts when the request
             // arrives (see `step`), so the new leader's lease is dated as
             // any other.
-            self.hard.term = term + 1;
-            self.hard.voted_for = Some(target);
+            self.enter_term(term + 1);
+            self.handed_over_into = Some(term + 1);
+            // (A leader holds no claim on the next term: it claimed only
+            // as a follower, for the term it then led.)
+            if self.hard.voted_for.is_none() {
+                self.hard.voted_for = Some(target);
+            }
             ready.persist = Some(self.hard.clone());
         }
         ready
@@ -800,7 +875,8 @@ mod tests {
             r.persist,
             Some(HardState {
                 term: 1,
-                voted_for: Some("n0".into())
+                voted_for: Some("n0".into()),
+                claimed: None,
             })
         );
         // The vote also promised n0 its lease: n2's request is ignored.
@@ -926,6 +1002,7 @@ mod tests {
         let cast = HardState {
             term: 2,
             voted_for: Some("n1".into()),
+            claimed: None,
         };
         assert_eq!(r.persist, Some(cast));
         // The target's request finds the vote durable: granted, nothing
@@ -942,6 +1019,72 @@ mod tests {
         // And the vote promises its lease from the request on, as any vote.
         let r = n.step(ms(256), "n2", vote(3));
         assert!(r.messages.is_empty(), "{r:?}");
+    }
+
+    #[test]
+    fn the_first_in_line_claims_the_next_term_and_keeps_a_claim_it_may_have_used() {
+        let beat = |order: [&str; 2]| Message::Heartbeat {
+            term: 1,
+            round: 1,
+            successors: order.map(str::to_owned).to_vec(),
+        };
+        let transfer_vote = Message::Vote {
+            term: 2,
+            transfer: true,
+        };
+        let claimed = |r: &Ready| r.persist.as_ref().map(|h| h.claimed);
+        // First in line: the vote for ourselves in term 2 is written with
+        // the heartbeat's reply; nobody else gets our vote in term 2.
+        let mut n = node("n1", 3);
+        let r = n.step(ms(300), "n0", beat(["n1", "n2"]));
+        assert_eq!(claimed(&r), Some(Some(2)));
+        let disk = r.persist.unwrap();
+        let r = n.step(ms(301), "n2", transfer_vote.clone());
+        assert_eq!(r.messages, only("n2", vote_reply(2, false)));
+        // A transfer campaign in term 2 writes nothing before it asks.
+        let mut n = node("n1", 3);
+        n.step(ms(300), "n0", beat(["n1", "n2"]));
+        let r = n.step(ms(301), "n0", Message::TimeoutNow { term: 1 });
+        assert_eq!((r.persist, n.term(), r.messages.len()), (None, 2, 2));
+        // An old leader, about to exit, claims nothing in the term it
+        // handed over into.
+        let mut n = leading_with_n1();
+        n.transfer_leadership(ms(254));
+        let successor_beat = Message::Heartbeat {
+            term: 2,
+            round: 1,
+            successors: vec!["n0".into(), "n2".into()],
+        };
+        assert_eq!(claimed(&n.step(ms(256), "n1", successor_beat)), None);
+        // No longer first, an unused claim is taken back.
+        let mut n = node("n1", 3);
+        n.step(ms(300), "n0", beat(["n1", "n2"]));
+        let r = n.step(ms(310), "n0", beat(["n2", "n1"]));
+        assert_eq!(claimed(&r), Some(None));
+        // After a restart the claim on disk may have been used (we may have
+        // led in term 2 without writing term 2): it is kept, it still
+        // refuses others, and our own next campaign skips term 2.
+        let cfg = Config::new("n1", &peers(3), T, 7);
+        let mut n = Node::new(cfg, Some(disk), ms(1000));
+        let r = n.step(ms(1001), "n0", beat(["n2", "n1"]));
+        assert_eq!(r.persist, None, "the claim stays");
+        let r = n.step(ms(1002), "n2", transfer_vote);
+        assert_eq!(r.messages, only("n2", vote_reply(2, false)));
+        let mut n = Node::new(
+            Config::new("n1", &peers(3), T, 7),
+            Some(HardState {
+                term: 1,
+                voted_for: None,
+                claimed: Some(2),
+            }),
+            ms(1000),
+        );
+        n.step(ms(1001), "n0", beat(["n1", "n2"]));
+        let r = n.step(ms(1002), "n0", Message::TimeoutNow { term: 1 });
+        assert_eq!(
+            r.persist.map(|h| (h.term, h.voted_for)),
+            Some((3, Some("n1".into())))
+        );
     }
 
     #[test]
@@ -1010,8 +1153,10 @@ mod tests {
         };
         let mut n1 = node("n1", 3);
         let mut n2 = node("n2", 3);
-        n1.step(ms(1000), "n0", beat.clone());
-        n2.step(ms(1000), "n0", beat);
+        let claim = |r: Ready| r.persist.and_then(|h| h.claimed);
+        // The first in line votes for itself in term 2 ahead of time.
+        assert_eq!(claim(n1.step(ms(1000), "n0", beat.clone())), Some(2));
+        assert_eq!(claim(n2.step(ms(1000), "n0", beat)), None);
         let due = n1.next_deadline();
         assert!(n2.next_deadline() > due);
         let r = n1.tick(due);
@@ -1022,8 +1167,12 @@ mod tests {
             only("n1", prevote_reply(2, true)),
             "n2's lease of n0 has run out"
         );
+        // Its campaign has its own vote durable already: nothing to write
+        // before the votes it asks for come back.
         let r = n1.step(due, "n2", prevote_reply(2, true));
-        assert_eq!(r.persist.as_ref().map(|h| h.term), Some(2));
+        assert_eq!(r.persist, None);
+        assert_eq!(n1.term(), 2);
+        assert_eq!(r.messages.len(), 2, "votes asked of n0 and n2: {r:?}");
         let r = n2.step(due, "n1", vote(2));
         n1.step(due, "n2", r.messages[0].1.clone());
         assert_eq!(n1.role(), Role::Leader);

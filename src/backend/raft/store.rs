@@ -240,6 +240,7 @@ mod tests {
         let state = HardState {
             term: 7,
             voted_for: Some("b".into()),
+            claimed: Some(8),
         };
         store.save(&state).unwrap();
         assert_eq!(store.load().unwrap(), Some(state.clone()));
@@ -248,6 +249,7 @@ mod tests {
         let next = HardState {
             term: 8,
             voted_for: None,
+            claimed: None,
         };
         again.save(&next).unwrap();
         assert_eq!(Store::new(Some(&dir)).load().unwrap(), Some(next.clone()));
