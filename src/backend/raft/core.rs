@@ -33,6 +33,14 @@
 //! partition, a leader that died mid-change) costs at worst a split vote,
 //! which the randomised timeouts resolve. Without a published order (the
 //! first election), everyone draws from [T, 2T) as Raft does.
+//!
+//! The first in line's vote, cast ahead: a follower named first writes,
+//! with its reply to that heartbeat, a vote for itself in the next term
+//! ([`HardState::claimed`]), so its campaign starts with its own vote
+//! durable and waits only for the voters' disks. A claim is a vote like
+//! any other (nobody else gets ours in that term); one found on disk at
+//! start may have been used, so it is never used again and our next
+//! campaign skips its term (see `Node::claim_if_first`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -121,7 +129,7 @@ pub struct HardState {
     /// Whom it voted for in that term.
     pub voted_for: Option<String>,
     /// The next term, in which this node, first in line, has voted for
-    /// itself ahead of time (see [`Node::claim_if_first`]). It votes for
+    /// itself ahead of time (see `Node::claim_if_first`). It votes for
     /// nobody else in that term, and after a restart it never campaigns in
     /// it: it may have led there already.
     #[serde(default, skip_serializing_if = "Option::is_none")]
