@@ -752,6 +752,7 @@ impl Node {
     /// makes the target campaign at once, without waiting for a timeout.
     pub fn transfer_leadership(&mut self, now: Time) -> Ready {
         let mut ready = Ready::default();
+        let now_ranked = self.succession();
         let Some(ls) = self.leader_state.take() else {
             return ready;
         };
@@ -759,10 +760,14 @@ impl Node {
         // that acknowledged the newest round, the quickest; the one the
         // others expect to take over, and the one that claimed the next
         // term (see `claim_if_first`), so its campaign writes nothing.
+        // Only a follower that has answered a heartbeat will do: just
+        // after an election the order is by id, and the first may not
+        // have answered yet.
         let target = ls
             .published
-            .first()
-            .filter(|p| ls.acked.contains_key(*p))
+            .iter()
+            .chain(&now_ranked)
+            .find(|p| ls.acked.contains_key(*p))
             .cloned();
         let term = self.hard.term;
         self.role = Role::Follower;
@@ -1001,6 +1006,20 @@ mod tests {
         let r = n.transfer_leadership(ms(254));
         assert!(!n.status(ms(254)).is_self);
         assert_eq!(r.messages, only("n1", Message::TimeoutNow { term: 1 }));
+    }
+
+    #[test]
+    fn a_transfer_goes_to_the_first_in_line_that_has_answered() {
+        let mut n = node("n0", 3);
+        n.tick(ms(250));
+        n.step(ms(251), "n1", prevote_reply(1, true));
+        // Elected: the first heartbeat names n1 first (by id, nobody has
+        // answered one yet), but only n2 answers before the transfer.
+        n.step(ms(252), "n1", vote_reply(1, true));
+        assert_eq!(n.successors(), ["n1", "n2"]);
+        n.step(ms(253), "n2", Message::HeartbeatReply { term: 1, round: 1 });
+        let r = n.transfer_leadership(ms(254));
+        assert_eq!(r.messages, only("n2", Message::TimeoutNow { term: 1 }));
     }
 
     #[test]
