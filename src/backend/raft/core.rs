@@ -566,7 +566,8 @@ impl Node {
         self.role = Role::Candidate;
         self.leader = None;
         let next = self.hard.term + 1;
-        let (term, claimed) = match self.hard.claimed {
+        // Our claim on the next term, unused, is our vote there, durable.
+        let (term, vote_durable) = match self.hard.claimed {
             Some(c) if c == next && self.claim_unused => (c, true),
             // A claim from before a restart: we may have led in it.
             Some(c) if c >= next => (c + 1, false),
@@ -574,7 +575,7 @@ impl Node {
         };
         self.enter_term(term);
         self.hard.voted_for = Some(self.cfg.id.clone());
-        if !claimed {
+        if !vote_durable {
             ready.persist = Some(self.hard.clone());
         }
         self.votes = BTreeSet::from([self.cfg.id.clone()]);
