@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use elect::backend::raft::core::Role;
+use elect::backend::raft::core::{HardState, Role};
 use elect::sim::Process;
 use elect::sim::engine::{Config, Delay, Sim};
 use elect::sim::raft::{RaftProcess, Timing};
@@ -174,14 +174,15 @@ fn check(
                     node.term()
                 );
             }
-            // The votes on disk, and a campaign's vote for itself: one
-            // cast ahead by a claim is on disk only as the claim.
-            let voted = p
-                .disk()
-                .and_then(|h| h.voted_for.clone().map(|v| (h.term, v)));
-            let campaigning = matches!(node.role(), Role::Candidate | Role::Leader)
-                .then(|| (node.term(), node.id().to_owned()));
-            for (term, vote) in voted.into_iter().chain(campaigning) {
+            // The votes on disk, and those held in memory: a vote cast
+            // by a pledge is on disk only as the pledge, which may be
+            // moved until it is used, so pledges themselves are not votes
+            // here; a vote that relied on one shows in memory, and again
+            // after a restart if the pledge was honoured.
+            let vote = |h: &HardState| h.voted_for.clone().map(|v| (h.term, v));
+            let on_disk = p.disk().and_then(vote);
+            let held = vote(node.hard_state());
+            for (term, vote) in on_disk.into_iter().chain(held) {
                 let before = votes.entry((p.id(), term)).or_insert(vote.clone());
                 assert_eq!(
                     *before,

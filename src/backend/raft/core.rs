@@ -34,13 +34,16 @@
 //! which the randomised timeouts resolve. Without a published order (the
 //! first election), everyone draws from [T, 2T) as Raft does.
 //!
-//! The first in line's vote, cast ahead: a follower named first writes,
-//! with its reply to that heartbeat, a vote for itself in the next term
-//! ([`HardState::claimed`]), so its campaign starts with its own vote
-//! durable and waits only for the voters' disks. A claim is a vote like
-//! any other (nobody else gets ours in that term); one found on disk at
-//! start may have been used, so it is never used again and our next
-//! campaign skips its term (see `Node::claim_if_first`).
+//! Votes cast ahead ([`Pledge`]): the first in line writes, with its reply
+//! to that heartbeat, a vote for itself in the next term, and the leader
+//! writes, once that follower has answered, its own vote there for the
+//! same follower. Both writes happen while nothing waits on the disk, so
+//! a transfer's campaign finds two votes durable already (with three
+//! peers, a majority) and waits for no disk at all. A pledge is a vote
+//! like any other (nobody else gets ours in that term). One made by this
+//! run and not used yet may be taken back or moved; one found on disk at
+//! start may have been used, so it stands, and our next campaign skips
+//! its term (see `Node::pledge_next_term`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -128,12 +131,23 @@ pub struct HardState {
     pub term: u64,
     /// Whom it voted for in that term.
     pub voted_for: Option<String>,
-    /// The next term, in which this node, first in line, has voted for
-    /// itself ahead of time (see `Node::claim_if_first`). It votes for
-    /// nobody else in that term, and after a restart it never campaigns in
-    /// it: it may have led there already.
+    /// Our vote in a later term, cast ahead (see [`Pledge`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub claimed: Option<u64>,
+    pub pledge: Option<Pledge>,
+}
+
+/// A vote cast ahead for the next term, before anyone asks for it: by the
+/// first in line for itself (its *claim* on that term), and by the leader
+/// for the first in line that has answered it, so
+/// that a transfer's campaign needs no write on either side. It binds as
+/// a vote does: nobody else gets ours in that term. It becomes the vote
+/// of [`HardState::voted_for`] when the node enters that term.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pledge {
+    /// The term the vote is for.
+    pub term: u64,
+    /// Whom it is for.
+    pub candidate: String,
 }
 
 /// A node's fixed settings.
@@ -229,12 +243,13 @@ pub struct Node {
     campaigned_at: Time,
     /// Granted (pre)votes in the current campaign.
     votes: BTreeSet<String>,
-    /// `hard.claimed` was made by this run of the node and not used yet,
-    /// so a campaign may use it (no write) or we may give it up. A claim
-    /// found on disk at start may have been used before the restart.
-    claim_unused: bool,
-    /// The term we handed leadership over into: no claims in it (see
-    /// [`Node::claim_if_first`]).
+    /// `hard.pledge` was made by this run of the node and not used yet
+    /// (using it means entering its term, which folds it into the vote),
+    /// so we may rely on it, move it or take it back. A pledge found on
+    /// disk at start may have been used before the restart.
+    pledge_unused: bool,
+    /// The term we handed leadership over into: we claim nothing in it
+    /// (see [`Node::pledge_next_term`]).
     handed_over_into: Option<u64>,
     leader_state: Option<LeaderState>,
     /// The order of succession the current leader last published.
@@ -277,7 +292,7 @@ impl Node {
             promised_until: now + cfg.election_timeout,
             campaigned_at: now,
             votes: BTreeSet::new(),
-            claim_unused: false,
+            pledge_unused: false,
             handed_over_into: None,
             leader_state: None,
             successors: Vec::new(),
@@ -305,6 +320,13 @@ impl Node {
     /// This node's current term.
     pub fn term(&self) -> u64 {
         self.hard.term
+    }
+
+    /// Term, vote and pledge as this node holds them now: ahead of the
+    /// disk between a change and its write, and, after a vote a pledge
+    /// cast, ahead of it for as long as the pledge stands in for it.
+    pub fn hard_state(&self) -> &HardState {
+        &self.hard
     }
 
     /// Who leads as of `now`.
@@ -416,47 +438,46 @@ impl Node {
                     .is_some_and(|at| now < at + self.cfg.election_timeout))
     }
 
-    /// Moves the hard state to `term`, with the vote a claim cast ahead
+    /// Moves the hard state to `term`, with the vote a pledge cast ahead
     /// for it, if any.
     fn enter_term(&mut self, term: u64) {
         self.hard.term = term;
         self.hard.voted_for = None;
-        if let Some(claimed) = self.hard.claimed.filter(|c| *c <= term) {
-            if claimed == term {
-                self.hard.voted_for = Some(self.cfg.id.clone());
+        if let Some(pledge) = self.hard.pledge.take_if(|p| p.term <= term) {
+            if pledge.term == term {
+                self.hard.voted_for = Some(pledge.candidate);
             }
-            self.hard.claimed = None;
-            self.claim_unused = false;
+            self.pledge_unused = false;
         }
     }
 
-    /// First in line, we vote for ourselves in the next term ahead of
-    /// time, while nothing waits on the disk, so that our campaign (a
-    /// transfer's or at the lease floor) starts with its own vote durable
-    /// and waits only for the voters'. No longer first, we take an unused
-    /// claim back, so that it does not cost whoever is first its vote.
-    /// Either write goes with the heartbeat's reply (replies wait for the
-    /// disk), once per term or change of order.
+    /// Casts our vote in the next term ahead for `candidate`, or takes it
+    /// back (`None`), while nothing waits on the disk: the write goes with
+    /// a heartbeat's reply (a follower's) or after an acknowledgement (the
+    /// leader's), once per term or change of order. The first in line
+    /// pledges to itself, so its campaign starts with its own vote
+    /// durable; the leader pledges to the follower it would hand over to,
+    /// so that a transfer's request finds the old leader's vote durable.
     ///
-    /// An old leader does not claim in the term it handed over into: it
-    /// is about to exit, and a claim left on disk by a run that ended
-    /// cannot be taken back (it may have been used), so it would cost
-    /// whoever is first our vote in that one term, and the run that
-    /// follows on this disk its own claim.
-    fn claim_if_first(&mut self, ready: &mut Ready) {
-        let first = self.successors.first() == Some(&self.cfg.id)
-            && self.handed_over_into != Some(self.hard.term);
-        match self.hard.claimed {
-            None if first => {
-                self.hard.claimed = Some(self.hard.term + 1);
-                self.claim_unused = true;
-            }
-            Some(_) if !first && self.claim_unused => {
-                self.hard.claimed = None;
-                self.claim_unused = false;
-            }
-            _ => return,
+    /// A pledge made by this run and not used yet may be moved or taken
+    /// back: nobody has it. One found on disk at start stands, as any
+    /// vote would: we may have granted it, or led in its term without
+    /// ever writing the term (see [`Node::campaign`]).
+    ///
+    /// An old leader claims nothing in the term it handed over into: it
+    /// is about to exit, and a pledge left on disk by a run that ended
+    /// cannot be taken back, so it would cost whoever is first our vote
+    /// in that one term, and the run that follows on this disk its own.
+    fn pledge_next_term(&mut self, candidate: Option<String>, ready: &mut Ready) {
+        let wanted = candidate.map(|candidate| Pledge {
+            term: self.hard.term + 1,
+            candidate,
+        });
+        if self.hard.pledge == wanted || (self.hard.pledge.is_some() && !self.pledge_unused) {
+            return;
         }
+        self.pledge_unused = wanted.is_some();
+        self.hard.pledge = wanted;
         ready.persist = Some(self.hard.clone());
     }
 
@@ -566,11 +587,18 @@ impl Node {
         self.role = Role::Candidate;
         self.leader = None;
         let next = self.hard.term + 1;
-        // Our claim on the next term, unused, is our vote there, durable.
-        let (term, vote_durable) = match self.hard.claimed {
-            Some(c) if c == next && self.claim_unused => (c, true),
-            // A claim from before a restart: we may have led in it.
-            Some(c) if c >= next => (c + 1, false),
+        let own = |p: &Pledge| p.term == next && p.candidate == self.cfg.id;
+        let (term, vote_durable) = match &self.hard.pledge {
+            // Our vote for ourselves in the next term, cast ahead: durable.
+            Some(p) if self.pledge_unused && own(p) => (next, true),
+            // Ours for someone else, never used: taken back by the write.
+            Some(_) if self.pledge_unused => {
+                self.hard.pledge = None;
+                self.pledge_unused = false;
+                (next, false)
+            }
+            // From before a restart: we may have voted, or led, there.
+            Some(p) if p.term >= next => (p.term + 1, false),
             _ => (next, false),
         };
         self.enter_term(term);
@@ -639,7 +667,7 @@ impl Node {
                 let granted = term == self.hard.term && free && now >= self.quiet_until;
                 if granted {
                     // Already durable if we voted for it before (a repeated
-                    // request, or the vote a transfer casts ahead).
+                    // request, a pledge, or the vote a transfer casts ahead).
                     if self.hard.voted_for.as_deref() != Some(from) {
                         self.hard.voted_for = Some(from.to_owned());
                         ready.persist = Some(self.hard.clone());
@@ -701,7 +729,9 @@ impl Node {
                 self.become_follower(&mut ready, now, term, Some(from.to_owned()));
                 self.successors = successors;
                 self.reset_succession_timer(now);
-                self.claim_if_first(&mut ready);
+                let first = self.successors.first() == Some(&self.cfg.id)
+                    && self.handed_over_into != Some(self.hard.term);
+                self.pledge_next_term(first.then(|| self.cfg.id.clone()), &mut ready);
                 reply(&mut ready, Message::HeartbeatReply { term, round });
             }
             Message::HeartbeatReply { term, round } => {
@@ -709,6 +739,8 @@ impl Node {
                     self.become_follower(&mut ready, now, term, None);
                 } else if term == self.hard.term && self.role == Role::Leader {
                     self.acknowledge(now, from, round);
+                    let target = self.transfer_target();
+                    self.pledge_next_term(target, &mut ready);
                 }
             }
             Message::TimeoutNow { term } => {
@@ -748,48 +780,61 @@ impl Node {
         ls.sent_at.retain(|r, _| *r >= quorum_round);
     }
 
+    /// Whom a transfer would go to: the first of the order the followers
+    /// last heard (the one that claimed the next term) that has answered
+    /// a heartbeat. Just after an election the order is by id, and its
+    /// first may not have answered yet.
+    fn transfer_target(&self) -> Option<String> {
+        let ls = self.leader_state.as_ref()?;
+        ls.published
+            .iter()
+            .find(|p| ls.acked.contains_key(*p))
+            .cloned()
+    }
+
     /// Hands leadership to the most responsive peer: the lease is given up
     /// first (nothing may act as leader here any more), then TimeoutNow
     /// makes the target campaign at once, without waiting for a timeout.
     pub fn transfer_leadership(&mut self, now: Time) -> Ready {
         let mut ready = Ready::default();
-        let now_ranked = self.succession();
-        let Some(ls) = self.leader_state.take() else {
+        let target = self.transfer_target();
+        if self.leader_state.take().is_none() {
             return ready;
-        };
-        // The first in line as the followers last heard it: the follower
-        // that acknowledged the newest round, the quickest; the one the
-        // others expect to take over, and the one that claimed the next
-        // term (see `claim_if_first`), so its campaign writes nothing.
-        // Only a follower that has answered a heartbeat will do: just
-        // after an election the order is by id, and the first may not
-        // have answered yet.
-        let target = ls
-            .published
-            .iter()
-            .chain(&now_ranked)
-            .find(|p| ls.acked.contains_key(*p))
-            .cloned();
+        }
         let term = self.hard.term;
         self.role = Role::Follower;
         self.leader = None;
         // Give the target room to win before we would time out ourselves.
         self.election_due = now + self.cfg.election_timeout * 2;
-        if let Some(target) = target {
-            ready
-                .messages
-                .push((target.clone(), Message::TimeoutNow { term }));
-            // Our vote for the campaign we ask for, cast now: the write
-            // overlaps the TimeoutNow's way there (which promises nothing,
-            // so it need not wait for the disk), and the target's request
-            // then finds the vote durable and is granted at once. The
-            // promise that goes with a vote still starts when the request
-            // arrives (see `step`), so the new leader's lease is dated as
-            // any other.
-            self.enter_term(term + 1);
-            self.handed_over_into = Some(term + 1);
-            // (A leader holds no claim on the next term: it claimed only
-            // as a follower, for the term it then led.)
+        let Some(target) = target else {
+            return ready;
+        };
+        ready
+            .messages
+            .push((target.clone(), Message::TimeoutNow { term }));
+        // Our vote for the campaign we ask for, usually pledged already
+        // (see `pledge_next_term`); otherwise cast now, the write
+        // overlapping the TimeoutNow's way there (which promises nothing,
+        // so it need not wait for the disk). Either way the target's
+        // request finds the vote durable and is granted at once. The
+        // promise that goes with a vote still starts when the request
+        // arrives (see `step`), so the new leader's lease is dated as any
+        // other.
+        let pledged = self.pledge_unused
+            && self
+                .hard
+                .pledge
+                .as_ref()
+                .is_some_and(|p| p.candidate == target);
+        if self.pledge_unused && !pledged {
+            self.hard.pledge = None;
+            self.pledge_unused = false;
+        }
+        self.enter_term(term + 1);
+        self.handed_over_into = Some(term + 1);
+        if !pledged {
+            // (A pledge from before a restart, were there one, keeps its
+            // vote: ours is then not ours to give.)
             if self.hard.voted_for.is_none() {
                 self.hard.voted_for = Some(target);
             }
@@ -890,7 +935,7 @@ mod tests {
             Some(HardState {
                 term: 1,
                 voted_for: Some("n0".into()),
-                claimed: None,
+                pledge: None,
             })
         );
         // The vote also promised n0 its lease: n2's request is ignored.
@@ -1023,18 +1068,30 @@ mod tests {
         assert_eq!(r.messages, only("n2", Message::TimeoutNow { term: 1 }));
     }
 
+    /// What `ready` persists of the pledge: `Some(None)` takes it back.
+    fn pledged(r: &Ready) -> Option<Option<(u64, &str)>> {
+        r.persist
+            .as_ref()
+            .map(|h| h.pledge.as_ref().map(|p| (p.term, p.candidate.as_str())))
+    }
+
     #[test]
-    fn a_transfer_casts_the_old_leaders_vote_ahead() {
-        let mut n = leading_with_n1();
+    fn the_leader_pledges_its_next_vote_to_the_follower_it_would_hand_over_to() {
+        let mut n = node("n0", 3);
+        n.tick(ms(250));
+        n.step(ms(251), "n1", prevote_reply(1, true));
+        n.step(ms(252), "n1", vote_reply(1, true));
+        // Written after the first answer, not with the heartbeats.
+        let r = n.step(ms(253), "n1", Message::HeartbeatReply { term: 1, round: 1 });
+        assert_eq!(pledged(&r), Some(Some((2, "n1"))));
+        let r = n.step(ms(253), "n2", Message::HeartbeatReply { term: 1, round: 1 });
+        assert_eq!(r.persist, None, "once per change");
+        // The transfer then writes nothing: the target's request finds the
+        // vote durable and is granted at once. Anyone else is refused in
+        // that term.
         let r = n.transfer_leadership(ms(254));
-        let cast = HardState {
-            term: 2,
-            voted_for: Some("n1".into()),
-            claimed: None,
-        };
-        assert_eq!(r.persist, Some(cast));
-        // The target's request finds the vote durable: granted, nothing
-        // more to write. Anyone else is refused in that term.
+        assert_eq!(r.messages, only("n1", Message::TimeoutNow { term: 1 }));
+        assert_eq!(r.persist, None);
         let transfer = Message::Vote {
             term: 2,
             transfer: true,
@@ -1050,6 +1107,28 @@ mod tests {
     }
 
     #[test]
+    fn a_transfer_to_another_than_the_pledged_moves_the_vote_and_writes_it() {
+        let mut n = leading_with_n1();
+        n.step(ms(254), "n2", Message::HeartbeatReply { term: 1, round: 1 });
+        // n1 misses the next rounds: n2 goes first in the order, and the
+        // transfer goes to it before any answer has moved the pledge.
+        n.tick(ms(262));
+        n.step(ms(263), "n2", Message::HeartbeatReply { term: 1, round: 2 });
+        n.tick(ms(272));
+        assert_eq!(n.successors(), ["n2", "n1"]);
+        let r = n.transfer_leadership(ms(273));
+        assert_eq!(r.messages, only("n2", Message::TimeoutNow { term: 1 }));
+        let cast = HardState {
+            term: 2,
+            voted_for: Some("n2".into()),
+            pledge: None,
+        };
+        assert_eq!(r.persist, Some(cast));
+        let r = n.step(ms(274), "n1", vote(2));
+        assert_eq!(r.messages, only("n1", vote_reply(2, false)));
+    }
+
+    #[test]
     fn the_first_in_line_claims_the_next_term_and_keeps_a_claim_it_may_have_used() {
         let beat = |order: [&str; 2]| Message::Heartbeat {
             term: 1,
@@ -1060,12 +1139,11 @@ mod tests {
             term: 2,
             transfer: true,
         };
-        let claimed = |r: &Ready| r.persist.as_ref().map(|h| h.claimed);
         // First in line: the vote for ourselves in term 2 is written with
         // the heartbeat's reply; nobody else gets our vote in term 2.
         let mut n = node("n1", 3);
         let r = n.step(ms(300), "n0", beat(["n1", "n2"]));
-        assert_eq!(claimed(&r), Some(Some(2)));
+        assert_eq!(pledged(&r), Some(Some((2, "n1"))));
         let disk = r.persist.unwrap();
         let r = n.step(ms(301), "n2", transfer_vote.clone());
         assert_eq!(r.messages, only("n2", vote_reply(2, false)));
@@ -1083,36 +1161,66 @@ mod tests {
             round: 1,
             successors: vec!["n0".into(), "n2".into()],
         };
-        assert_eq!(claimed(&n.step(ms(256), "n1", successor_beat)), None);
+        assert_eq!(pledged(&n.step(ms(256), "n1", successor_beat)), None);
         // No longer first, an unused claim is taken back.
         let mut n = node("n1", 3);
         n.step(ms(300), "n0", beat(["n1", "n2"]));
         let r = n.step(ms(310), "n0", beat(["n2", "n1"]));
-        assert_eq!(claimed(&r), Some(None));
+        assert_eq!(pledged(&r), Some(None));
         // After a restart the claim on disk may have been used (we may have
         // led in term 2 without writing term 2): it is kept, it still
         // refuses others, and our own next campaign skips term 2.
-        let cfg = Config::new("n1", &peers(3), T, 7);
-        let mut n = Node::new(cfg, Some(disk), ms(1000));
+        let restarted = |disk| Node::new(Config::new("n1", &peers(3), T, 7), Some(disk), ms(1000));
+        let mut n = restarted(disk.clone());
         let r = n.step(ms(1001), "n0", beat(["n2", "n1"]));
         assert_eq!(r.persist, None, "the claim stays");
         let r = n.step(ms(1002), "n2", transfer_vote);
         assert_eq!(r.messages, only("n2", vote_reply(2, false)));
-        let mut n = Node::new(
-            Config::new("n1", &peers(3), T, 7),
-            Some(HardState {
-                term: 1,
-                voted_for: None,
-                claimed: Some(2),
-            }),
-            ms(1000),
-        );
+        let mut n = restarted(disk);
         n.step(ms(1001), "n0", beat(["n1", "n2"]));
         let r = n.step(ms(1002), "n0", Message::TimeoutNow { term: 1 });
         assert_eq!(
             r.persist.map(|h| (h.term, h.voted_for)),
             Some((3, Some("n1".into())))
         );
+    }
+
+    #[test]
+    fn a_pledge_found_on_disk_is_a_vote_in_its_term() {
+        // An old leader's pledge to n2 in term 2, from before a restart:
+        // it may have been granted. n0 votes for n2 alone in term 2, and
+        // its own campaign skips term 2.
+        let disk = HardState {
+            term: 1,
+            voted_for: Some("n0".into()),
+            pledge: Some(Pledge {
+                term: 2,
+                candidate: "n2".into(),
+            }),
+        };
+        let restarted = || {
+            Node::new(
+                Config::new("n0", &peers(3), T, 7),
+                Some(disk.clone()),
+                ms(0),
+            )
+        };
+        let mut n = restarted();
+        let r = n.step(ms(200), "n1", vote(2));
+        assert_eq!(r.messages, only("n1", vote_reply(2, false)));
+        let r = n.step(ms(201), "n2", vote(2));
+        assert_eq!(r.messages, only("n2", vote_reply(2, true)));
+        assert_eq!(r.persist, None, "durable as the pledge");
+        let mut n = restarted();
+        let r = n.tick(ms(250));
+        assert_eq!(n.role(), Role::PreCandidate);
+        assert!(
+            r.messages
+                .iter()
+                .all(|(_, m)| *m == Message::PreVote { term: 2 })
+        );
+        n.step(ms(251), "n1", prevote_reply(2, true));
+        assert_eq!(n.term(), 3, "term 2 skipped");
     }
 
     #[test]
@@ -1181,10 +1289,10 @@ mod tests {
         };
         let mut n1 = node("n1", 3);
         let mut n2 = node("n2", 3);
-        let claim = |r: Ready| r.persist.and_then(|h| h.claimed);
         // The first in line votes for itself in term 2 ahead of time.
-        assert_eq!(claim(n1.step(ms(1000), "n0", beat.clone())), Some(2));
-        assert_eq!(claim(n2.step(ms(1000), "n0", beat)), None);
+        let r = n1.step(ms(1000), "n0", beat.clone());
+        assert_eq!(pledged(&r), Some(Some((2, "n1"))));
+        assert_eq!(pledged(&n2.step(ms(1000), "n0", beat)).flatten(), None);
         let due = n1.next_deadline();
         assert!(n2.next_deadline() > due);
         let r = n1.tick(due);

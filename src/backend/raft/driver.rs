@@ -98,7 +98,7 @@ impl Driver {
             self.send(ready.messages);
             return Ok(());
         };
-        debug!(term = hard.term, voted_for = ?hard.voted_for, claimed = ?hard.claimed, "persisting");
+        debug!(term = hard.term, voted_for = ?hard.voted_for, pledge = ?hard.pledge, "persisting");
         let saved = self.store.save(hard);
         let (requests, rest): (Vec<_>, Vec<_>) = ready
             .messages

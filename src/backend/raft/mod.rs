@@ -73,8 +73,8 @@ pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Res
     })?;
     let store = Arc::new(store::Store::new(cfg.data_dir.as_deref()));
     // Reading the disk blocks: off the runtime's threads.
-    let loading = store.clone();
-    let hard = tokio::task::spawn_blocking(move || loading.load())
+    let (loading, own_id) = (store.clone(), cfg.id.clone());
+    let hard = tokio::task::spawn_blocking(move || loading.load(&own_id))
         .await
         .map_err(|e| Error::io("loading the Raft state", std::io::Error::other(e)))??;
     if hard.is_none() {

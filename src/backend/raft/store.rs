@@ -9,7 +9,8 @@
 //! sequence, which is the newest completed write. (Writing a fresh file
 //! and renaming it over the old one costs a second fsync and a journal
 //! commit: it took a millisecond or two here.) A `raft-vote.json` of an
-//! earlier version is read when there is no slot file yet.
+//! earlier version is read when there is no slot file yet, and so is the
+//! `claimed` term of the version before pledges (see `Stored`).
 
 use std::fs::File;
 use std::io::Write;
@@ -17,7 +18,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::core::HardState;
+use serde::Deserialize;
+
+use super::core::{HardState, Pledge};
 use crate::error::{Error, Result};
 
 const FILE: &str = "raft-vote.state";
@@ -48,8 +51,33 @@ fn checksum(seq: u64, json: &[u8]) -> [u8; 8] {
     out
 }
 
+/// A state as any version wrote it. The version before pledges wrote the
+/// first in line's vote for itself as `claimed: <term>`; that is our own
+/// pledge, and it must not be dropped: it may have been used (we may have
+/// led in that term without writing the term).
+#[derive(Deserialize)]
+struct Stored {
+    #[serde(flatten)]
+    hard: HardState,
+    #[serde(default)]
+    claimed: Option<u64>,
+}
+
+impl Stored {
+    fn into_hard(self, own_id: &str) -> HardState {
+        let mut hard = self.hard;
+        if let Some(term) = self.claimed {
+            hard.pledge.get_or_insert(Pledge {
+                term,
+                candidate: own_id.to_owned(),
+            });
+        }
+        hard
+    }
+}
+
 /// The state and sequence a slot holds, if it is whole.
-fn decode(slot: &[u8]) -> Option<(u64, HardState)> {
+fn decode(slot: &[u8]) -> Option<(u64, Stored)> {
     if slot.len() < HEADER || &slot[..4] != MAGIC {
         return None;
     }
@@ -64,6 +92,10 @@ fn decode(slot: &[u8]) -> Option<(u64, HardState)> {
 
 fn encode(seq: u64, state: &HardState) -> std::io::Result<Vec<u8>> {
     let json = serde_json::to_vec(state).map_err(std::io::Error::other)?;
+    slot_of(seq, &json)
+}
+
+fn slot_of(seq: u64, json: &[u8]) -> std::io::Result<Vec<u8>> {
     if HEADER + json.len() > SLOT {
         return Err(std::io::Error::other("the state does not fit a slot"));
     }
@@ -71,8 +103,8 @@ fn encode(seq: u64, state: &HardState) -> std::io::Result<Vec<u8>> {
     slot.extend_from_slice(MAGIC);
     slot.extend_from_slice(&seq.to_le_bytes());
     slot.extend_from_slice(&(json.len() as u16).to_le_bytes());
-    slot.extend_from_slice(&checksum(seq, &json));
-    slot.extend_from_slice(&json);
+    slot.extend_from_slice(&checksum(seq, json));
+    slot.extend_from_slice(json);
     Ok(slot)
 }
 
@@ -84,11 +116,12 @@ impl Store {
         }
     }
 
-    /// The persisted state: `None` without a data dir (the core then stays
-    /// quiet for one election timeout), the default on a fresh data dir.
+    /// The persisted state of peer `own_id`: `None` without a data dir
+    /// (the core then stays quiet for one election timeout), the default
+    /// on a fresh data dir.
     ///
     /// Errors: the files exist but hold no readable state.
-    pub fn load(&self) -> Result<Option<HardState>> {
+    pub fn load(&self, own_id: &str) -> Result<Option<HardState>> {
         let Some(dir) = &self.dir else {
             return Ok(None);
         };
@@ -102,15 +135,15 @@ impl Store {
                     .filter_map(decode)
                     .max_by_key(|(seq, _)| *seq);
                 match newest {
-                    Some((_, state)) => Ok(Some(state)),
+                    Some((_, stored)) => Ok(Some(stored.into_hard(own_id))),
                     None => Err(failed(&path, std::io::Error::other("no whole slot"))),
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let legacy = dir.join(LEGACY);
                 match std::fs::read(&legacy) {
-                    Ok(bytes) => serde_json::from_slice(&bytes)
-                        .map(Some)
+                    Ok(bytes) => serde_json::from_slice::<Stored>(&bytes)
+                        .map(|stored| Some(stored.into_hard(own_id)))
                         .map_err(|e| failed(&legacy, std::io::Error::other(e))),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                         Ok(Some(HardState::default()))
@@ -236,24 +269,30 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("elect-store-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let store = Store::new(Some(&dir));
-        assert_eq!(store.load().unwrap(), Some(HardState::default()));
+        assert_eq!(store.load("a").unwrap(), Some(HardState::default()));
         let state = HardState {
             term: 7,
             voted_for: Some("b".into()),
-            claimed: Some(8),
+            pledge: Some(Pledge {
+                term: 8,
+                candidate: "c".into(),
+            }),
         };
         store.save(&state).unwrap();
-        assert_eq!(store.load().unwrap(), Some(state.clone()));
+        assert_eq!(store.load("a").unwrap(), Some(state.clone()));
         // A fresh store on the same directory continues the sequence.
         let again = Store::new(Some(&dir));
         let next = HardState {
             term: 8,
             voted_for: None,
-            claimed: None,
+            pledge: None,
         };
         again.save(&next).unwrap();
-        assert_eq!(Store::new(Some(&dir)).load().unwrap(), Some(next.clone()));
-        assert_eq!(Store::new(None).load().unwrap(), None);
+        assert_eq!(
+            Store::new(Some(&dir)).load("a").unwrap(),
+            Some(next.clone())
+        );
+        assert_eq!(Store::new(None).load("a").unwrap(), None);
         // A torn write spoils its own slot only: the other still loads.
         let path = dir.join(FILE);
         let mut bytes = std::fs::read(&path).unwrap();
@@ -262,7 +301,7 @@ mod tests {
             .unwrap();
         bytes[newest * SLOT + HEADER] ^= 0xff;
         std::fs::write(&path, &bytes).unwrap();
-        assert_eq!(store.load().unwrap(), Some(state));
+        assert_eq!(store.load("a").unwrap(), Some(state));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -273,7 +312,25 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(LEGACY), r#"{"term":5,"voted_for":"a"}"#).unwrap();
         let store = Store::new(Some(&dir));
-        assert_eq!(store.load().unwrap().unwrap().term, 5);
+        assert_eq!(store.load("a").unwrap().unwrap().term, 5);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_claim_of_the_version_before_pledges_is_our_own_pledge() {
+        let slot = slot_of(1, br#"{"term":5,"voted_for":"a","claimed":6}"#).unwrap();
+        let (_, stored) = decode(&slot).unwrap();
+        let hard = stored.into_hard("b");
+        assert_eq!(
+            (hard.term, hard.voted_for.as_deref(), hard.pledge),
+            (
+                5,
+                Some("a"),
+                Some(Pledge {
+                    term: 6,
+                    candidate: "b".into()
+                })
+            )
+        );
     }
 }
