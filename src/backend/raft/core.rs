@@ -138,10 +138,10 @@ pub struct HardState {
 
 /// A vote cast ahead for the next term, before anyone asks for it: by the
 /// first in line for itself (its *claim* on that term), and by the leader
-/// for the first in line that has answered it, so
-/// that a transfer's campaign needs no write on either side. It binds as
-/// a vote does: nobody else gets ours in that term. It becomes the vote
-/// of [`HardState::voted_for`] when the node enters that term.
+/// for the first in line that has answered it, so that a transfer's
+/// campaign needs no write on either side. It binds as a vote does:
+/// nobody else gets ours in that term. It becomes the vote of
+/// [`HardState::voted_for`] when the node enters that term.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pledge {
     /// The term the vote is for.
