@@ -481,6 +481,29 @@ impl Node {
         ready.persist = Some(self.hard.clone());
     }
 
+    /// Whether our vote in the next term is pledged to `candidate` by this
+    /// run and not used yet, so durable and ours to rely on. An unused
+    /// pledge to anyone else is taken back (nobody has it); the caller's
+    /// write, which casts the vote anew, records that. A pledge from
+    /// before a restart stands either way.
+    fn relies_on_pledge_to(&mut self, candidate: &str) -> bool {
+        if !self.pledge_unused {
+            return false;
+        }
+        let next = self.hard.term + 1;
+        if self
+            .hard
+            .pledge
+            .as_ref()
+            .is_some_and(|p| p.term == next && p.candidate == candidate)
+        {
+            return true;
+        }
+        self.hard.pledge = None;
+        self.pledge_unused = false;
+        false
+    }
+
     fn become_follower(&mut self, ready: &mut Ready, now: Time, term: u64, leader: Option<String>) {
         if term > self.hard.term {
             self.enter_term(term);
@@ -587,19 +610,13 @@ impl Node {
         self.role = Role::Candidate;
         self.leader = None;
         let next = self.hard.term + 1;
-        let own = |p: &Pledge| p.term == next && p.candidate == self.cfg.id;
-        let (term, vote_durable) = match &self.hard.pledge {
-            // Our vote for ourselves in the next term, cast ahead: durable.
-            Some(p) if self.pledge_unused && own(p) => (next, true),
-            // Ours for someone else, never used: taken back by the write.
-            Some(_) if self.pledge_unused => {
-                self.hard.pledge = None;
-                self.pledge_unused = false;
-                (next, false)
-            }
+        // Our own vote in the next term, claimed ahead: already durable.
+        let own_id = self.cfg.id.clone();
+        let vote_durable = self.relies_on_pledge_to(&own_id);
+        let term = match &self.hard.pledge {
             // From before a restart: we may have voted, or led, there.
-            Some(p) if p.term >= next => (p.term + 1, false),
-            _ => (next, false),
+            Some(p) if !vote_durable && p.term >= next => p.term + 1,
+            _ => next,
         };
         self.enter_term(term);
         self.hard.voted_for = Some(self.cfg.id.clone());
@@ -820,16 +837,7 @@ impl Node {
         // promise that goes with a vote still starts when the request
         // arrives (see `step`), so the new leader's lease is dated as any
         // other.
-        let pledged = self.pledge_unused
-            && self
-                .hard
-                .pledge
-                .as_ref()
-                .is_some_and(|p| p.candidate == target);
-        if self.pledge_unused && !pledged {
-            self.hard.pledge = None;
-            self.pledge_unused = false;
-        }
+        let pledged = self.relies_on_pledge_to(&target);
         self.enter_term(term + 1);
         self.handed_over_into = Some(term + 1);
         if !pledged {
