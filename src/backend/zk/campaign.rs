@@ -12,13 +12,18 @@
 //!    starts our deadline. The next in line keeps that read fresh while it
 //!    waits, so the announcement of its predecessor's deletion is all it
 //!    needs to lead (see [`wait_for_turn`]);
-//! 4. lead while connected: every T/3 our znode is read again, and the
-//!    deadline is the send time of the last such read + the negotiated
-//!    session timeout - margin. Deletion of our znode ends leadership at
-//!    once. On Disconnected we step down at once (the client cannot tell
-//!    whether the session lives; tolerating it caused CURATOR-460's double
-//!    leaders); on reconnect within the session we lead again if our znode
-//!    is still ours. On expiry, a new session and a new candidacy.
+//! 4. lead while the session provably lives: a keeper task syncs through
+//!    the ZooKeeper leader every T/20, and [`SessionLease`] turns the
+//!    answers into the instant until which the leader cannot have expired
+//!    the session; our deadline is that, less a margin. A disconnection is
+//!    not a loss: the client moves to another member (the library tries
+//!    the next one at once) and we lead on, the view marked not current,
+//!    until that deadline; reconnected, we check our znode is still ours
+//!    and carry on. Curator's default gives up on every disconnection;
+//!    CURATOR-460's double leaders came from timing the session from the
+//!    disconnection, not from what the leader provably heard. Deletion of
+//!    our znode, expiry or an auth failure end leadership at once. On
+//!    expiry, a new session and a new candidacy.
 
 use std::future::Future;
 use std::time::Duration;
@@ -28,32 +33,20 @@ use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 use zookeeper_client::{
-    Acl, Acls, AuthId, Client, CreateMode, Error as ZkError, EventType, Permission, StateWatcher,
-    WatchedEvent,
+    Acl, Acls, AuthId, Client, CreateMode, Error as ZkError, EventType, Permission, SessionState,
+    StateWatcher, WatchedEvent,
 };
 
 use super::layout;
-use super::observe::{self, View, list_queue, until_disconnected, until_reconnected};
-use super::zk_error;
+use super::lease::SessionLease;
+use super::observe::{self, View, is_terminal, list_queue, until_disconnected, until_reconnected};
+use super::{Opened, zk_error};
 use crate::backend::backoff::Backoff;
 use crate::backend::report::Reporter;
 use crate::config::ElectionConfig;
 use crate::credentials::User;
 use crate::error::{Error, Result};
-use crate::leadership::{Leadership, deadline_after};
-
-/// How one stretch of leadership ended.
-enum Term {
-    Ended(End),
-    /// Leadership is gone; the work must stop by `stop_by`.
-    Lost {
-        stop_by: Instant,
-    },
-    /// The connection dropped; the session may live until `stop_by`.
-    Disconnected {
-        stop_by: Instant,
-    },
-}
+use crate::leadership::Leadership;
 
 /// Why a session's campaign ended.
 enum SessionEnd {
@@ -99,8 +92,11 @@ impl Candidate {
     }
 
     /// Campaigns until resignation is requested, one session at a time.
-    pub async fn run(self, first: Client) -> Result<()> {
-        let mut client = first;
+    pub(crate) async fn run(self, first: Opened) -> Result<()> {
+        let Opened {
+            mut client,
+            mut handshake,
+        } = first;
         loop {
             let (view_tx, view_rx) = watch::channel(View::unknown());
             let follower = tokio::spawn(observe::follow(
@@ -108,6 +104,9 @@ impl Candidate {
                 self.cfg.election.clone(),
                 view_tx,
             ));
+            let lease = SessionLease::new(client.session_timeout(), handshake);
+            let (lease_tx, lease_rx) = watch::channel(lease.deadline());
+            let keeper = tokio::spawn(keep_session(client.clone(), lease, lease_tx));
             let mut session = Session {
                 client: &client,
                 cfg: &self.cfg,
@@ -115,12 +114,15 @@ impl Candidate {
                 busy: self.busy.clone(),
                 resign: &self.resign,
                 state: client.state_watcher(),
+                lease: lease_rx,
             };
             let end = session.campaign().await;
             drop(session);
             follower.abort();
-            // The follower's clone of the client goes with its task.
+            keeper.abort();
+            // The tasks' clones of the client go with them.
             let _ = follower.await;
+            let _ = keeper.await;
             match end {
                 SessionEnd::Resigned => {
                     self.out.send_replace(Leadership::unknown());
@@ -136,12 +138,40 @@ impl Candidate {
                     warn!("ZooKeeper session ended; opening a new one");
                     self.out.send_replace(Leadership::unknown());
                     match super::reconnect(&self.cfg, self.resign.cancelled()).await {
-                        Some(next) => client = next,
+                        Some(next) => (client, handshake) = (next.client, next.handshake),
                         None => return Ok(()),
                     }
                 }
             }
         }
+    }
+}
+
+/// Syncs through the ZooKeeper leader every `renew_every` for as long as
+/// the session lasts, and publishes the leadership deadline the answers
+/// prove (see [`SessionLease`]). Each sync is sent only after the previous
+/// one was answered or given up, as the lease's argument needs.
+async fn keep_session(
+    client: Client,
+    mut lease: SessionLease,
+    out: watch::Sender<Option<Instant>>,
+) {
+    let every = lease.renew_every();
+    loop {
+        let sent = Instant::now();
+        match tokio::time::timeout(every * 2, client.sync("/")).await {
+            Ok(Ok(())) => {
+                lease.renewed(sent);
+                out.send_replace(lease.deadline());
+            }
+            Ok(Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed))) => {
+                debug!("session keeper: {e}");
+                return;
+            }
+            Ok(Err(e)) => debug!("session sync: {e}"),
+            Err(_) => debug!("session sync unanswered"),
+        }
+        sleep_until(sent + every).await;
     }
 }
 
@@ -171,6 +201,8 @@ struct Session<'a> {
     busy: watch::Receiver<bool>,
     resign: &'a CancellationToken,
     state: StateWatcher,
+    /// The deadline our session's syncs prove (see [`keep_session`]).
+    lease: watch::Receiver<Option<Instant>>,
 }
 
 impl Session<'_> {
@@ -209,7 +241,7 @@ impl Session<'_> {
             .map_or(0, |p| p.sequence);
         let outcome = self.until_leading(&path, timeout).await;
         let end = match outcome {
-            Ok(confirmed_at) => self.lead(&path, sequence, timeout, confirmed_at).await,
+            Ok(_confirmed_at) => self.lead(&path, sequence).await,
             Err(end) => end,
         };
         if matches!(end, End::Resigned) {
@@ -250,105 +282,117 @@ impl Session<'_> {
         }
     }
 
-    /// Leads, across reconnects within the session, until leadership is
-    /// lost for good or we resign.
-    async fn lead(&mut self, path: &str, token: u64, timeout: Duration, confirmed: Instant) -> End {
-        let mut confirmed = confirmed;
+    /// Leads, across disconnections within the session, until leadership
+    /// is lost for good or we resign.
+    async fn lead(&mut self, path: &str, token: u64) -> End {
+        let client = self.client;
+        let Some(mut deadline) = self.fresh_deadline().await else {
+            return End::SessionEnded;
+        };
+        let rearm_every = self.client.session_timeout() / 20;
+        info!(token, "elected");
+        self.reporter.leading = true;
+        let mut connected = true;
+        let publish = |reporter: &Reporter<View>, deadline, connected| {
+            let mut us = Leadership::elected(self.cfg.id.clone(), token, deadline);
+            us.current = connected;
+            reporter.publish(us);
+        };
+        publish(&self.reporter, deadline, connected);
+        let mut own_watch: Option<OwnWatch> = None;
+        let mut rearm_at = Instant::now();
         loop {
-            match self.term(path, token, timeout, confirmed).await {
-                Term::Ended(end) => return end,
-                Term::Lost { stop_by } => {
-                    self.reporter.demoted(stop_by);
-                    return self.after_loss(path).await;
-                }
-                Term::Disconnected { stop_by } => {
-                    warn!("disconnected from ZooKeeper: stepping down until reconnected");
-                    self.reporter.demoted(stop_by);
-                    match self.reconnected_and_ours(path).await {
-                        // The supervisor restarts the command only once the
-                        // old one is gone, so leading again needs no wait.
-                        Ok(Some(sent)) => confirmed = sent,
-                        Ok(None) => return self.after_loss(path).await,
-                        Err(end) => return end,
+            if own_watch.is_none() && connected && Instant::now() >= rearm_at {
+                // (Re-)arm the watch on our znode; it fires once. This also
+                // reads the znode back after a reconnection.
+                match watch_own(client, path).await {
+                    Ok(Some(changed)) => own_watch = Some(changed),
+                    Ok(None) => {
+                        warn!("our znode is gone or not our session's");
+                        return self.lost(path, Instant::now()).await;
+                    }
+                    Err(e) => {
+                        debug!("{e}");
+                        rearm_at = Instant::now() + rearm_every;
                     }
                 }
+            }
+            tokio::select! {
+                _ = self.resign.cancelled() => return End::Resigned,
+                () = sleep_until(deadline) => {
+                    warn!("nothing proves our ZooKeeper session alive past the deadline; stepping down");
+                    return self.lost(path, deadline).await;
+                }
+                Ok(()) = self.lease.changed() => {
+                    if let Some(next) = *self.lease.borrow_and_update() {
+                        deadline = deadline.max(next);
+                        publish(&self.reporter, deadline, connected);
+                    }
+                }
+                event = async { own_watch.as_mut().expect("armed").await }, if own_watch.is_some() => {
+                    own_watch = None;
+                    if event.event_type == EventType::NodeDeleted {
+                        warn!("our znode was deleted");
+                        return self.lost(path, Instant::now()).await;
+                    }
+                    if is_terminal(event.session_state) {
+                        self.reporter.demoted(Instant::now());
+                        return End::SessionEnded;
+                    }
+                    debug!(event = ?event.event_type, "our znode's watch fired; watching again");
+                }
+                () = sleep_until(rearm_at), if own_watch.is_none() && connected => {}
+                state = self.state.changed() => match state {
+                    SessionState::Disconnected => {
+                        connected = false;
+                        warn!(
+                            "disconnected from ZooKeeper: leading on for {:?} while the session provably lives",
+                            deadline.saturating_duration_since(Instant::now())
+                        );
+                        publish(&self.reporter, deadline, connected);
+                    }
+                    SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
+                        if !connected {
+                            info!("reconnected within the session; confirming our znode");
+                        }
+                        connected = true;
+                        // Read our znode back before the view is current.
+                        own_watch = None;
+                        rearm_at = Instant::now();
+                        publish(&self.reporter, deadline, connected);
+                    }
+                    s if is_terminal(s) => {
+                        warn!("ZooKeeper session {s:?}: leadership lost");
+                        self.reporter.demoted(Instant::now());
+                        return End::SessionEnded;
+                    }
+                    _ => {}
+                },
             }
         }
     }
 
-    /// One stretch of leadership while connected, from a confirming read of
-    /// our znode sent at `confirmed`.
-    async fn term(
-        &mut self,
-        path: &str,
-        token: u64,
-        timeout: Duration,
-        confirmed: Instant,
-    ) -> Term {
-        let client = self.client;
-        let renew_every = timeout / 3;
-        let mut deadline = deadline_after(confirmed, timeout);
-        info!(token, "elected");
-        self.reporter.leading = true;
-        self.reporter
-            .publish(Leadership::elected(self.cfg.id.clone(), token, deadline));
-        let mut next_renewal = confirmed + renew_every;
+    /// Waits until the session's lease gives a deadline ahead of now (it
+    /// may lag right after syncs failed); `None` if the session ended.
+    async fn fresh_deadline(&mut self) -> Option<Instant> {
         loop {
-            // (Re-)arm the watch on our znode; it fires once.
-            let mut node_changed = match watch_own(client, path).await {
-                Ok(Some(changed)) => changed,
-                Ok(None) => {
-                    return Term::Lost {
-                        stop_by: Instant::now(),
-                    };
-                }
-                Err(e) => {
-                    debug!("{e}");
-                    return Term::Disconnected { stop_by: deadline };
-                }
-            };
-            loop {
-                tokio::select! {
-                    _ = self.resign.cancelled() => return Term::Ended(End::Resigned),
-                    () = sleep_until(deadline) => {
-                        warn!("no renewal before the deadline; stepping down");
-                        return Term::Lost { stop_by: deadline };
-                    }
-                    () = sleep_until(next_renewal) => {
-                        let sent = Instant::now();
-                        next_renewal = sent + renew_every;
-                        match tokio::time::timeout(renew_every, owns(client, path)).await {
-                            Ok(Ok(true)) => {
-                                deadline = deadline_after(sent, timeout);
-                                self.reporter
-                                    .publish(Leadership::elected(self.cfg.id.clone(), token, deadline));
-                            }
-                            Ok(Ok(false)) => {
-                                warn!("our znode is gone");
-                                return Term::Lost { stop_by: Instant::now() };
-                            }
-                            Ok(Err(e)) => debug!("renewal: {e}"),
-                            Err(_) => debug!("renewal unanswered"),
-                        }
-                    }
-                    event = &mut node_changed => {
-                        if event.event_type == EventType::NodeDeleted {
-                            warn!("our znode was deleted");
-                            return Term::Lost { stop_by: Instant::now() };
-                        }
-                        debug!(event = ?event.event_type, "our znode changed; watching again");
-                        break;
-                    }
-                    ended = until_disconnected(&mut self.state) => {
-                        if ended {
-                            self.reporter.demoted(Instant::now());
-                            return Term::Ended(End::SessionEnded);
-                        }
-                        return Term::Disconnected { stop_by: deadline };
-                    }
-                }
+            if let Some(d) = *self.lease.borrow_and_update()
+                && d > Instant::now()
+            {
+                return Some(d);
+            }
+            tokio::select! {
+                changed = self.lease.changed() => if changed.is_err() { return None },
+                ended = until_disconnected(&mut self.state) => if ended { return None },
             }
         }
+    }
+
+    /// Leadership is lost: report it (the work must stop by `stop_by`) and
+    /// clean up before campaigning again.
+    async fn lost(&mut self, path: &str, stop_by: Instant) -> End {
+        self.reporter.demoted(stop_by);
+        self.after_loss(path).await
     }
 
     /// After losing leadership: wait (at most a session timeout) for the
@@ -365,27 +409,6 @@ impl Session<'_> {
             Err(e) => {
                 warn!("removing our old znode: {e}; opening a new session instead");
                 End::SessionEnded
-            }
-        }
-    }
-
-    /// After a disconnect: waits to reconnect, then checks our znode is
-    /// still ours. `Ok(Some(sent))` to lead again.
-    async fn reconnected_and_ours(&mut self, path: &str) -> Result<Option<Instant>, End> {
-        let mut state = self.state.clone();
-        if !self
-            .step(async move { until_reconnected(&mut state).await })
-            .await?
-        {
-            return Err(End::SessionEnded);
-        }
-        let sent = Instant::now();
-        match owns(self.client, path).await {
-            Ok(true) => Ok(Some(sent)),
-            Ok(false) => Ok(None),
-            Err(e) => {
-                warn!("{e}");
-                Ok(None)
             }
         }
     }

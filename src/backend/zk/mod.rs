@@ -5,14 +5,17 @@
 //! - [`layout`]: znode names of the recipes we take part in or read.
 //! - [`observe`]: who leads, from one watch on the leader's znode.
 //! - [`campaign`]: create our znode (protected against lost replies), wait
-//!   on our predecessor only, confirm ownership, lead while the session is
-//!   connected and renewed, resign.
+//!   on our predecessor only, confirm ownership, lead while the session
+//!   provably lives (through disconnections too), resign.
+//! - [`lease`]: how long the session provably lives on the ZooKeeper
+//!   leader, from what our syncs prove; the argument is there.
 //!
 //! The session is the lease: its *negotiated* timeout (the server clamps
 //! the requested one to 2..20 ticks) drives the leadership deadline.
 
 pub mod campaign;
 pub mod layout;
+pub mod lease;
 pub mod observe;
 
 use std::future::Future;
@@ -138,7 +141,7 @@ pub(crate) fn tls_options(tls: &crate::credentials::Tls) -> Result<zookeeper_cli
 /// silent (a JVM's first TLS handshakes on a busy machine, a long pause)
 /// is made again until the connect timeout. Servers that all refused at
 /// once (nothing listening, a TLS refusal) have answered: that is final.
-async fn first_contact(cfg: &ElectionConfig) -> Result<Client> {
+async fn first_contact(cfg: &ElectionConfig) -> Result<Opened> {
     let connector = connector(cfg)?;
     // The library's own wait for one server: 2/5 of the session timeout.
     let silent = cfg.ttl * 2 / 5;
@@ -147,7 +150,12 @@ async fn first_contact(cfg: &ElectionConfig) -> Result<Client> {
     loop {
         let attempt = tokio::time::Instant::now();
         match tokio::time::timeout_at(deadline, open(cfg, connector.clone())).await {
-            Ok(Ok(client)) => return Ok(client),
+            Ok(Ok(client)) => {
+                return Ok(Opened {
+                    client,
+                    handshake: attempt,
+                });
+            }
             Ok(Err(e @ (zookeeper_client::Error::Timeout | zookeeper_client::Error::NoHosts)))
                 if attempt.elapsed() >= silent =>
             {
@@ -174,16 +182,25 @@ fn contact_failed(cfg: &ElectionConfig, e: zookeeper_client::Error) -> Error {
     }
 }
 
+/// A session just opened, and when its handshake was started: the
+/// ZooKeeper leader created the session after that instant, which is the
+/// first thing its [`lease::SessionLease`] knows.
+pub(crate) struct Opened {
+    pub client: Client,
+    pub handshake: tokio::time::Instant,
+}
+
 /// Opens a new session after the previous one ended, retrying with backoff
 /// until it works or `stop` resolves (then `None`).
-async fn reconnect(cfg: &ElectionConfig, stop: impl Future<Output = ()>) -> Option<Client> {
+async fn reconnect(cfg: &ElectionConfig, stop: impl Future<Output = ()>) -> Option<Opened> {
     tokio::pin!(stop);
     let mut backoff = Backoff::new();
     loop {
+        let handshake = tokio::time::Instant::now();
         tokio::select! {
             () = &mut stop => return None,
             connected = connect(cfg) => match connected {
-                Ok(client) => return Some(client),
+                Ok(client) => return Some(Opened { client, handshake }),
                 Err(e) => warn!("{e}; retrying"),
             },
         }
@@ -199,7 +216,7 @@ async fn reconnect(cfg: &ElectionConfig, stop: impl Future<Output = ()>) -> Opti
 /// Errors: [`Error::Unreachable`] when no session is established within the
 /// connect timeout. Cancel safe.
 pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
-    let client = first_contact(cfg).await?;
+    let client = first_contact(cfg).await?.client;
     let (view, _watch) = observe::read_leader(&client, &cfg.election).await?;
     Ok(view.to_leadership())
 }
@@ -209,7 +226,7 @@ pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
 /// Errors: [`Error::Unreachable`] when the first session cannot be
 /// established. Later failures show as an unknown leader and are retried.
 pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
-    let client = first_contact(cfg).await?;
+    let client = first_contact(cfg).await?.client;
     let (view_tx, view_rx) = watch::channel(View::unknown());
     let (out, leadership) = watch::channel(Leadership::unknown());
     let cfg = cfg.clone();
@@ -220,7 +237,7 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
                 observe::follow(client, cfg.election.clone(), view_tx.clone()).await;
                 view_tx.send_replace(View::unknown());
                 match reconnect(&cfg, view_tx.closed()).await {
-                    Some(next) => client = next,
+                    Some(next) => client = next.client,
                     None => return,
                 }
             }
@@ -235,10 +252,10 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 /// Errors: [`Error::Unreachable`] when the first session cannot be
 /// established. Later failures are retried.
 pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Result<Campaign> {
-    let client = first_contact(cfg).await?;
+    let opened = first_contact(cfg).await?;
     let (out, leadership) = watch::channel(Leadership::unknown());
     let resign = CancellationToken::new();
     let candidate = campaign::Candidate::new(cfg.clone(), out, busy, resign.clone());
-    let task = tokio::spawn(candidate.run(client));
+    let task = tokio::spawn(candidate.run(opened));
     Ok(Campaign::new(leadership, resign, task))
 }
