@@ -178,6 +178,17 @@ impl Rig {
         }
     }
 
+    /// The ZooKeeper session candidate `id` logged (`0x...`).
+    fn session_of(&self, id: &str) -> String {
+        self.proc(id)
+            .stderr()
+            .split("session=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .expect("the candidate logs its session")
+            .to_owned()
+    }
+
     fn proc(&self, id: &str) -> &Proc {
         &self.candidates[id]
     }
@@ -347,15 +358,36 @@ fn only_elect_paused(backend: Backend) {
 
 /// The leader's connections to every member are blackholed past its TTL:
 /// its command dies by the deadline, another candidate leads; healed, the
-/// old leader follows.
+/// old leader follows. ZooKeeper: the command is dead before the servers
+/// expire the session (from their logs), and the margin is printed.
 fn leader_cut_off(backend: Backend) {
     let mut rig = Rig::new(backend);
     start_all(&mut rig);
     let old = rig.leader();
+    let session = (backend == Backend::Zk).then(|| {
+        let sid = rig.session_of(&old.id);
+        rig.zk.as_ref().unwrap().watch_session(&sid, SOON)
+    });
     let cut = Instant::now();
     rig.cut_off(&old.id, Traffic::Blackhole);
     let ended = rig.ended(&old, SOON);
     rig.step_downs.push(ended - cut);
+    if let Some(session) = session {
+        let listed = session
+            .join()
+            .unwrap()
+            .expect("the ZooKeeper leader expires the session");
+        let margin = listed.checked_duration_since(ended).unwrap_or_else(|| {
+            panic!(
+                "the command died {:?} after the leader last listed the session",
+                ended - listed
+            )
+        });
+        eprintln!(
+            "zk leader cut off: command dead {:?} after the cut, at least {margin:?} before the servers expired the session",
+            ended - cut
+        );
+    }
     let new = rig
         .store
         .wait_new_tenure(old.token, SOON)
@@ -452,7 +484,9 @@ fn lost_create_reply(backend: Backend) {
     rig.finish("lost create/txn reply", false);
 }
 
-/// The ensemble member the leader's client is connected to is killed.
+/// The ensemble member the leader's client is connected to (ZooKeeper) or
+/// etcd's own Raft leader is killed. ZooKeeper: the leader rides it out,
+/// the same tenure before and after.
 fn member_killed(backend: Backend) {
     let mut rig = Rig::new(backend);
     start_all(&mut rig);
@@ -460,13 +494,7 @@ fn member_killed(backend: Backend) {
     let killed = Instant::now();
     match backend {
         Backend::Zk => {
-            let stderr = rig.proc(&old.id).stderr();
-            let session = stderr
-                .split("session=")
-                .nth(1)
-                .and_then(|rest| rest.split_whitespace().next())
-                .expect("the leader logs its session")
-                .to_owned();
+            let session = rig.session_of(&old.id);
             let zk = rig.zk.as_mut().unwrap();
             let member = zk.member_serving(&session).expect("a member serves it");
             zk.kill(member);
@@ -478,11 +506,20 @@ fn member_killed(backend: Backend) {
         }
         Backend::Raft => unreachable!(),
     }
-    // Either the leader rides it out, or it steps down and someone leads.
+    // Two TTLs: a leader that lost its session or lease would show by now.
     std::thread::sleep(backend.ttl() * 2);
     let now = rig.leader();
-    if now.token != old.token || now.start != old.start {
-        rig.step_downs.push(rig.ended(&old, SOON) - killed);
+    let same = (now.token, now.start) == (old.token, old.start);
+    match backend {
+        Backend::Zk => assert!(
+            same,
+            "the leader rode out the member's death: {:#?}",
+            rig.store.intervals()
+        ),
+        // etcd's leader may still lose its lease to etcd's own election
+        // (issue 22 is open for it): record the step-down.
+        _ if !same => rig.step_downs.push(rig.ended(&old, SOON) - killed),
+        _ => {}
     }
     rig.finish("member the client uses killed", false);
 }

@@ -50,6 +50,42 @@ impl Ensemble {
             .position(|m| four_letter(m, "cons").contains(&format!("sid={sid}")))
     }
 
+    /// Starts watching the ZooKeeper leader's `dump` for session `sid`
+    /// (as `0x...`): the thread returns the last instant the leader still
+    /// listed the session in its tracker, a lower bound of the
+    /// moment it expired it (polled every 10 ms, for at most `within`).
+    pub fn watch_session(
+        &self,
+        sid: &str,
+        within: std::time::Duration,
+    ) -> std::thread::JoinHandle<Option<std::time::Instant>> {
+        let members: Vec<String> = self.members().map(str::to_owned).collect();
+        let sid = sid.to_owned();
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + within;
+            let mut last_seen = None;
+            while std::time::Instant::now() < until {
+                let asked = std::time::Instant::now();
+                let leader = members
+                    .iter()
+                    .find(|m| four_letter(m, "srvr").contains("Mode: leader"));
+                if let Some(leader) = leader {
+                    // The session tracker's buckets and the ephemerals,
+                    // not the open connections (a cut client's stays open).
+                    let dump = four_letter(leader, "dump");
+                    let sessions = dump.split("Connections").next().unwrap_or_default();
+                    if sessions.contains(&sid) {
+                        last_seen = Some(asked);
+                    } else if last_seen.is_some() {
+                        return last_seen;
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            None
+        })
+    }
+
     /// Kills member `i` (SIGKILL), as a crash would.
     pub fn kill(&mut self, i: usize) {
         super::MemberExt::kill(self.member_mut(i));
