@@ -48,6 +48,14 @@ use crate::credentials::User;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
 
+/// How a stretch of leadership ended.
+enum Stint {
+    Ended(End),
+    /// Nothing proved the session alive past this deadline: we stepped
+    /// down, but the session (and our znode) may live.
+    Lapsed(Instant),
+}
+
 /// Why a session's campaign ended.
 enum SessionEnd {
     Resigned,
@@ -283,11 +291,68 @@ impl Session<'_> {
     }
 
     /// Leads, across disconnections within the session, until leadership
-    /// is lost for good or we resign.
+    /// is lost for good or we resign. When nothing proves the session
+    /// alive by the deadline we step down but keep our znode: if the
+    /// session lives we are still first in line and nobody else can lead
+    /// before it expires, so once syncs prove it alive again and our znode
+    /// is still ours, we lead again with the same token.
     async fn lead(&mut self, path: &str, token: u64) -> End {
+        loop {
+            match self.stint(path, token).await {
+                Stint::Ended(end) => return end,
+                Stint::Lapsed(at) => {
+                    self.reporter.demoted(at);
+                    // The supervisor starts the command again only once the
+                    // old one is gone.
+                    if let Err(end) = self.until_proven_alive(path).await {
+                        return end;
+                    }
+                }
+            }
+        }
+    }
+
+    /// After a lapse: waits until the session is proven alive for a while
+    /// ahead and our znode is still ours.
+    async fn until_proven_alive(&mut self, path: &str) -> Result<(), End> {
+        let client = self.client;
+        let ahead = client.session_timeout() / 4;
+        loop {
+            let mut lease = self.lease.clone();
+            let proven = self
+                .step(async move {
+                    lease
+                        .wait_for(|d| d.is_some_and(|d| d > Instant::now() + ahead))
+                        .await
+                        .is_ok()
+                })
+                .await?;
+            if !proven {
+                return Err(End::SessionEnded);
+            }
+            match owns(client, path).await {
+                Ok(true) => {
+                    info!("the session is proven alive again and our znode is ours");
+                    return Ok(());
+                }
+                Ok(false) => {
+                    warn!("our znode is gone or not our session's");
+                    return Err(self.after_loss(path).await);
+                }
+                Err(e) => {
+                    debug!("{e}");
+                    self.step(sleep(client.session_timeout() / 20)).await?;
+                }
+            }
+        }
+    }
+
+    /// One stretch of leadership, from a fresh deadline until it lapses or
+    /// ends for good.
+    async fn stint(&mut self, path: &str, token: u64) -> Stint {
         let client = self.client;
         let Some(mut deadline) = self.fresh_deadline().await else {
-            return End::SessionEnded;
+            return Stint::Ended(End::SessionEnded);
         };
         let rearm_every = self.client.session_timeout() / 20;
         info!(token, "elected");
@@ -309,7 +374,7 @@ impl Session<'_> {
                     Ok(Some(changed)) => own_watch = Some(changed),
                     Ok(None) => {
                         warn!("our znode is gone or not our session's");
-                        return self.lost(path, Instant::now()).await;
+                        return Stint::Ended(self.lost(path, Instant::now()).await);
                     }
                     Err(e) => {
                         debug!("{e}");
@@ -318,10 +383,10 @@ impl Session<'_> {
                 }
             }
             tokio::select! {
-                _ = self.resign.cancelled() => return End::Resigned,
+                _ = self.resign.cancelled() => return Stint::Ended(End::Resigned),
                 () = sleep_until(deadline) => {
                     warn!("nothing proves our ZooKeeper session alive past the deadline; stepping down");
-                    return self.lost(path, deadline).await;
+                    return Stint::Lapsed(deadline);
                 }
                 Ok(()) = self.lease.changed() => {
                     if let Some(next) = *self.lease.borrow_and_update() {
@@ -333,11 +398,11 @@ impl Session<'_> {
                     own_watch = None;
                     if event.event_type == EventType::NodeDeleted {
                         warn!("our znode was deleted");
-                        return self.lost(path, Instant::now()).await;
+                        return Stint::Ended(self.lost(path, Instant::now()).await);
                     }
                     if is_terminal(event.session_state) {
                         self.reporter.demoted(Instant::now());
-                        return End::SessionEnded;
+                        return Stint::Ended(End::SessionEnded);
                     }
                     debug!(event = ?event.event_type, "our znode's watch fired; watching again");
                 }
@@ -364,7 +429,7 @@ impl Session<'_> {
                     s if is_terminal(s) => {
                         warn!("ZooKeeper session {s:?}: leadership lost");
                         self.reporter.demoted(Instant::now());
-                        return End::SessionEnded;
+                        return Stint::Ended(End::SessionEnded);
                     }
                     _ => {}
                 },

@@ -43,8 +43,9 @@
 //! `Q = timeout / 3`: the ping interval (<= timeout/4) plus timeout/12 for
 //! a late ping loop and uneven delivery. Renewals are syncs every
 //! timeout/20, so in steady state the deadline stays about 0.57 timeout
-//! ahead of the last renewal: more than the 0.45 timeout the client takes
-//! to notice a silent member and move to another. Counting from the last
+//! ahead of the last renewal: time for the client to notice a silent
+//! member (elect gives the library a connection timeout of timeout/5) and
+//! to move to another, even past a second frozen one. Counting from the last
 //! answered renewal, as elect did before (and as the member's answer seems
 //! to allow), is what CURATOR-460 did in another form; the test below
 //! replays the follower's note being lost and finds that rule unsafe.

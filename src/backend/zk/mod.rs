@@ -46,7 +46,15 @@ fn unreachable(cfg: &ElectionConfig, detail: impl std::fmt::Display) -> Error {
 /// How a session is opened: the requested timeout, our credentials, TLS.
 fn connector(cfg: &ElectionConfig) -> Result<zookeeper_client::Connector> {
     let mut connector = Client::connector();
-    connector = connector.with_session_timeout(cfg.ttl).with_fail_eagerly();
+    // A member silent for T/5 is left for the next one (the library's
+    // default waits 2T/5, and as long again for each frozen member it
+    // tries): a leader leads on through a disconnection only until its
+    // session's proof runs out, about 0.52 T after its last answered sync
+    // (see `lease`).
+    connector = connector
+        .with_session_timeout(cfg.ttl)
+        .with_connection_timeout(cfg.ttl / 5)
+        .with_fail_eagerly();
     if let Some(user) = &cfg.user {
         // Digest auth: the server derives our identity from user:password;
         // our znodes' ACLs then name it (see `campaign::acls`).
@@ -143,8 +151,8 @@ pub(crate) fn tls_options(tls: &crate::credentials::Tls) -> Result<zookeeper_cli
 /// once (nothing listening, a TLS refusal) have answered: that is final.
 async fn first_contact(cfg: &ElectionConfig) -> Result<Opened> {
     let connector = connector(cfg)?;
-    // The library's own wait for one server: 2/5 of the session timeout.
-    let silent = cfg.ttl * 2 / 5;
+    // The library's own wait for one server: the connection timeout.
+    let silent = cfg.ttl / 5;
     let deadline = tokio::time::Instant::now() + cfg.connect_timeout;
     let mut last = None;
     loop {
