@@ -25,7 +25,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, sleep};
 use tracing::{debug, error, info, warn};
 
-use super::watchdog::{self, Control, display_command, move_fd, to_monotonic};
+use super::watchdog::{self, Control, display_command, move_fd, to_boottime};
 use crate::error::{Error, Result};
 
 /// How often the watchdog's exit is checked when no SIGCHLD arrives.
@@ -89,7 +89,7 @@ impl Child {
         let mut cmd = std::process::Command::new(watchdog);
         cmd.arg(watchdog::SUBCOMMAND)
             .args(["--grace", &grace.as_nanos().to_string()])
-            .args(["--deadline", &to_monotonic(deadline).to_string()])
+            .args(["--deadline", &to_boottime(deadline).to_string()])
             .arg("--")
             .args(command)
             // The password is elect's, not the command's.
@@ -179,7 +179,7 @@ impl Child {
 
     /// Lets the command run until `deadline`.
     pub fn extend(&mut self, deadline: Instant) {
-        self.send(Control::Deadline(to_monotonic(deadline)));
+        self.send(Control::Deadline(to_boottime(deadline)));
     }
 
     /// Forwards `sig` to the command's group.
@@ -193,7 +193,7 @@ impl Child {
     pub fn stop(&mut self, sig: Option<Signal>, grace: Duration, kill_by: Instant) {
         self.send(Control::Stop {
             grace: grace.as_nanos() as u64,
-            kill_by: to_monotonic(kill_by),
+            kill_by: to_boottime(kill_by),
             signal: sig,
         });
     }

@@ -13,8 +13,11 @@
 //! Who can reach the command's tree, and what happens when `elect`, the
 //! watchdog or both die, is told in the [`supervise`](super) module doc.
 //!
-//! Control lines on fd 3 (times are CLOCK_MONOTONIC nanoseconds, the same
-//! clock in every process on the host):
+//! Control lines on fd 3 (times are CLOCK_BOOTTIME nanoseconds, the same
+//! clock in every process on the host, and one that keeps counting while
+//! the machine is suspended: a laptop or VM resumed past the deadline has
+//! its command killed within one tick of waking, not a suspend later, as
+//! with CLOCK_MONOTONIC, which stops during a suspend):
 //! - `deadline <ns>`: the command may run until then;
 //! - `signal <n>`: forward signal `n` to the group;
 //! - `stop <grace ns> <kill by ns> <signal n>`: signal `n` now (none if
@@ -72,9 +75,10 @@ const DEAF_TO: [Signal; 8] = [
     Signal::SIGPIPE,
 ];
 
-/// Nanoseconds of CLOCK_MONOTONIC now.
-pub fn monotonic_now() -> u64 {
-    let t = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
+/// Nanoseconds of CLOCK_BOOTTIME now: monotonic, and counting through a
+/// suspend.
+pub fn boottime_now() -> u64 {
+    let t = clock_gettime(ClockId::CLOCK_BOOTTIME).expect("CLOCK_BOOTTIME");
     t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
 }
 
@@ -127,14 +131,19 @@ impl Control {
     }
 }
 
-/// The CLOCK_MONOTONIC nanoseconds of a tokio instant (both read the same
-/// clock; only their origins differ).
-pub fn to_monotonic(at: tokio::time::Instant) -> u64 {
-    let (now, mono) = (tokio::time::Instant::now(), monotonic_now());
+/// The CLOCK_BOOTTIME nanoseconds of a tokio instant, `at` being that far
+/// from now. Converted when sent, so a suspend after that counts against
+/// the deadline in the watchdog.
+pub fn to_boottime(at: tokio::time::Instant) -> u64 {
+    boottime_of(at, tokio::time::Instant::now(), boottime_now())
+}
+
+/// `at` on the boot clock, given the same instant `now` on both clocks.
+fn boottime_of(at: tokio::time::Instant, now: tokio::time::Instant, boot_now: u64) -> u64 {
     if at >= now {
-        mono.saturating_add((at - now).as_nanos() as u64)
+        boot_now.saturating_add((at - now).as_nanos() as u64)
     } else {
-        mono.saturating_sub((now - at).as_nanos() as u64)
+        boot_now.saturating_sub((now - at).as_nanos() as u64)
     }
 }
 
@@ -195,7 +204,7 @@ pub fn main(args: &[OsString]) -> i32 {
             std::fs::File::from(OwnedFd::from_raw_fd(STATUS_FD)),
         )
     };
-    if monotonic_now() >= deadline {
+    if boottime_now() >= deadline {
         eprintln!("elect: leadership ended before the command could start; not starting it");
         return REFUSED;
     }
@@ -361,7 +370,7 @@ impl Watchdog {
         let mut line = String::new();
         loop {
             self.reap();
-            let now = monotonic_now();
+            let now = boottime_now();
             if self.exit.is_some() && self.phase == Phase::Running {
                 // The command ended by itself: what it left in its group
                 // gets the grace, bounded by the deadline.
@@ -391,7 +400,7 @@ impl Watchdog {
                 Ok(0) | Err(_) => {
                     // elect is gone: nobody will renew the deadline.
                     reader = None;
-                    let now = monotonic_now();
+                    let now = boottime_now();
                     let grace = self.grace.min(1_000_000_000);
                     self.stop(now, grace, self.deadline, Some(Signal::SIGTERM));
                 }
@@ -406,7 +415,7 @@ impl Watchdog {
                         grace,
                         kill_by,
                         signal,
-                    }) => self.stop(monotonic_now(), grace, kill_by.min(self.deadline), signal),
+                    }) => self.stop(boottime_now(), grace, kill_by.min(self.deadline), signal),
                     None => eprintln!("elect {SUBCOMMAND}: ignoring {line:?}"),
                 },
             }
@@ -511,5 +520,29 @@ mod tests {
         use std::os::unix::ffi::OsStringExt;
         let cmd = [OsString::from("printf"), OsString::from_vec(vec![0xff])];
         assert_eq!(display_command(&cmd), "printf \u{fffd}");
+    }
+
+    /// A deadline 5 s ahead, then a 10 s suspend and 1 s awake: on the
+    /// monotonic clock (which stopped) the command may still run for 4 s;
+    /// on the boot clock the watchdog holds, the deadline passed 6 s ago.
+    #[test]
+    fn a_suspend_past_the_deadline_counts_on_the_boot_clock() {
+        let second = 1_000_000_000u64;
+        let now = tokio::time::Instant::now();
+        let boot_at_start = 1_000 * second;
+        let deadline = boottime_of(now + Duration::from_secs(5), now, boot_at_start);
+        assert_eq!(deadline, boot_at_start + 5 * second);
+        // After the suspend: monotonic moved 1 s, the boot clock 11 s.
+        let mono_after = now + Duration::from_secs(1);
+        let boot_after = boot_at_start + 11 * second;
+        assert!(
+            mono_after < now + Duration::from_secs(5),
+            "monotonic: still leading"
+        );
+        assert!(boot_after >= deadline, "boot clock: past the deadline");
+        // And the live clocks agree with each other to within a tick when
+        // nothing is suspended.
+        let (a, b) = (to_boottime(tokio::time::Instant::now()), boottime_now());
+        assert!(b.abs_diff(a) < TICK.as_nanos() as u64);
     }
 }
