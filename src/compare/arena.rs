@@ -68,6 +68,19 @@ impl Slot {
     }
 }
 
+/// What a stretch of time cost the election, from the candidates' lines.
+pub struct Cost {
+    /// Tenures that ended: the larger of the losses the candidates said
+    /// and the elections they said (an implementation that says nothing
+    /// when it loses still shows the successor's election).
+    pub losses: usize,
+    /// Time without a known leader: from a loss to the next election, or
+    /// (elect) the longest any waiting candidate reported no current leader.
+    pub leaderless: Duration,
+    /// Who leads at the end, if anyone is known to.
+    pub leader: Option<usize>,
+}
+
 /// A running election.
 pub struct Arena<'a> {
     pub contender: &'a Contender,
@@ -272,19 +285,6 @@ impl<'a> Arena<'a> {
         }
     }
 
-    /// Whether anyone but `skip` says `elected` within `within`.
-    pub fn elected_within(
-        &mut self,
-        skip: Option<usize>,
-        within: Duration,
-    ) -> anyhow::Result<Option<(usize, Instant)>> {
-        match self.wait_elected(skip, within) {
-            Ok((i, at, _)) => Ok(Some((i, at))),
-            Err(_) if interrupt::requested() => bail!("interrupted"),
-            Err(_) => Ok(None),
-        }
-    }
-
     /// Waits until `n` candidates are queued (the ensemble holds their
     /// keys or znodes), or for Raft until peer `peer` follows the peer in
     /// slot `leader`.
@@ -363,6 +363,76 @@ impl<'a> Arena<'a> {
             .iter()
             .position(|id| id == first)
             .with_context(|| format!("{first} is not a peer"))
+    }
+
+    /// What the time since `since` cost, `leader` leading at its start.
+    /// Every line read is marked as looked at.
+    pub fn cost_since(&mut self, since: Instant, leader: usize) -> Cost {
+        let mut events: Vec<(usize, Line)> = Vec::new();
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            let Some(slot) = slot else { continue };
+            slot.pull();
+            slot.checked = slot.lines.len();
+            events.extend(
+                slot.lines
+                    .iter()
+                    .filter(|l| l.at >= since)
+                    .map(|l| (i, l.clone())),
+            );
+        }
+        events.sort_by_key(|(_, l)| l.at);
+        let now = Instant::now();
+        let (mut elected, mut lost) = (0, 0);
+        let mut current = Some(leader);
+        let mut gap_from: Option<Instant> = None;
+        let mut leaderless = Duration::ZERO;
+        // elect's waiting candidates: since when each has reported no
+        // current leader, and the total per candidate.
+        let mut unknown_from: std::collections::BTreeMap<usize, Instant> = Default::default();
+        let mut unknown_total: std::collections::BTreeMap<usize, Duration> = Default::default();
+        for (i, line) in &events {
+            let id = self.slots[*i].as_ref().map_or("", |s| s.id.as_str());
+            if self.contender.lost(line, id) {
+                lost += 1;
+                if current == Some(*i) {
+                    current = None;
+                    gap_from = Some(line.at);
+                }
+            } else if self.contender.elected(line, id) {
+                elected += 1;
+                if let Some(from) = gap_from.take() {
+                    leaderless += line.at - from;
+                }
+                current = Some(*i);
+            }
+            if let Some(event) = line
+                .json()
+                .and_then(|v| v["event"].as_str().map(str::to_owned))
+            {
+                match event.as_str() {
+                    "unknown" | "none" if Some(*i) != current => {
+                        unknown_from.entry(*i).or_insert(line.at);
+                    }
+                    _ => {
+                        if let Some(from) = unknown_from.remove(i) {
+                            *unknown_total.entry(*i).or_default() += line.at - from;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(from) = gap_from {
+            leaderless += now - from;
+        }
+        for (i, from) in unknown_from {
+            *unknown_total.entry(i).or_default() += now - from;
+        }
+        let observed = unknown_total.values().max().copied().unwrap_or_default();
+        Cost {
+            losses: elected.max(lost),
+            leaderless: leaderless.max(observed),
+            leader: current,
+        }
     }
 
     /// Signals slot `i`'s process.

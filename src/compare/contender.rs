@@ -47,8 +47,12 @@ pub enum Implementation {
     Etcdctl,
     /// kazoo's `Election` (a lock recipe).
     Kazoo,
-    /// Curator's `LeaderLatch`.
+    /// Curator's `LeaderLatch` with its default error policy (leadership
+    /// given up on SUSPENDED).
     Curator,
+    /// Curator's `LeaderLatch` with `SessionConnectionStateErrorPolicy`
+    /// (kept through SUSPENDED until LOST).
+    CuratorSession,
 }
 
 impl Implementation {
@@ -58,6 +62,7 @@ impl Implementation {
             Implementation::Etcdctl => "etcdctl elect",
             Implementation::Kazoo => "kazoo",
             Implementation::Curator => "curator",
+            Implementation::CuratorSession => "curator (session policy)",
         }
     }
 }
@@ -98,13 +103,17 @@ pub fn baseline_available(imp: Implementation) -> Result<(), String> {
                 ))
             }
         }
-        Implementation::Curator if !Path::new(CURATOR_JAR).exists() => Err(format!(
-            "{CURATOR_JAR} is missing (apt-get install libcurator-recipes-java)"
-        )),
-        Implementation::Curator if !has("javac") => {
+        Implementation::Curator | Implementation::CuratorSession
+            if !Path::new(CURATOR_JAR).exists() =>
+        {
+            Err(format!(
+                "{CURATOR_JAR} is missing (apt-get install libcurator-recipes-java)"
+            ))
+        }
+        Implementation::Curator | Implementation::CuratorSession if !has("javac") => {
             Err("javac is missing (apt-get install default-jdk-headless)".into())
         }
-        Implementation::Curator => Ok(()),
+        Implementation::Curator | Implementation::CuratorSession => Ok(()),
     }
 }
 
@@ -270,6 +279,7 @@ impl Contender {
                     "import signal, sys, time\nfrom kazoo.client import KazooClient\n\
                      signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n\
                      zk = KazooClient(hosts={endpoints:?}, timeout={})\nzk.start(timeout=15)\n\
+                     zk.add_listener(lambda s: print('LOST {id}', flush=True) if s == 'LOST' else None)\n\
                      def lead():\n    print('ELECTED {id}', flush=True)\n    while True: time.sleep(1)\n\
                      try:\n    zk.Election({election:?}, {id:?}).run(lead)\nfinally:\n    zk.stop()\n",
                     self.ttl.as_secs_f64()
@@ -278,12 +288,18 @@ impl Contender {
                 cmd.arg("-c").arg(script);
                 cmd
             }
-            Implementation::Curator => {
+            Implementation::Curator | Implementation::CuratorSession => {
                 let classes = self.curator_classes.as_ref().expect("compiled before use");
+                let policy = match self.imp {
+                    Implementation::CuratorSession => "session",
+                    _ => "standard",
+                };
                 let mut cmd = Command::new("java");
                 cmd.args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp"])
                     .arg(format!("{}:{CURATOR_JAR}", classes.display()))
-                    .args(["LatchDriver", endpoints, election, id]);
+                    .args(["LatchDriver", endpoints, election, id])
+                    .arg(self.ttl.as_millis().to_string())
+                    .arg(policy);
                 cmd
             }
         };
@@ -297,7 +313,19 @@ impl Contender {
             // etcdctl prints the key, then the proposal, once elected.
             Implementation::Etcdctl => line.text == id,
             Implementation::Kazoo => line.text == format!("ELECTED {id}"),
-            Implementation::Curator => line.text == "LEADER",
+            Implementation::Curator | Implementation::CuratorSession => line.text == "LEADER",
+        }
+    }
+
+    /// Whether `line` from candidate `id` says it lost leadership (or, for
+    /// kazoo, which never says so, its session). `etcdctl elect` says
+    /// nothing: it exits when its session goes.
+    pub fn lost(&self, line: &Line, id: &str) -> bool {
+        match self.imp {
+            Implementation::Elect => line.json().is_some_and(|v| v["event"] == "demoted"),
+            Implementation::Etcdctl => false,
+            Implementation::Kazoo => line.text == format!("LOST {id}"),
+            Implementation::Curator | Implementation::CuratorSession => line.text == "NOT_LEADER",
         }
     }
 

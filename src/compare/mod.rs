@@ -107,7 +107,7 @@ impl Plan {
                 "--scenarios",
                 text,
                 Scenario::parse,
-                "election, handover, failover, failover-next, freeze, cutoff, member-kill, churn, scale",
+                "election, handover, failover, failover-next, freeze, cutoff, member-kill, rolling-restart, service-leader-kill, churn, scale",
             )?,
         };
         scenarios.sort();
@@ -407,7 +407,11 @@ fn implementations(backend: Backend, baselines: bool) -> Vec<Implementation> {
     if baselines {
         match backend {
             Backend::Etcd => out.push(Implementation::Etcdctl),
-            Backend::Zk => out.extend([Implementation::Kazoo, Implementation::Curator]),
+            Backend::Zk => out.extend([
+                Implementation::Kazoo,
+                Implementation::Curator,
+                Implementation::CuratorSession,
+            ]),
             Backend::Raft => {}
         }
     }
@@ -535,7 +539,11 @@ fn run_plan(
                 not_run(backend, imp, None, reason);
                 continue;
             }
-            if imp == Implementation::Curator && curator_classes.is_none() {
+            if matches!(
+                imp,
+                Implementation::Curator | Implementation::CuratorSession
+            ) && curator_classes.is_none()
+            {
                 match contender::compile_curator(&work.join("curator")) {
                     Ok(dir) => curator_classes = Some(dir),
                     Err(e) => {
@@ -622,9 +630,9 @@ fn runnable(
             ));
         }
     }
-    if scenario == Scenario::MemberKill && backend != Backend::Raft && !have_lab {
+    if scenario.operates() && backend != Backend::Raft && !have_lab {
         return Err(Some(
-            "kills ensemble members: needs an ensemble compare starts \
+            "kills and restarts ensemble members: needs an ensemble compare starts \
              (not --etcd-endpoints/--zk-endpoints)",
         ));
     }
@@ -671,7 +679,7 @@ fn scenario_row(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Row> {
     if let Some(w) = out.wakeups {
         row.set_wakeups(w as f64, out.changes);
     }
-    row.fenced = scenario.fenced();
+    row.fenced = scenario.fenced(c.imp);
     row.max_overlap_ms = out
         .max_overlap
         .filter(|d| !d.is_zero())
@@ -680,9 +688,15 @@ fn scenario_row(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Row> {
     row.terms_per_change = out.terms_per_change;
     row.safety_violation = scenario::safety_violation(scenario, &out);
     row.notes = out.notes;
-    if scenario == Scenario::MemberKill {
-        row.notes
-            .push("a sample is the leaderless gap; 0 = the leader kept leading".into());
+    if let Some(ops) = &out.operations {
+        row.spurious_losses = Some(ops.spurious_losses);
+        row.command_restarts = ops.command_restarts;
+        row.leaderless_ms = Some((ops.leaderless.as_secs_f64() * 1e6).round() / 1e3);
+        row.notes.push(
+            "a sample is the time from the operation's start until the ensemble was whole \
+             again; spurious_losses counts leadership lost while every session or lease lived"
+                .into(),
+        );
     }
     setup.progress.finish(&summary(&row));
     Ok(row)

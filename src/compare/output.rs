@@ -49,6 +49,17 @@ pub struct Row {
     pub requests_per_change: Option<f64>,
     /// Raft terms per leader change.
     pub terms_per_change: Option<f64>,
+    /// Operations scenarios: times leadership was lost (or handed over
+    /// beyond the one a Raft-vote leader's own restart needs) while the
+    /// leader's session or lease lived.
+    pub spurious_losses: Option<usize>,
+    /// Operations scenarios, elect: times the leader's command was started
+    /// again (from the fenced store's tenures).
+    pub command_restarts: Option<usize>,
+    /// Operations scenarios: time spent without a known leader (elect: as
+    /// the waiting candidates reported it; the recipes: from a loss to the
+    /// next election).
+    pub leaderless_ms: Option<f64>,
     /// Resident memory per candidate (scale).
     pub rss_kib_per_candidate: Option<f64>,
     /// `null`, or what broke safety.
@@ -93,6 +104,9 @@ impl Row {
             notifications_per_change: counters.and_then(|c| per_change(c.notifications)),
             requests_per_change: counters.and_then(|c| per_change(c.requests)),
             terms_per_change: None,
+            spurious_losses: None,
+            command_restarts: None,
+            leaderless_ms: None,
             rss_kib_per_candidate: None,
             safety_violation: None,
             notes: Vec::new(),

@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
+use anyhow::{Context as _, bail};
 use elect::lab::fault::check;
 use elect::lab::{Fault, Lab, Role};
 use nix::sys::signal::Signal;
@@ -33,8 +33,16 @@ pub enum Scenario {
     Freeze,
     /// The leader cut off from the ensemble (or the other peers) past the TTL.
     Cutoff,
-    /// The ensemble member the leader lists first is killed.
+    /// The ensemble member the leader lists first is killed, and started
+    /// again once the window to lose leadership has passed (Raft-vote: a
+    /// follower).
     MemberKill,
+    /// Every member restarted in turn, each rejoining before the next
+    /// goes (Raft-vote: the followers first, the leader last).
+    RollingRestart,
+    /// The ensemble's own leader killed and started again (Raft-vote: not
+    /// applicable, the peers are the service).
+    ServiceLeaderKill,
     /// Candidates come and go at random; the leader among them.
     Churn,
     /// Many candidates in one process, through the library.
@@ -42,7 +50,7 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 9] = [
+    pub const ALL: [Scenario; 11] = [
         Scenario::Election,
         Scenario::Handover,
         Scenario::Failover,
@@ -50,6 +58,8 @@ impl Scenario {
         Scenario::Freeze,
         Scenario::Cutoff,
         Scenario::MemberKill,
+        Scenario::RollingRestart,
+        Scenario::ServiceLeaderKill,
         Scenario::Churn,
         Scenario::Scale,
     ];
@@ -63,6 +73,8 @@ impl Scenario {
             Scenario::Freeze => "freeze",
             Scenario::Cutoff => "cutoff",
             Scenario::MemberKill => "member-kill",
+            Scenario::RollingRestart => "rolling-restart",
+            Scenario::ServiceLeaderKill => "service-leader-kill",
             Scenario::Churn => "churn",
             Scenario::Scale => "scale",
         }
@@ -88,8 +100,14 @@ impl Scenario {
                 Scenario::Failover | Scenario::FailoverNext | Scenario::Freeze | Scenario::Cutoff,
                 true,
             ) => 2,
-            (Scenario::MemberKill, false) => 3,
-            (Scenario::MemberKill, true) => 1,
+            (
+                Scenario::MemberKill | Scenario::RollingRestart | Scenario::ServiceLeaderKill,
+                false,
+            ) => 3,
+            (
+                Scenario::MemberKill | Scenario::RollingRestart | Scenario::ServiceLeaderKill,
+                true,
+            ) => 1,
             (Scenario::Scale, false) => 20,
             (Scenario::Scale, true) => 5,
         }
@@ -101,6 +119,10 @@ impl Scenario {
     pub fn supports(self, imp: Implementation) -> Result<(), &'static str> {
         match (self, imp) {
             (_, Implementation::Elect) => Ok(()),
+            (s, _) if s.operates() => Ok(()),
+            (_, Implementation::CuratorSession) => Err(
+                "measured in the operations scenarios (member-kill, rolling-restart, service-leader-kill)",
+            ),
             (Scenario::Election | Scenario::Handover, _) => Ok(()),
             (Scenario::Failover | Scenario::FailoverNext, Implementation::Etcdctl) => {
                 Err("etcdctl elect's session TTL is fixed at 60 s")
@@ -111,9 +133,19 @@ impl Scenario {
     }
 
     /// Whether a command writing through the fenced store runs under each
-    /// leader, so overlap and stale writes are checked.
-    pub fn fenced(self) -> bool {
+    /// leader of `imp`, so overlap, stale writes and restarts are checked.
+    pub fn fenced(self, imp: Implementation) -> bool {
         matches!(self, Scenario::Freeze | Scenario::Cutoff | Scenario::Churn)
+            || (self.operates() && imp == Implementation::Elect)
+    }
+
+    /// Whether it is one of the operations on the service (member restarts
+    /// and kills) that should cost no leadership.
+    pub fn operates(self) -> bool {
+        matches!(
+            self,
+            Scenario::MemberKill | Scenario::RollingRestart | Scenario::ServiceLeaderKill
+        )
     }
 }
 
@@ -150,8 +182,21 @@ pub struct Outcome {
     pub wakeups: Option<usize>,
     /// Raft terms per leader change, where tokens are terms.
     pub terms_per_change: Option<f64>,
+    /// What the operations scenarios count.
+    pub operations: Option<Operations>,
     /// Said beside the row.
     pub notes: Vec<String>,
+}
+
+/// What an operation on the service cost the election.
+#[derive(Default, Debug, Clone)]
+pub struct Operations {
+    /// Leadership lost while every session or lease lived.
+    pub spurious_losses: usize,
+    /// The leader's command started again (elect, from the fenced store).
+    pub command_restarts: Option<usize>,
+    /// Time without a known leader.
+    pub leaderless: Duration,
 }
 
 /// Runs `scenario`.
@@ -164,7 +209,9 @@ pub fn run(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         Scenario::FailoverNext => succession(setup, Scenario::FailoverNext, Signal::SIGKILL)?,
         Scenario::Freeze => freeze(setup)?,
         Scenario::Cutoff => cutoff(setup)?,
-        Scenario::MemberKill => member_kill(setup)?,
+        Scenario::MemberKill | Scenario::RollingRestart | Scenario::ServiceLeaderKill => {
+            operation(setup, scenario)?
+        }
         Scenario::Churn => churn(setup)?,
         Scenario::Scale => unreachable!("scale runs in-process: see scale.rs"),
     };
@@ -190,9 +237,9 @@ fn arena<'a>(
         setup.endpoints,
         setup.probe,
         setup.raft_peers,
-        scenario.fenced(),
+        scenario.fenced(setup.contender.imp),
         reach,
-        scenario == Scenario::MemberKill,
+        scenario.operates(),
     )
 }
 
@@ -443,79 +490,153 @@ fn cutoff(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
     Ok(out)
 }
 
-/// Kills the member the leader lists first (or, for Raft, a follower peer:
-/// the peers are the ensemble) and watches for a leader change for twice
-/// the TTL. A sample is the leaderless gap: zero when the leader kept
-/// leading, which is the point.
-fn member_kill(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
+/// An operation on the service, `trials` times: members killed or
+/// restarted while `--candidates` candidates (elect: running a command
+/// through the fenced store) campaign. A sample is the operation's length,
+/// from the first blow until the ensemble is whole again; what it cost is
+/// read from the candidates' lines over the operation and one TTL after.
+fn operation(setup: &Setup<'_>, scenario: Scenario) -> anyhow::Result<Outcome> {
     let mut out = Outcome::default();
+    let mut ops = Operations {
+        command_restarts: a_store(setup, scenario).then_some(0),
+        ..Operations::default()
+    };
     let n = size(setup);
-    let mut a = arena(setup, Scenario::MemberKill, 0, Reach::Direct)?;
+    let mut a = arena(setup, scenario, 0, Reach::Direct)?;
     let (mut leader, _) = populate(&mut a, n)?;
-    let watch = setup.contender.ttl * 2 + Duration::from_millis(500);
+    let ttl = setup.contender.ttl;
     for _ in 0..setup.trials {
-        if a.peers().is_some() {
-            let follower = a.live().into_iter().find(|&i| i != leader).expect("peers");
-            let killed = Instant::now();
-            a.signal(follower, Signal::SIGKILL);
-            a.reap(follower)?;
-            let seen = a.elected_within(Some(follower), watch)?;
-            leader = record_gap(&mut out, leader, killed, seen);
-            let fresh = a.spawn()?;
-            a.wait_queued(n, Some((fresh, leader)))?;
+        let started = Instant::now();
+        let tenures = a.store.as_ref().map(|s| s.intervals().len());
+        let expected_handovers = if a.peers().is_some() {
+            raft_operation(&mut a, scenario, leader, n)?
         } else {
-            let lab = setup
-                .lab
-                .context("member-kill needs a lab that compare started")?;
-            let member = a.first_member(leader).context("the leader's member")?;
-            let name = lab
-                .borrow()
-                .members()
-                .iter()
-                .find(|m| m.client == member)
-                .map(|m| m.name.clone())
-                .with_context(|| format!("no lab member serves {member}"))?;
-            let killed = Instant::now();
-            lab.borrow_mut().fault(Fault::Kill, &name)?;
-            let outcome = a.elected_within(None, watch);
-            lab.borrow_mut().fault(Fault::Restart, &name)?;
-            leader = record_gap(&mut out, leader, killed, outcome?);
-            let role = if setup.contender.backend == Backend::Etcd {
-                Role::Etcd
-            } else {
-                Role::Zk
-            };
-            wait_member_healthy(lab, &name, role)?;
-            a.wait_queued(n, None)?;
+            service_operation(setup, &mut a, scenario, leader)?;
+            0
+        };
+        out.samples.push(started.elapsed());
+        // One TTL more: a loss the operation caused shows by then.
+        std::thread::sleep(ttl);
+        let cost = a.cost_since(started, leader);
+        ops.spurious_losses += cost.losses.saturating_sub(expected_handovers);
+        ops.leaderless += cost.leaderless;
+        if let (Some(restarts), Some(before)) = (ops.command_restarts.as_mut(), tenures) {
+            let after = a.store.as_ref().map_or(0, |s| s.intervals().len());
+            *restarts += after.saturating_sub(before + expected_handovers);
+        }
+        if let Some(next) = cost.leader {
+            if next != leader {
+                out.changes += 1;
+            }
+            leader = next;
         }
         setup.progress.inc();
     }
+    if a.store.is_some() {
+        judge(&a, &mut out)?;
+    }
     count_wakeups(&a, &mut out);
+    out.operations = Some(ops);
     Ok(out)
 }
 
-/// Records what followed a kill: the leaderless gap (zero when nobody was
-/// elected in time) and whether leadership changed hands. The leader after.
-fn record_gap(
-    out: &mut Outcome,
+/// Whether elect's candidates run a command through the fenced store.
+fn a_store(setup: &Setup<'_>, scenario: Scenario) -> bool {
+    scenario.fenced(setup.contender.imp)
+}
+
+/// Kills or restarts etcd or ZooKeeper members as `scenario` says.
+fn service_operation(
+    setup: &Setup<'_>,
+    a: &mut Arena<'_>,
+    scenario: Scenario,
     leader: usize,
-    killed: Instant,
-    seen: Option<(usize, Instant)>,
-) -> usize {
-    let Some((next, at)) = seen else {
-        out.samples.push(Duration::ZERO);
-        return leader;
-    };
-    out.samples.push(at - killed);
-    if next == leader {
-        out.notes.push(format!(
-            "the leader lost leadership for {:?} and was elected again",
-            at - killed
-        ));
+) -> anyhow::Result<()> {
+    let lab = setup
+        .lab
+        .context("operations need a lab that compare started")?;
+    let role = if setup.contender.backend == Backend::Etcd {
+        Role::Etcd
     } else {
-        out.changes += 1;
+        Role::Zk
+    };
+    let members: Vec<(String, String)> = lab
+        .borrow()
+        .members()
+        .iter()
+        .filter(|m| m.role == role)
+        .map(|m| (m.name.clone(), m.client.clone()))
+        .collect();
+    let victims: Vec<String> = match scenario {
+        Scenario::RollingRestart => members.iter().map(|(name, _)| name.clone()).collect(),
+        Scenario::MemberKill => {
+            let first = a.first_member(leader).context("the leader's member")?;
+            let name = members
+                .iter()
+                .find(|(_, client)| *client == first)
+                .map(|(name, _)| name.clone())
+                .with_context(|| format!("no lab member serves {first}"))?;
+            vec![name]
+        }
+        Scenario::ServiceLeaderKill => {
+            let led = elect::lab::poll(SOON, || {
+                members
+                    .iter()
+                    .find(|(_, client)| elect::lab::is_service_leader(role, client))
+                    .map(|(name, _)| name.clone())
+            })
+            .context("the ensemble has no leader")?;
+            vec![led]
+        }
+        _ => unreachable!("not an operation"),
+    };
+    for name in victims {
+        lab.borrow_mut().fault(Fault::Kill, &name)?;
+        if scenario == Scenario::MemberKill {
+            // Down for longer than the TTL: a leader that needs this member
+            // would lose its session or lease meanwhile.
+            std::thread::sleep(setup.contender.ttl + Duration::from_millis(500));
+        }
+        lab.borrow_mut().fault(Fault::Restart, &name)?;
+        wait_member_healthy(lab, &name, role)?;
     }
-    next
+    Ok(())
+}
+
+/// Restarts Raft-vote peers as `scenario` says; how many handovers that
+/// needs (the leader's own clean exit hands over once).
+fn raft_operation(
+    a: &mut Arena<'_>,
+    scenario: Scenario,
+    leader: usize,
+    n: usize,
+) -> anyhow::Result<usize> {
+    let followers: Vec<usize> = a.live().into_iter().filter(|&i| i != leader).collect();
+    let (victims, handovers) = match scenario {
+        Scenario::RollingRestart => {
+            let mut all = followers;
+            all.push(leader);
+            (all, 1)
+        }
+        Scenario::MemberKill => (followers.into_iter().take(1).collect(), 0),
+        _ => bail!("the Raft-vote peers are the service: no other leader to kill"),
+    };
+    let mut leads = leader;
+    for i in victims {
+        let sig = if scenario == Scenario::RollingRestart {
+            Signal::SIGTERM
+        } else {
+            Signal::SIGKILL
+        };
+        a.signal(i, sig);
+        a.reap(i)?;
+        if i == leads {
+            leads = a.wait_elected(Some(i), SOON)?.0;
+        }
+        let fresh = a.spawn()?;
+        a.wait_queued(n, Some((fresh, leads)))?;
+    }
+    Ok(handovers)
 }
 
 fn wait_member_healthy(lab: &RefCell<Lab>, name: &str, role: Role) -> anyhow::Result<()> {

@@ -625,6 +625,16 @@ pub fn healthy(role: Role, client: &str) -> bool {
     }
 }
 
+/// Whether the member at `client` leads its own ensemble (etcd's or
+/// ZooKeeper's leader; a Raft-vote peer is never asked).
+pub fn is_service_leader(role: Role, client: &str) -> bool {
+    match role {
+        Role::Etcd => etcd::is_raft_leader(client),
+        Role::Zk => zk::is_leader(client),
+        Role::Raft => false,
+    }
+}
+
 /// A name no other lab (of this or a parallel process) has.
 fn unique_id() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};

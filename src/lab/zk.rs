@@ -121,6 +121,11 @@ pub fn healthy(client: &str) -> bool {
     srvr.contains("Mode: leader") || srvr.contains("Mode: follower")
 }
 
+/// Whether the server at `client` is its ensemble's leader.
+pub fn is_leader(client: &str) -> bool {
+    four_letter(client, "srvr").contains("Mode: leader")
+}
+
 /// Whether every server of `endpoints` (TLS client addresses) opens a
 /// session over TLS with the lab's client certificate.
 pub fn serves_tls(endpoints: &str, security: &super::Security) -> bool {
