@@ -653,6 +653,11 @@ fn runnable(
             ));
         }
     }
+    if scenario == Scenario::ServiceLeaderKill && backend == Backend::Raft {
+        return Err(Some(
+            "the Raft-vote peers are the service: rolling-restart and member-kill cover them",
+        ));
+    }
     if scenario == Scenario::Scale && backend == Backend::Raft {
         return Err(Some(
             "the Raft-vote cluster is its peers: it does not grow with candidates",
