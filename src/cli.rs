@@ -383,7 +383,7 @@ pub struct CompareArgs {
     pub backends: String,
 
     /// Which scenarios, comma-separated: election, handover, failover,
-    /// failover-next, freeze, cutoff, member-kill, rolling-restart, service-leader-kill, churn, scale [default:
+    /// failover-next, freeze, cutoff, member-kill, rolling-restart, service-leader-kill, compaction, churn, scale [default:
     /// all].
     #[arg(long, env = "ELECT_COMPARE_SCENARIOS")]
     pub scenarios: Option<String>,

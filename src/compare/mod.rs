@@ -107,7 +107,7 @@ impl Plan {
                 "--scenarios",
                 text,
                 Scenario::parse,
-                "election, handover, failover, failover-next, freeze, cutoff, member-kill, rolling-restart, service-leader-kill, churn, scale",
+                "election, handover, failover, failover-next, freeze, cutoff, member-kill, rolling-restart, service-leader-kill, compaction, churn, scale",
             )?,
         };
         scenarios.sort();
@@ -652,6 +652,14 @@ fn runnable(
                 "--secure: the fault proxies' addresses are not in ZooKeeper's certificates",
             ));
         }
+    }
+    if scenario == Scenario::Compaction && backend != Backend::Etcd {
+        return Err(Some("etcd's compaction and defragmentation"));
+    }
+    if scenario == Scenario::Compaction && contender.credentials.is_some() {
+        return Err(Some(
+            "--secure: compaction runs etcdctl without the lab's credentials",
+        ));
     }
     if scenario == Scenario::ServiceLeaderKill && backend == Backend::Raft {
         return Err(Some(

@@ -43,6 +43,10 @@ pub enum Scenario {
     /// The ensemble's own leader killed and started again (Raft-vote: not
     /// applicable, the peers are the service).
     ServiceLeaderKill,
+    /// etcd: the keyspace compacted to its current revision and every
+    /// member defragmented while candidates wait; then the leader hands
+    /// over, timed.
+    Compaction,
     /// Candidates come and go at random; the leader among them.
     Churn,
     /// Many candidates in one process, through the library.
@@ -50,7 +54,7 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 11] = [
+    pub const ALL: [Scenario; 12] = [
         Scenario::Election,
         Scenario::Handover,
         Scenario::Failover,
@@ -60,6 +64,7 @@ impl Scenario {
         Scenario::MemberKill,
         Scenario::RollingRestart,
         Scenario::ServiceLeaderKill,
+        Scenario::Compaction,
         Scenario::Churn,
         Scenario::Scale,
     ];
@@ -75,6 +80,7 @@ impl Scenario {
             Scenario::MemberKill => "member-kill",
             Scenario::RollingRestart => "rolling-restart",
             Scenario::ServiceLeaderKill => "service-leader-kill",
+            Scenario::Compaction => "compaction",
             Scenario::Churn => "churn",
             Scenario::Scale => "scale",
         }
@@ -100,16 +106,10 @@ impl Scenario {
                 Scenario::Failover | Scenario::FailoverNext | Scenario::Freeze | Scenario::Cutoff,
                 true,
             ) => 2,
-            (
-                Scenario::MemberKill | Scenario::RollingRestart | Scenario::ServiceLeaderKill,
-                false,
-            ) => 3,
-            (
-                Scenario::MemberKill | Scenario::RollingRestart | Scenario::ServiceLeaderKill,
-                true,
-            ) => 1,
             (Scenario::Scale, false) => 20,
             (Scenario::Scale, true) => 5,
+            (_, false) => 3,
+            (_, true) => 1,
         }
     }
 
@@ -144,7 +144,10 @@ impl Scenario {
     pub fn operates(self) -> bool {
         matches!(
             self,
-            Scenario::MemberKill | Scenario::RollingRestart | Scenario::ServiceLeaderKill
+            Scenario::MemberKill
+                | Scenario::RollingRestart
+                | Scenario::ServiceLeaderKill
+                | Scenario::Compaction
         )
     }
 }
@@ -212,6 +215,7 @@ pub fn run(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         Scenario::MemberKill | Scenario::RollingRestart | Scenario::ServiceLeaderKill => {
             operation(setup, scenario)?
         }
+        Scenario::Compaction => compaction(setup)?,
         Scenario::Churn => churn(setup)?,
         Scenario::Scale => unreachable!("scale runs in-process: see scale.rs"),
     };
@@ -538,6 +542,84 @@ fn operation(setup: &Setup<'_>, scenario: Scenario) -> anyhow::Result<Outcome> {
     count_wakeups(&a, &mut out);
     out.operations = Some(ops);
     Ok(out)
+}
+
+/// etcd's routine maintenance while candidates wait, then a handover
+/// (the successor's watch on its predecessor started before the
+/// compaction); a sample is that handover.
+fn compaction(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
+    let mut out = Outcome::default();
+    let mut ops = Operations {
+        command_restarts: a_store(setup, Scenario::Compaction).then_some(0),
+        ..Operations::default()
+    };
+    let n = size(setup);
+    let mut a = arena(setup, Scenario::Compaction, 0, Reach::Direct)?;
+    let (mut leader, _) = populate(&mut a, n)?;
+    for _ in 0..setup.trials {
+        let started = Instant::now();
+        let tenures = a.store.as_ref().map(|s| s.intervals().len());
+        compact_and_defragment(setup.endpoints)?;
+        std::thread::sleep(setup.contender.ttl);
+        let cost = a.cost_since(started, leader);
+        ops.spurious_losses += cost.losses;
+        ops.leaderless += cost.leaderless;
+        if let (Some(restarts), Some(before)) = (ops.command_restarts.as_mut(), tenures) {
+            let after = a.store.as_ref().map_or(0, |s| s.intervals().len());
+            *restarts += after.saturating_sub(before);
+        }
+        leader = cost.leader.unwrap_or(leader);
+        let resigned = Instant::now();
+        a.signal(leader, Signal::SIGTERM);
+        a.reap(leader)?;
+        let (next, at, _) = a.wait_elected(Some(leader), SOON)?;
+        out.samples.push(at - resigned);
+        out.changes += 1;
+        leader = next;
+        a.spawn()?;
+        a.wait_queued(n, None)?;
+        setup.progress.inc();
+    }
+    if a.store.is_some() {
+        judge(&a, &mut out)?;
+    }
+    count_wakeups(&a, &mut out);
+    out.operations = Some(ops);
+    Ok(out)
+}
+
+/// Compacts etcd's keyspace to its current revision (physically) and
+/// defragments every member, with `etcdctl` as an operator would.
+fn compact_and_defragment(endpoints: &str) -> anyhow::Result<()> {
+    let etcdctl = |args: &[&str]| -> anyhow::Result<String> {
+        let out = std::process::Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg("--endpoints")
+            .arg(endpoints)
+            .args(args)
+            .output()
+            .context("running etcdctl (apt-get install etcd-client)")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "etcdctl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let status: serde_json::Value =
+        serde_json::from_str(&etcdctl(&["endpoint", "status", "-w", "json"])?)
+            .context("etcdctl endpoint status")?;
+    let revision = status
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["Status"]["header"]["revision"].as_i64())
+        .max()
+        .context("no revision in etcdctl endpoint status")?;
+    etcdctl(&["compact", &revision.to_string(), "--physical"])?;
+    etcdctl(&["defrag"])?;
+    Ok(())
 }
 
 /// Whether elect's candidates run a command through the fenced store.

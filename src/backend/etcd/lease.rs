@@ -108,22 +108,39 @@ impl Lease {
     }
 
     /// Stops the keepalive loop and revokes the lease, deleting every key
-    /// bound to it in the same step. Best effort: if the request fails the
-    /// lease expires after its TTL.
+    /// bound to it in the same step. A failed request is tried again until
+    /// `within` has passed: right after a member restarted, the client's
+    /// connection to it fails on first use, and a successor then waits
+    /// for the whole TTL of a lease it knows to be elect's. Best effort:
+    /// if no request succeeds the lease expires after its TTL.
     pub async fn revoke(self, client: &Client, within: Duration) {
         self.keeper.abort();
-        let mut lease_client = client.lease_client();
-        match timeout(within, lease_client.revoke(self.id)).await {
-            Ok(Ok(_)) => debug!(lease = format_args!("{:x}", self.id), "lease revoked"),
-            Ok(Err(e)) if e.to_string().contains("requested lease not found") => {}
-            Ok(Err(e)) => warn!(
-                lease = format_args!("{:x}", self.id),
-                "revoking lease failed, it will expire: {e}"
-            ),
-            Err(_) => warn!(
-                lease = format_args!("{:x}", self.id),
-                "revoking lease timed out, it will expire"
-            ),
+        let lease = format_args!("{:x}", self.id).to_string();
+        let until = Instant::now() + within;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let mut lease_client = client.lease_client();
+            let left = until.saturating_duration_since(Instant::now());
+            match timeout(left, lease_client.revoke(self.id)).await {
+                Ok(Ok(_)) => {
+                    debug!(lease, "lease revoked");
+                    return;
+                }
+                Ok(Err(e)) if e.to_string().contains("requested lease not found") => return,
+                Ok(Err(e)) if Instant::now() + pause < until => {
+                    debug!(lease, "revoking the lease: {e}; trying again");
+                }
+                Ok(Err(e)) => {
+                    warn!(lease, "revoking lease failed, it will expire: {e}");
+                    return;
+                }
+                Err(_) => {
+                    warn!(lease, "revoking lease timed out, it will expire");
+                    return;
+                }
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
         }
     }
 }

@@ -133,19 +133,31 @@ pub async fn follow(client: Client, prefix: String, first: View, out: watch::Sen
     let mut view = first;
     let mut known = Successors::new();
     let mut backoff = Backoff::new();
+    // Watches that broke in a row. The first break is usually the member
+    // serving the watch going away (a restart): the fresh linearizable
+    // read below goes through another member, and the view stays current
+    // if it answers. Only breaks in a row mean etcd is out of reach.
+    let mut broken = 0u32;
     loop {
         publish_if_changed(&out, view.clone());
-        let leader_gone = match watch_until_change(&client, &prefix, &view, &out).await {
+        let leader_gone = match watch_until_change(&client, &prefix, &view, &out, &mut broken).await
+        {
             Ok(gone) => {
                 backoff.reset();
+                broken = 0;
                 gone
             }
             Err(e) => {
-                lost_contact(&out, &e);
-                if out.is_closed() {
-                    return;
+                broken += 1;
+                if broken == 1 {
+                    debug!("the watch broke ({e}); reading the leader afresh");
+                } else {
+                    lost_contact(&out, &e);
+                    if out.is_closed() {
+                        return;
+                    }
+                    backoff.wait().await;
                 }
-                backoff.wait().await;
                 false
             }
         };
@@ -186,12 +198,14 @@ fn lost_contact(out: &watch::Sender<View>, e: &impl std::fmt::Display) {
 
 /// Watches from just after `view.revision` and returns once the leader may
 /// have changed (`true` when its key was deleted), publishing proclaims
-/// (new values of the leader's key) on the way.
+/// (new values of the leader's key) on the way. `broken` is reset once the
+/// server answers the watch.
 async fn watch_until_change(
     client: &Client,
     prefix: &str,
     view: &View,
     out: &watch::Sender<View>,
+    broken: &mut u32,
 ) -> Result<bool> {
     let from = WatchOptions::new().with_start_revision(view.revision + 1);
     let (key, options) = match &view.leader {
@@ -211,6 +225,7 @@ async fn watch_until_change(
         let Some(resp) = resp else {
             return Err(etcd_error("watching the leader", "stream closed"));
         };
+        *broken = 0;
         if resp.canceled() {
             // Compacted or cancelled by the server: read afresh.
             return Ok(false);
