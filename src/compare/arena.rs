@@ -435,6 +435,32 @@ impl<'a> Arena<'a> {
         }
     }
 
+    /// Frees the slots of candidates (etcd and ZooKeeper) that exited on
+    /// their own; what each said last, for the notes.
+    pub fn reap_exited(&mut self) -> Vec<String> {
+        if self.raft.is_some() {
+            return Vec::new();
+        }
+        let mut gone = Vec::new();
+        for slot in &mut self.slots {
+            let Some(s) = slot else { continue };
+            if let Some(code) = s.proc.try_exit() {
+                s.proc.wait_stderr_read(Duration::from_secs(1));
+                let last = s
+                    .proc
+                    .stderr()
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+                    .to_owned();
+                gone.push(format!("{} exited ({code}): {last}", s.proc.name));
+                self.retired_wakeups += wakeups(s);
+                *slot = None;
+            }
+        }
+        gone
+    }
+
     /// Signals slot `i`'s process.
     pub fn signal(&self, i: usize, sig: nix::sys::signal::Signal) {
         if let Some(s) = &self.slots[i] {

@@ -167,6 +167,11 @@ pub async fn follow(client: Client, prefix: String, first: View, out: watch::Sen
         if !leader_gone {
             known.clear();
         }
+        // Reads that failed in a row: the client balances over the members,
+        // so the next read may well go to one that answers (a restarted
+        // member's connection fails on first use); only a third failure
+        // marks the view unknown.
+        let mut failed = 0;
         view = loop {
             let next = match read_successor(&client, &mut known).await {
                 Ok(Some(v)) => Ok(v),
@@ -177,6 +182,11 @@ pub async fn follow(client: Client, prefix: String, first: View, out: watch::Sen
                 Ok(v) => break v,
                 Err(e) => {
                     known.clear();
+                    failed += 1;
+                    if failed < 3 {
+                        debug!("reading the leader: {e}; again, through any member");
+                        continue;
+                    }
                     lost_contact(&out, &e);
                     backoff.wait().await;
                 }
