@@ -521,14 +521,7 @@ fn operation(setup: &Setup<'_>, scenario: Scenario) -> anyhow::Result<Outcome> {
         out.samples.push(started.elapsed());
         // One TTL more: a loss the operation caused shows by then.
         std::thread::sleep(ttl);
-        let cost = a.cost_since(started, leader);
-        ops.spurious_losses += cost.losses.saturating_sub(expected_handovers);
-        ops.leaderless += cost.leaderless;
-        if let (Some(restarts), Some(before)) = (ops.command_restarts.as_mut(), tenures) {
-            let after = a.store.as_ref().map_or(0, |s| s.intervals().len());
-            *restarts += after.saturating_sub(before + expected_handovers);
-        }
-        if let Some(next) = cost.leader {
+        if let Some(next) = ops.count(&mut a, started, leader, tenures, expected_handovers) {
             if next != leader {
                 out.changes += 1;
             }
@@ -536,10 +529,38 @@ fn operation(setup: &Setup<'_>, scenario: Scenario) -> anyhow::Result<Outcome> {
         }
         setup.progress.inc();
     }
-    if a.store.is_some() {
-        judge(&a, &mut out)?;
+    finish_operations(&a, out, ops)
+}
+
+impl Operations {
+    /// Adds what the time since `started` cost, `leader` leading then,
+    /// `expected` handovers being the operation's own; who leads now.
+    fn count(
+        &mut self,
+        a: &mut Arena<'_>,
+        started: Instant,
+        leader: usize,
+        tenures_before: Option<usize>,
+        expected: usize,
+    ) -> Option<usize> {
+        let cost = a.cost_since(started, leader);
+        self.spurious_losses += cost.losses.saturating_sub(expected);
+        self.leaderless += cost.leaderless;
+        if let (Some(restarts), Some(before)) = (self.command_restarts.as_mut(), tenures_before) {
+            let after = a.store.as_ref().map_or(0, |s| s.intervals().len());
+            *restarts += after.saturating_sub(before + expected);
+        }
+        cost.leader
     }
-    count_wakeups(&a, &mut out);
+}
+
+/// The fenced store's verdict and the wake-ups, with what the operations
+/// cost.
+fn finish_operations(a: &Arena<'_>, mut out: Outcome, ops: Operations) -> anyhow::Result<Outcome> {
+    if a.store.is_some() {
+        judge(a, &mut out)?;
+    }
+    count_wakeups(a, &mut out);
     out.operations = Some(ops);
     Ok(out)
 }
@@ -561,14 +582,9 @@ fn compaction(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         let tenures = a.store.as_ref().map(|s| s.intervals().len());
         compact_and_defragment(setup.endpoints)?;
         std::thread::sleep(setup.contender.ttl);
-        let cost = a.cost_since(started, leader);
-        ops.spurious_losses += cost.losses;
-        ops.leaderless += cost.leaderless;
-        if let (Some(restarts), Some(before)) = (ops.command_restarts.as_mut(), tenures) {
-            let after = a.store.as_ref().map_or(0, |s| s.intervals().len());
-            *restarts += after.saturating_sub(before);
-        }
-        leader = cost.leader.unwrap_or(leader);
+        leader = ops
+            .count(&mut a, started, leader, tenures, 0)
+            .unwrap_or(leader);
         let resigned = Instant::now();
         a.signal(leader, Signal::SIGTERM);
         a.reap(leader)?;
@@ -590,12 +606,7 @@ fn compaction(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         a.wait_queued(n, None)?;
         setup.progress.inc();
     }
-    if a.store.is_some() {
-        judge(&a, &mut out)?;
-    }
-    count_wakeups(&a, &mut out);
-    out.operations = Some(ops);
-    Ok(out)
+    finish_operations(&a, out, ops)
 }
 
 /// Compacts etcd's keyspace to its current revision (physically) and
