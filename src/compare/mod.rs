@@ -706,8 +706,8 @@ fn scenario_row(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Row> {
         row.command_restarts = ops.command_restarts;
         row.leaderless_ms = Some((ops.leaderless.as_secs_f64() * 1e6).round() / 1e3);
         row.notes.push(
-            "a sample is the time from the operation's start until the ensemble was whole \
-             again; spurious_losses counts leadership lost while every session or lease lived"
+            "a sample is a graceful handover right after the operation; spurious_losses \
+             counts leadership lost while every session or lease lived"
                 .into(),
         );
     }

@@ -212,10 +212,10 @@ pub fn run(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         Scenario::FailoverNext => succession(setup, Scenario::FailoverNext, Signal::SIGKILL)?,
         Scenario::Freeze => freeze(setup)?,
         Scenario::Cutoff => cutoff(setup)?,
-        Scenario::MemberKill | Scenario::RollingRestart | Scenario::ServiceLeaderKill => {
-            operation(setup, scenario)?
-        }
-        Scenario::Compaction => compaction(setup)?,
+        Scenario::MemberKill
+        | Scenario::RollingRestart
+        | Scenario::ServiceLeaderKill
+        | Scenario::Compaction => operation(setup, scenario)?,
         Scenario::Churn => churn(setup)?,
         Scenario::Scale => unreachable!("scale runs in-process: see scale.rs"),
     };
@@ -496,9 +496,10 @@ fn cutoff(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
 
 /// An operation on the service, `trials` times: members killed or
 /// restarted while `--candidates` candidates (elect: running a command
-/// through the fenced store) campaign. A sample is the operation's length,
-/// from the first blow until the ensemble is whole again; what it cost is
-/// read from the candidates' lines over the operation and one TTL after.
+/// through the fenced store) campaign. What it cost is read from the
+/// candidates' lines over the operation and one TTL after; then the
+/// leader resigns, and a sample is that handover, right after the
+/// operation, when connections to restarted members may fail on first use.
 fn operation(setup: &Setup<'_>, scenario: Scenario) -> anyhow::Result<Outcome> {
     let mut out = Outcome::default();
     let mut ops = Operations {
@@ -512,24 +513,63 @@ fn operation(setup: &Setup<'_>, scenario: Scenario) -> anyhow::Result<Outcome> {
     for _ in 0..setup.trials {
         let started = Instant::now();
         let tenures = a.store.as_ref().map(|s| s.intervals().len());
-        let expected_handovers = if a.peers().is_some() {
-            raft_operation(&mut a, scenario, leader, n)?
-        } else {
-            service_operation(setup, &mut a, scenario, leader)?;
-            0
+        let expected_handovers = match scenario {
+            Scenario::Compaction => {
+                compact_and_defragment(setup.endpoints)?;
+                0
+            }
+            _ if a.peers().is_some() => raft_operation(&mut a, scenario, leader, n)?,
+            _ => {
+                service_operation(setup, &mut a, scenario, leader)?;
+                0
+            }
         };
-        out.samples.push(started.elapsed());
         // One TTL more: a loss the operation caused shows by then.
         std::thread::sleep(ttl);
-        if let Some(next) = ops.count(&mut a, started, leader, tenures, expected_handovers) {
-            if next != leader {
-                out.changes += 1;
-            }
-            leader = next;
+        leader = ops
+            .count(&mut a, started, leader, tenures, expected_handovers)
+            .unwrap_or(leader);
+        leader = hand_over(&mut a, &mut out, leader, n)?;
+        // A waiter whose wait started below a compacted revision may give
+        // up (`etcdctl elect` exits: "required revision has been
+        // compacted"): a loss of candidacy, said beside the row, and
+        // replaced so the queue is whole again.
+        for exited in a.reap_exited() {
+            ops.spurious_losses += 1;
+            out.notes.push(exited);
+        }
+        while a.peers().is_none() && a.live().len() < n {
+            a.spawn()?;
+        }
+        if a.peers().is_none() {
+            a.wait_queued(n, None)?;
         }
         setup.progress.inc();
     }
     finish_operations(&a, out, ops)
+}
+
+/// SIGTERM to the leader: the time to its successor's `elected` is a
+/// sample; the leader comes back as a candidate (Raft: the peer restarts
+/// and follows). The new leader.
+fn hand_over(
+    a: &mut Arena<'_>,
+    out: &mut Outcome,
+    leader: usize,
+    n: usize,
+) -> anyhow::Result<usize> {
+    let resigned = Instant::now();
+    a.signal(leader, Signal::SIGTERM);
+    a.reap(leader)?;
+    let (next, at, token) = a.wait_elected(Some(leader), SOON)?;
+    out.samples.push(at - resigned);
+    out.changes += 1;
+    written(a, token);
+    if a.peers().is_some() {
+        let fresh = a.spawn()?;
+        a.wait_queued(n, Some((fresh, next)))?;
+    }
+    Ok(next)
 }
 
 impl Operations {
@@ -563,50 +603,6 @@ fn finish_operations(a: &Arena<'_>, mut out: Outcome, ops: Operations) -> anyhow
     count_wakeups(a, &mut out);
     out.operations = Some(ops);
     Ok(out)
-}
-
-/// etcd's routine maintenance while candidates wait, then a handover
-/// (the successor's watch on its predecessor started before the
-/// compaction); a sample is that handover.
-fn compaction(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
-    let mut out = Outcome::default();
-    let mut ops = Operations {
-        command_restarts: a_store(setup, Scenario::Compaction).then_some(0),
-        ..Operations::default()
-    };
-    let n = size(setup);
-    let mut a = arena(setup, Scenario::Compaction, 0, Reach::Direct)?;
-    let (mut leader, _) = populate(&mut a, n)?;
-    for _ in 0..setup.trials {
-        let started = Instant::now();
-        let tenures = a.store.as_ref().map(|s| s.intervals().len());
-        compact_and_defragment(setup.endpoints)?;
-        std::thread::sleep(setup.contender.ttl);
-        leader = ops
-            .count(&mut a, started, leader, tenures, 0)
-            .unwrap_or(leader);
-        let resigned = Instant::now();
-        a.signal(leader, Signal::SIGTERM);
-        a.reap(leader)?;
-        let (next, at, _) = a.wait_elected(Some(leader), SOON)?;
-        out.samples.push(at - resigned);
-        out.changes += 1;
-        leader = next;
-        // A waiter whose wait started below the compacted revision may
-        // give up (`etcdctl elect` exits: "required revision has been
-        // compacted"): a loss of candidacy, said beside the row, and
-        // replaced so the queue is whole again.
-        for exited in a.reap_exited() {
-            ops.spurious_losses += 1;
-            out.notes.push(exited);
-        }
-        while a.live().len() < n {
-            a.spawn()?;
-        }
-        a.wait_queued(n, None)?;
-        setup.progress.inc();
-    }
-    finish_operations(&a, out, ops)
 }
 
 /// Compacts etcd's keyspace to its current revision (physically) and
