@@ -358,12 +358,15 @@ impl Session<'_> {
         info!(token, "elected");
         self.reporter.leading = true;
         let mut connected = true;
-        let publish = |reporter: &Reporter<View>, deadline, connected| {
+        // Whether the view we publish is current: false from a
+        // disconnection until our znode was read back after it.
+        let mut current = true;
+        let publish = |reporter: &Reporter<View>, deadline, current| {
             let mut us = Leadership::elected(self.cfg.id.clone(), token, deadline);
-            us.current = connected;
+            us.current = current;
             reporter.publish(us);
         };
-        publish(&self.reporter, deadline, connected);
+        publish(&self.reporter, deadline, current);
         let mut own_watch: Option<OwnWatch> = None;
         let mut rearm_at = Instant::now();
         loop {
@@ -371,7 +374,13 @@ impl Session<'_> {
                 // (Re-)arm the watch on our znode; it fires once. This also
                 // reads the znode back after a reconnection.
                 match watch_own(client, path).await {
-                    Ok(Some(changed)) => own_watch = Some(changed),
+                    Ok(Some(changed)) => {
+                        own_watch = Some(changed);
+                        if !current {
+                            current = true;
+                            publish(&self.reporter, deadline, current);
+                        }
+                    }
                     Ok(None) => {
                         warn!("our znode is gone or not our session's");
                         return Stint::Ended(self.lost(path, Instant::now()).await);
@@ -391,7 +400,7 @@ impl Session<'_> {
                 Ok(()) = self.lease.changed() => {
                     if let Some(next) = *self.lease.borrow_and_update() {
                         deadline = deadline.max(next);
-                        publish(&self.reporter, deadline, connected);
+                        publish(&self.reporter, deadline, current);
                     }
                 }
                 event = async { own_watch.as_mut().expect("armed").await }, if own_watch.is_some() => {
@@ -409,22 +418,22 @@ impl Session<'_> {
                 () = sleep_until(rearm_at), if own_watch.is_none() && connected => {}
                 state = self.state.changed() => match state {
                     SessionState::Disconnected => {
-                        connected = false;
+                        (connected, current) = (false, false);
                         warn!(
                             "disconnected from ZooKeeper: leading on for {:?} while the session provably lives",
                             deadline.saturating_duration_since(Instant::now())
                         );
-                        publish(&self.reporter, deadline, connected);
+                        publish(&self.reporter, deadline, current);
                     }
                     SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
                         if !connected {
                             info!("reconnected within the session; confirming our znode");
                         }
                         connected = true;
-                        // Read our znode back before the view is current.
+                        // Read our znode back (above) before the view is
+                        // current again.
                         own_watch = None;
                         rearm_at = Instant::now();
-                        publish(&self.reporter, deadline, connected);
                     }
                     s if is_terminal(s) => {
                         warn!("ZooKeeper session {s:?}: leadership lost");
