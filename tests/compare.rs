@@ -72,14 +72,16 @@ fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
         for scenario in ["freeze", "cutoff", "churn"] {
             assert_eq!(row(backend, scenario)["stale_writes_accepted"], 0);
         }
-        // Restarting the members one at a time costs a ZooKeeper or
-        // Raft-vote leader nothing (etcd's 2 s quick TTL may not ride out
-        // etcd's own election when its leader's turn comes).
+        // Restarting the peers one at a time costs a Raft-vote leader
+        // nothing. (etcd and ZooKeeper ride it out with the TTLs the README
+        // measures, 3 s and 4 s; the quick run's 2 s leaves a loaded
+        // machine too little time to reconnect, so it is not held here:
+        // the ZooKeeper and fault suites hold it at 4 s.)
         let r = row(backend, "rolling-restart");
         for field in ["spurious_losses", "command_restarts", "leaderless_ms"] {
             assert!(r[field].is_number(), "{field} in {r}");
         }
-        if backend != "etcd" {
+        if backend == "raft" {
             assert_eq!(r["spurious_losses"], 0, "{r}");
             assert_eq!(r["command_restarts"], 0, "{r}");
         }
