@@ -35,9 +35,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ = tokio::signal::ctrl_c() => break,
             changed = leadership.changed() => if changed.is_err() { break },
             // Leader-only work, checked against the local deadline: past it
-            // we must behave as a follower even if we heard nothing.
+            // we must behave as a follower even if we heard nothing. The
+            // deadline is on the boot clock, which counts a suspend.
             () = tokio::time::sleep(Duration::from_secs(1)) => {
-                let now = tokio::time::Instant::now();
+                let now = elect::BootInstant::now();
                 if leadership.borrow().leads_at(now) {
                     println!("{id}: working under fencing token {:?}", leadership.borrow().token);
                 }

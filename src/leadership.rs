@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::clock::BootInstant;
 
 /// How long before a lease or session could expire on the server we stop
 /// acting on it: 2% of the TTL for clock-rate error plus 20 ms to kill the
@@ -20,7 +20,7 @@ pub fn safety_margin(ttl: Duration) -> Duration {
 /// The local leadership deadline bought by a renewal sent at `sent` that
 /// the server acknowledged with `ttl`: the server's expiry clock starts when
 /// it receives the renewal, never before `sent`.
-pub fn deadline_after(sent: Instant, ttl: Duration) -> Instant {
+pub fn deadline_after(sent: BootInstant, ttl: Duration) -> BootInstant {
     sent + ttl - safety_margin(ttl)
 }
 
@@ -37,12 +37,12 @@ pub struct Leadership {
     /// Whether the view is current: `false` while contact with the backend
     /// is lost, so nobody mistakes a stale leader for a fresh one.
     pub current: bool,
-    /// The local instant until which the work started under our leadership
-    /// may run. While we lead it moves forward with each acknowledged
+    /// The local instant, on the boot clock (see [`crate::clock`]), until
+    /// which the work started under our leadership may run. While we lead it moves forward with each acknowledged
     /// renewal; after we lose leadership it says how long the work may still
     /// take to stop (the instant the loss was learned, when someone else may
     /// already lead). `None` when we have not led.
-    pub deadline: Option<Instant>,
+    pub deadline: Option<BootInstant>,
 }
 
 impl Leadership {
@@ -70,7 +70,7 @@ impl Leadership {
     }
 
     /// A current view in which this process leads until `deadline`.
-    pub fn elected(id: String, token: u64, deadline: Instant) -> Self {
+    pub fn elected(id: String, token: u64, deadline: BootInstant) -> Self {
         Self {
             leader: Some(id),
             token: Some(token),
@@ -92,7 +92,7 @@ impl Leadership {
     }
 
     /// Whether this process may act as leader at `now`.
-    pub fn leads_at(&self, now: Instant) -> bool {
+    pub fn leads_at(&self, now: BootInstant) -> bool {
         self.is_self && self.deadline.is_some_and(|d| now < d)
     }
 
@@ -135,7 +135,7 @@ mod tests {
 
     #[test]
     fn events_follow_the_transitions() {
-        let now = Instant::now();
+        let now = BootInstant::now();
         let unknown = Leadership::unknown();
         let none = Leadership::observed(None);
         let other = Leadership::observed(Some(("b".into(), 7)));
@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn leads_only_before_the_deadline() {
-        let now = Instant::now();
+        let now = BootInstant::now();
         let us = Leadership::elected("a".into(), 1, now + Duration::from_millis(10));
         assert!(us.leads_at(now));
         assert!(!us.leads_at(now + Duration::from_millis(10)));
@@ -160,7 +160,7 @@ mod tests {
 
     #[test]
     fn deadline_is_before_server_expiry() {
-        let sent = Instant::now();
+        let sent = BootInstant::now();
         for secs in [1, 2, 10, 60] {
             let ttl = Duration::from_secs(secs);
             let d = deadline_after(sent, ttl);
@@ -172,10 +172,35 @@ mod tests {
 
     #[test]
     fn a_renewal_is_the_same_view() {
-        let now = Instant::now();
+        let now = BootInstant::now();
         let a = Leadership::elected("a".into(), 1, now);
         let b = Leadership::elected("a".into(), 1, now + Duration::from_secs(1));
         assert!(a.same_view(&b));
         assert_ne!(a, b);
+    }
+
+    /// Why deadlines are on the boot clock, replayed without a suspend:
+    /// a leader 3 s before its deadline, then a 10 s suspend. The boot
+    /// clock counted the suspend, so on resume the leader no longer leads;
+    /// the monotonic clock stood still, so judged on it the leader would
+    /// lead on for 3 s, and until a renewal failed, while a successor
+    /// already led.
+    #[test]
+    fn a_suspend_past_the_deadline_ends_leadership_on_resume() {
+        let before = BootInstant::from_nanos(1_000_000_000_000);
+        let us = Leadership::elected("a".into(), 1, before + Duration::from_secs(3));
+        assert!(us.leads_at(before));
+
+        let suspend = Duration::from_secs(10);
+        let boot_on_resume = before + suspend;
+        assert!(!us.leads_at(boot_on_resume));
+
+        let mono_before = std::time::Instant::now();
+        let mono_deadline = mono_before + Duration::from_secs(3);
+        let mono_on_resume = mono_before; // CLOCK_MONOTONIC skips the suspend
+        assert!(
+            mono_on_resume < mono_deadline,
+            "the old clock would lead on"
+        );
     }
 }

@@ -70,6 +70,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod clock;
 pub mod config;
 pub mod credentials;
 pub mod error;
@@ -79,5 +80,6 @@ pub mod leadership;
 pub mod sim;
 pub mod supervise;
 
+pub use clock::BootInstant;
 pub use error::{Error, Result};
 pub use leadership::{Event, Leadership};

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use elect::Leadership;
 use elect::supervise::{ChildConfig, ChildEnv, Finish, Restart, run};
+use elect::{BootInstant, Leadership};
 use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -22,7 +22,7 @@ fn env() -> ChildEnv {
 }
 
 fn lead(token: u64, for_: Duration) -> Leadership {
-    Leadership::elected("me".into(), token, Instant::now() + for_)
+    Leadership::elected("me".into(), token, BootInstant::now() + for_)
 }
 
 #[tokio::test]
@@ -59,11 +59,11 @@ async fn demotion_kills_the_group_including_ignorers_by_the_deadline() {
         busy_rx.wait_for(|b| *b).await.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         let mut demoted = Leadership::unknown();
-        let kill_by = Instant::now() + Duration::from_millis(300);
+        let kill_by = BootInstant::now() + Duration::from_millis(300);
         demoted.deadline = Some(kill_by);
         tx.send_replace(demoted);
         busy_rx.wait_for(|b| !*b).await.unwrap();
-        let gone_at = Instant::now();
+        let gone_at = BootInstant::now();
         assert!(gone_at >= kill_by, "killed before the deadline");
         assert!(
             gone_at < kill_by + Duration::from_secs(5),

@@ -1,8 +1,8 @@
 //! How a candidate turns what it observes into the snapshots it publishes,
 //! the same for every backend.
 
+use crate::clock::BootInstant;
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 use crate::leadership::Leadership;
 
@@ -74,7 +74,7 @@ impl<V: Observed> Reporter<V> {
     }
 
     /// Reports the loss of our leadership; the work must stop by `deadline`.
-    pub fn demoted(&mut self, deadline: Instant) {
+    pub fn demoted(&mut self, deadline: BootInstant) {
         self.leading = false;
         let view = self.view.borrow().clone();
         let mut snapshot = if view.names_leader(&self.own_key) {

@@ -16,8 +16,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tokio::time::Instant;
-
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -28,6 +26,7 @@ use tokio::sync::watch;
 
 use super::metrics::Metrics;
 use super::{Context, Exported};
+use crate::clock::BootInstant;
 use crate::error::{Error, Result};
 
 /// Binds `--http` before anything else starts, so a taken port fails the
@@ -117,7 +116,12 @@ async fn healthz(State(shared): State<Shared>) -> (StatusCode, &'static str) {
 }
 
 async fn readyz(State(shared): State<Shared>) -> (StatusCode, &'static str) {
-    if shared.state.borrow().leadership.leads_at(Instant::now()) {
+    if shared
+        .state
+        .borrow()
+        .leadership
+        .leads_at(BootInstant::now())
+    {
         (StatusCode::OK, "leading\n")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not leading\n")
@@ -126,7 +130,7 @@ async fn readyz(State(shared): State<Shared>) -> (StatusCode, &'static str) {
 
 async fn metrics_text(State(shared): State<Shared>) -> Response {
     let current = shared.state.borrow().leadership.clone();
-    let text = shared.metrics.render(&current, Instant::now());
+    let text = shared.metrics.render(&current, BootInstant::now());
     (
         [(
             header::CONTENT_TYPE,

@@ -10,14 +10,13 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::clock::BootInstant;
 use crate::leadership::Leadership;
 
 /// Warnings and errors logged by the backends, process-wide.
@@ -47,7 +46,7 @@ struct Leaderless {
     /// A leader has been seen: later changes are failovers.
     had_leader: bool,
     /// Since when no leader is known, once one had been.
-    since: Option<Instant>,
+    since: Option<BootInstant>,
 }
 
 impl Default for Metrics {
@@ -114,7 +113,7 @@ impl Metrics {
     }
 
     /// Accounts for the transition from `previous` to `next` seen at `now`.
-    pub fn record(&self, previous: &Leadership, next: &Leadership, now: Instant) {
+    pub fn record(&self, previous: &Leadership, next: &Leadership, now: BootInstant) {
         self.is_leader.set(i64::from(next.is_self));
         self.view_current.set(i64::from(next.current));
         let known = |s: &Leadership| s.current && s.leader.is_some();
@@ -142,7 +141,7 @@ impl Metrics {
     }
 
     /// The text exposition, with the deadline margin of `now`.
-    pub fn render(&self, current: &Leadership, now: Instant) -> String {
+    pub fn render(&self, current: &Leadership, now: BootInstant) -> String {
         let margin = current
             .deadline
             .filter(|_| current.is_self)
@@ -181,7 +180,7 @@ mod tests {
     #[test]
     fn a_failover_is_timed_from_losing_the_leader_to_the_next() {
         let m = Metrics::new();
-        let t0 = Instant::now();
+        let t0 = BootInstant::now();
         let a = Leadership::observed(Some(("a".into(), 1)));
         let none = Leadership::observed(None);
         let b = Leadership::observed(Some(("b".into(), 2)));
@@ -204,7 +203,7 @@ mod tests {
     #[test]
     fn a_direct_change_is_a_failover_without_leaderless_time() {
         let m = Metrics::new();
-        let t0 = Instant::now();
+        let t0 = BootInstant::now();
         let a = Leadership::observed(Some(("a".into(), 1)));
         let b = Leadership::observed(Some(("b".into(), 2)));
         m.record(&Leadership::unknown(), &a, t0);
@@ -217,7 +216,7 @@ mod tests {
     #[test]
     fn the_first_leader_seen_is_no_failover_and_renewals_are_no_change() {
         let m = Metrics::new();
-        let t0 = Instant::now();
+        let t0 = BootInstant::now();
         let us = Leadership::elected("a".into(), 3, t0 + Duration::from_secs(2));
         let renewed = Leadership::elected("a".into(), 3, t0 + Duration::from_secs(3));
         m.record(&Leadership::unknown(), &us, t0);
@@ -233,7 +232,7 @@ mod tests {
     fn handovers_are_recorded() {
         let m = Metrics::new();
         m.record_handover(Duration::from_millis(3));
-        let text = m.render(&Leadership::unknown(), Instant::now());
+        let text = m.render(&Leadership::unknown(), BootInstant::now());
         assert_eq!(value(&text, "elect_handover_seconds_count"), 1.0);
         assert!(text.contains("# HELP elect_backend_errors"));
     }

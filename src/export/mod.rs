@@ -14,10 +14,9 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tokio::time::Instant;
-
 use tokio::sync::watch;
 
+use crate::clock::BootInstant;
 use crate::leadership::Leadership;
 pub use metrics::Metrics;
 
@@ -108,7 +107,7 @@ pub async fn run(
             exported.leadership = next.clone();
         });
         if !next.same_view(&shown) {
-            metrics.record(&shown, &next, Instant::now());
+            metrics.record(&shown, &next, BootInstant::now());
             let event = next.event_since(&shown);
             let line = lines::render(
                 output.format,

@@ -22,10 +22,11 @@ use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::time::{Instant, sleep};
+use tokio::time::sleep;
 use tracing::{debug, error, info, warn};
 
-use super::watchdog::{self, Control, display_command, move_fd, to_boottime};
+use super::watchdog::{self, Control, display_command, move_fd};
+use crate::clock::BootInstant;
 use crate::error::{Error, Result};
 
 /// How often the watchdog's exit is checked when no SIGCHLD arrives.
@@ -74,7 +75,7 @@ impl Child {
         command: &[OsString],
         env: &[(&str, String)],
         grace: Duration,
-        deadline: Instant,
+        deadline: BootInstant,
     ) -> Result<Child> {
         // Registered before the fork so no SIGCHLD can be missed.
         let sigchld =
@@ -89,7 +90,7 @@ impl Child {
         let mut cmd = std::process::Command::new(watchdog);
         cmd.arg(watchdog::SUBCOMMAND)
             .args(["--grace", &grace.as_nanos().to_string()])
-            .args(["--deadline", &to_boottime(deadline).to_string()])
+            .args(["--deadline", &deadline.as_nanos().to_string()])
             .arg("--")
             .args(command)
             // The password is elect's, not the command's.
@@ -178,8 +179,8 @@ impl Child {
     }
 
     /// Lets the command run until `deadline`.
-    pub fn extend(&mut self, deadline: Instant) {
-        self.send(Control::Deadline(to_boottime(deadline)));
+    pub fn extend(&mut self, deadline: BootInstant) {
+        self.send(Control::Deadline(deadline.as_nanos()));
     }
 
     /// Forwards `sig` to the command's group.
@@ -190,10 +191,10 @@ impl Child {
     /// Asks for the group to stop: `sig` now (if any), SIGKILL once `grace`
     /// has passed or at `kill_by`, whichever is first. Asking again
     /// delivers the new signal and can only bring SIGKILL closer.
-    pub fn stop(&mut self, sig: Option<Signal>, grace: Duration, kill_by: Instant) {
+    pub fn stop(&mut self, sig: Option<Signal>, grace: Duration, kill_by: BootInstant) {
         self.send(Control::Stop {
             grace: grace.as_nanos() as u64,
-            kill_by: to_boottime(kill_by),
+            kill_by: kill_by.as_nanos(),
             signal: sig,
         });
     }

@@ -74,6 +74,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 use tracing::{info, warn};
 
+use crate::clock::{self, BootInstant};
 use crate::config::MAX_DURATION;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
@@ -260,7 +261,7 @@ enum End {
     Exited(i32),
     WatchdogKilled(i32),
     /// Leadership is lost; the group must be dead by the instant given.
-    Lost(Instant),
+    Lost(BootInstant),
     BackendGone,
 }
 
@@ -329,13 +330,13 @@ pub async fn run(
                     // The watchdog kills the group at the deadline on its
                     // own (and refuses to start past it); an end past the
                     // deadline is that, not an exit.
-                    if Instant::now() >= deadline {
+                    if BootInstant::now() >= deadline {
                         warn!("leadership deadline passed without renewal");
                         break End::Lost(deadline);
                     }
                     break End::Exited(code);
                 }
-                () = sleep_until(deadline) => {
+                () = clock::sleep_until(deadline) => {
                     warn!("leadership deadline passed without renewal");
                     break End::Lost(deadline);
                 }
@@ -344,7 +345,7 @@ pub async fn run(
                         break End::BackendGone;
                     }
                     let next = leadership.borrow_and_update().clone();
-                    let now = Instant::now();
+                    let now = BootInstant::now();
                     if next.leads_at(now) && next.token == token {
                         deadline = next.deadline.expect("leading");
                         child.extend(deadline);
@@ -413,7 +414,13 @@ pub async fn run(
                 }
             }
             End::BackendGone => {
-                stop(&mut child, Duration::ZERO, Instant::now(), &mut leadership).await;
+                stop(
+                    &mut child,
+                    Duration::ZERO,
+                    BootInstant::now(),
+                    &mut leadership,
+                )
+                .await;
                 busy.send_replace(false);
                 return Ok(Finish::BackendGone);
             }
@@ -435,10 +442,10 @@ pub async fn run(
 async fn stop(
     child: &mut Child,
     grace: Duration,
-    kill_by: Instant,
+    kill_by: BootInstant,
     leadership: &mut watch::Receiver<Leadership>,
 ) {
-    let now = Instant::now();
+    let now = BootInstant::now();
     if kill_by < now + grace {
         warn!(
             "grace shortened to {:?} to end the command before the leadership deadline",
@@ -459,7 +466,7 @@ async fn stop(
                     child.stop(None, Duration::ZERO, d);
                 }
             }
-            () = sleep_until(backstop) => {
+            () = clock::sleep_until(backstop) => {
                 warn!("the watchdog has not ended the command's group; killing it from here");
                 child.kill_group_and_wait().await;
                 return;
@@ -476,7 +483,7 @@ async fn wait_to_lead(rx: &mut watch::Receiver<Leadership>) -> Option<Leadership
     loop {
         {
             let s = rx.borrow_and_update();
-            if s.leads_at(Instant::now()) {
+            if s.leads_at(BootInstant::now()) {
                 return Some(s.clone());
             }
         }

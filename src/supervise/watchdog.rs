@@ -39,8 +39,9 @@ use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigHandler, Signal, killpg, signal};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::time::{ClockId, clock_gettime};
 use nix::unistd::Pid;
+
+use crate::clock::BootInstant;
 
 /// The hidden subcommand that runs the watchdog.
 pub const SUBCOMMAND: &str = "__watchdog";
@@ -75,11 +76,11 @@ const DEAF_TO: [Signal; 8] = [
     Signal::SIGPIPE,
 ];
 
-/// Nanoseconds of CLOCK_BOOTTIME now: monotonic, and counting through a
-/// suspend.
-pub fn boottime_now() -> u64 {
-    let t = clock_gettime(ClockId::CLOCK_BOOTTIME).expect("CLOCK_BOOTTIME");
-    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+/// The boot clock in the nanoseconds the control messages carry (see
+/// [`crate::clock`]: it counts through a suspend, so a machine resumed
+/// past the deadline kills the group within a tick).
+fn boottime_now() -> u64 {
+    BootInstant::now().as_nanos()
 }
 
 /// One control message.
@@ -128,22 +129,6 @@ impl Control {
             }),
             _ => None,
         }
-    }
-}
-
-/// The CLOCK_BOOTTIME nanoseconds of a tokio instant, `at` being that far
-/// from now. Converted when sent, so a suspend after that counts against
-/// the deadline in the watchdog.
-pub fn to_boottime(at: tokio::time::Instant) -> u64 {
-    boottime_of(at, tokio::time::Instant::now(), boottime_now())
-}
-
-/// `at` on the boot clock, given the same instant `now` on both clocks.
-fn boottime_of(at: tokio::time::Instant, now: tokio::time::Instant, boot_now: u64) -> u64 {
-    if at >= now {
-        boot_now.saturating_add((at - now).as_nanos() as u64)
-    } else {
-        boot_now.saturating_sub((now - at).as_nanos() as u64)
     }
 }
 
@@ -520,29 +505,5 @@ mod tests {
         use std::os::unix::ffi::OsStringExt;
         let cmd = [OsString::from("printf"), OsString::from_vec(vec![0xff])];
         assert_eq!(display_command(&cmd), "printf \u{fffd}");
-    }
-
-    /// A deadline 5 s ahead, then a 10 s suspend and 1 s awake: on the
-    /// monotonic clock (which stopped) the command may still run for 4 s;
-    /// on the boot clock the watchdog holds, the deadline passed 6 s ago.
-    #[test]
-    fn a_suspend_past_the_deadline_counts_on_the_boot_clock() {
-        let second = 1_000_000_000u64;
-        let now = tokio::time::Instant::now();
-        let boot_at_start = 1_000 * second;
-        let deadline = boottime_of(now + Duration::from_secs(5), now, boot_at_start);
-        assert_eq!(deadline, boot_at_start + 5 * second);
-        // After the suspend: monotonic moved 1 s, the boot clock 11 s.
-        let mono_after = now + Duration::from_secs(1);
-        let boot_after = boot_at_start + 11 * second;
-        assert!(
-            mono_after < now + Duration::from_secs(5),
-            "monotonic: still leading"
-        );
-        assert!(boot_after >= deadline, "boot clock: past the deadline");
-        // And the live clocks agree with each other to within a tick when
-        // nothing is suspended.
-        let (a, b) = (to_boottime(tokio::time::Instant::now()), boottime_now());
-        assert!(b.abs_diff(a) < TICK.as_nanos() as u64);
     }
 }

@@ -28,7 +28,7 @@ use etcd_client::{
     TxnOp, WatchOptions,
 };
 use tokio::sync::watch;
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -38,6 +38,7 @@ use super::lease::{Lease, LeaseState, granted_by_elect};
 use super::observe::View;
 use crate::backend::backoff::Backoff;
 use crate::backend::report::Reporter;
+use crate::clock::{BootInstant, sleep_until};
 use crate::config::ElectionConfig;
 use crate::error::Result;
 use crate::leadership::Leadership;
@@ -48,7 +49,7 @@ enum Outcome {
     /// Resignation was requested.
     Resigned { led: bool },
     /// The candidacy cannot go on on this lease.
-    Lost { led: bool, deadline: Instant },
+    Lost { led: bool, deadline: BootInstant },
 }
 
 pub struct Candidate {
@@ -189,7 +190,7 @@ impl Candidate {
                 Ok(()) = lease_state.changed() => {
                     let state = *lease_state.borrow_and_update();
                     if state.expired {
-                        return Outcome::Lost { led: true, deadline: Instant::now() };
+                        return Outcome::Lost { led: true, deadline: BootInstant::now() };
                     }
                     deadline = state.deadline;
                     self.reporter
@@ -236,7 +237,7 @@ impl Candidate {
                 _ = sleep_until(deadline) => return Err(Outcome::Lost { led: false, deadline }),
                 Ok(()) = lease_state.changed() => {
                     if lease_state.borrow().expired {
-                        return Err(Outcome::Lost { led: false, deadline: Instant::now() });
+                        return Err(Outcome::Lost { led: false, deadline: BootInstant::now() });
                     }
                 }
                 Ok(()) = self.reporter.view.changed() => self.reporter.show_view(),
@@ -305,9 +306,9 @@ async fn loss_deadline(
     client: &Client,
     lease: i64,
     lease_state: &watch::Receiver<LeaseState>,
-) -> Instant {
+) -> BootInstant {
     let state = *lease_state.borrow();
-    let now = Instant::now();
+    let now = BootInstant::now();
     if state.expired || state.deadline <= now {
         return now;
     }
@@ -318,7 +319,7 @@ async fn loss_deadline(
     .await;
     match asked {
         Ok(Ok(resp)) if resp.ttl() > 0 => state.deadline,
-        _ => Instant::now(),
+        _ => BootInstant::now(),
     }
 }
 

@@ -14,10 +14,11 @@ use std::sync::Arc;
 use etcd_client::{Client, LeaseGrantOptions, LeaseKeepAliveStream, LeaseKeeper};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
-use tokio::time::{Instant, sleep_until, timeout};
+use tokio::time::{Instant, timeout};
 use tracing::{debug, info, warn};
 
 use super::etcd_error;
+use crate::clock::{BootInstant, sleep_until};
 use crate::error::Result;
 use crate::leadership::deadline_after;
 
@@ -47,7 +48,7 @@ fn fresh_lease_id() -> i64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseState {
     /// Until when the lease is surely alive.
-    pub deadline: Instant,
+    pub deadline: BootInstant,
     /// The server said the lease is gone (revoked or expired).
     pub expired: bool,
 }
@@ -69,7 +70,7 @@ impl Lease {
     /// is lost leaves a lease that expires after `ttl` on its own.
     pub async fn grant(client: &Client, renewers: &[Client], ttl: Duration) -> Result<Lease> {
         let mut lease_client = client.lease_client();
-        let sent = Instant::now();
+        let sent = BootInstant::now();
         let options = LeaseGrantOptions::new().with_id(fresh_lease_id());
         // A taken id (one chance in 2^47) fails the grant; the caller retries.
         let resp = lease_client
@@ -167,7 +168,7 @@ async fn keep_alive(
     renewers: Vec<Client>,
     id: i64,
     ttl: Duration,
-    granted_at: Instant,
+    granted_at: BootInstant,
     state: watch::Sender<LeaseState>,
 ) {
     let state = Arc::new(state);
@@ -215,7 +216,7 @@ impl Renewal {
     /// late must never be credited to a later ping: that would move the
     /// deadline past the server's expiry. Failures retry on a fresh stream
     /// after 50 ms, doubling up to TTL/6.
-    async fn run(self, granted_at: Instant, state: Arc<watch::Sender<LeaseState>>) {
+    async fn run(self, granted_at: BootInstant, state: Arc<watch::Sender<LeaseState>>) {
         let interval = self.ttl / 3;
         let answer_within = interval / 2;
         let mut next = granted_at + interval;
@@ -223,7 +224,7 @@ impl Renewal {
         let mut stream = None;
         loop {
             sleep_until(next).await;
-            let sent = Instant::now();
+            let sent = BootInstant::now();
             let ping = match timeout(answer_within, self.ping(&mut stream)).await {
                 Ok(ping) => ping,
                 Err(_) => Ping::Failed("no reply in time".into()),
@@ -248,7 +249,7 @@ impl Renewal {
                     retry = (retry * 2)
                         .max(Duration::from_millis(50))
                         .min(answer_within);
-                    next = Instant::now() + retry;
+                    next = BootInstant::now() + retry;
                 }
             }
         }

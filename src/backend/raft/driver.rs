@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
-use tokio::time::{Instant, sleep_until, timeout};
+use tokio::time::{sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::core::{Message, Node, Ready, Status};
 use super::store::Persister;
 use super::transport::{self, Body, Frame, Outgoing, PeerTls, WireStatus, write_frame};
+use crate::clock::{BootInstant, BootTimer};
 use crate::error::Result;
 use crate::leadership::Leadership;
 
@@ -27,8 +28,9 @@ pub struct Driver {
     pub outbound: BTreeMap<String, mpsc::Sender<Outgoing>>,
     pub leadership: watch::Sender<Leadership>,
     pub status: watch::Sender<WireStatus>,
-    /// The instant the core's time counts from.
-    pub origin: Instant,
+    /// The instant the core's time counts from, on the boot clock: the
+    /// leader lease the core computes is a deadline like any other.
+    pub origin: BootInstant,
     pub resign: CancellationToken,
     /// Mutual TLS with the peers, if configured.
     pub tls: Option<Arc<PeerTls>>,
@@ -44,10 +46,11 @@ impl Driver {
     /// Errors: the vote could not be persisted; continuing would risk
     /// voting twice in a term.
     pub async fn run(mut self) -> Result<()> {
+        let mut timer = BootTimer::new();
         loop {
             let next = self.origin + self.node.next_deadline();
             let ready = tokio::select! {
-                () = sleep_until(next) => {
+                () = timer.sleep_until(next) => {
                     let now = self.now();
                     self.node.tick(now)
                 }

@@ -118,7 +118,7 @@ pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Res
         outbound,
         leadership: out,
         status,
-        origin: tokio::time::Instant::now(),
+        origin: crate::clock::BootInstant::now(),
         resign: resign.clone(),
         tls,
     };

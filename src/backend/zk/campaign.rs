@@ -8,10 +8,10 @@
 //! 2. wait on the predecessor only (the participant just before ours):
 //!    one watch, woken only when that znode goes (no herd effect);
 //! 3. claim leadership only after reading our znode back with
-//!    `ephemeralOwner` = our session (CURATOR-696), in a synced read that
-//!    starts our deadline. The next in line keeps that read fresh while it
-//!    waits, so the announcement of its predecessor's deletion is all it
-//!    needs to lead (see [`wait_for_turn`]);
+//!    `ephemeralOwner` = our session (CURATOR-696), in a synced read; the
+//!    deadline is the session's own (rule 4). The next in line keeps that
+//!    read fresh while it waits, so the announcement of its predecessor's
+//!    deletion is all it needs to lead (see [`wait_for_turn`]);
 //! 4. lead while the session provably lives: a keeper task syncs through
 //!    the ZooKeeper leader every T/20, and [`SessionLease`] turns the
 //!    answers into the instant until which the leader cannot have expired
@@ -43,6 +43,7 @@ use super::observe::{self, View, is_terminal, list_queue, until_disconnected, un
 use super::{Opened, zk_error};
 use crate::backend::backoff::Backoff;
 use crate::backend::report::Reporter;
+use crate::clock::{self, BootInstant};
 use crate::config::ElectionConfig;
 use crate::credentials::User;
 use crate::error::{Error, Result};
@@ -53,7 +54,7 @@ enum Stint {
     Ended(End),
     /// Nothing proved the session alive past this deadline: we stepped
     /// down, but the session (and our znode) may live.
-    Lapsed(Instant),
+    Lapsed(BootInstant),
 }
 
 /// Why a session's campaign ended.
@@ -162,11 +163,11 @@ impl Candidate {
 async fn keep_session(
     client: Client,
     mut lease: SessionLease,
-    out: watch::Sender<Option<Instant>>,
+    out: watch::Sender<Option<BootInstant>>,
 ) {
     let every = lease.renew_every();
     loop {
-        let sent = Instant::now();
+        let sent = BootInstant::now();
         match tokio::time::timeout(every * 2, client.sync("/")).await {
             Ok(Ok(())) => {
                 lease.renewed(sent);
@@ -179,7 +180,7 @@ async fn keep_session(
             Ok(Err(e)) => debug!("session sync: {e}"),
             Err(_) => debug!("session sync unanswered"),
         }
-        sleep_until(sent + every).await;
+        clock::sleep_until(sent + every).await;
     }
 }
 
@@ -210,7 +211,7 @@ struct Session<'a> {
     resign: &'a CancellationToken,
     state: StateWatcher,
     /// The deadline our session's syncs prove (see [`keep_session`]).
-    lease: watch::Receiver<Option<Instant>>,
+    lease: watch::Receiver<Option<BootInstant>>,
 }
 
 impl Session<'_> {
@@ -249,7 +250,7 @@ impl Session<'_> {
             .map_or(0, |p| p.sequence);
         let outcome = self.until_leading(&path, timeout).await;
         let end = match outcome {
-            Ok(_confirmed_at) => self.lead(&path, sequence).await,
+            Ok(()) => self.lead(&path, sequence).await,
             Err(end) => end,
         };
         if matches!(end, End::Resigned) {
@@ -262,9 +263,8 @@ impl Session<'_> {
         end
     }
 
-    /// Waits for our turn and confirms our znode is ours; returns the
-    /// instant the confirming read was sent.
-    async fn until_leading(&mut self, path: &str, timeout: Duration) -> Result<Instant, End> {
+    /// Waits for our turn and confirms our znode is ours.
+    async fn until_leading(&mut self, path: &str, timeout: Duration) -> Result<(), End> {
         loop {
             let client = self.client;
             match self
@@ -277,7 +277,7 @@ impl Session<'_> {
                 ))
                 .await?
             {
-                Ok(Turn::Ours(sent)) => return Ok(sent),
+                Ok(Turn::Ours) => return Ok(()),
                 Ok(Turn::Gone) => {
                     warn!("our znode is gone or not our session's; campaigning again");
                     return Err(End::NodeGone);
@@ -322,7 +322,7 @@ impl Session<'_> {
             let proven = self
                 .step(async move {
                     lease
-                        .wait_for(|d| d.is_some_and(|d| d > Instant::now() + ahead))
+                        .wait_for(|d| d.is_some_and(|d| d > BootInstant::now() + ahead))
                         .await
                         .is_ok()
                 })
@@ -383,7 +383,7 @@ impl Session<'_> {
                     }
                     Ok(None) => {
                         warn!("our znode is gone or not our session's");
-                        return Stint::Ended(self.lost(path, Instant::now()).await);
+                        return Stint::Ended(self.lost(path, BootInstant::now()).await);
                     }
                     Err(e) => {
                         debug!("{e}");
@@ -393,7 +393,7 @@ impl Session<'_> {
             }
             tokio::select! {
                 _ = self.resign.cancelled() => return Stint::Ended(End::Resigned),
-                () = sleep_until(deadline) => {
+                () = clock::sleep_until(deadline) => {
                     warn!("nothing proves our ZooKeeper session alive past the deadline; stepping down");
                     return Stint::Lapsed(deadline);
                 }
@@ -407,10 +407,10 @@ impl Session<'_> {
                     own_watch = None;
                     if event.event_type == EventType::NodeDeleted {
                         warn!("our znode was deleted");
-                        return Stint::Ended(self.lost(path, Instant::now()).await);
+                        return Stint::Ended(self.lost(path, BootInstant::now()).await);
                     }
                     if is_terminal(event.session_state) {
-                        self.reporter.demoted(Instant::now());
+                        self.reporter.demoted(BootInstant::now());
                         return Stint::Ended(End::SessionEnded);
                     }
                     debug!(event = ?event.event_type, "our znode's watch fired; watching again");
@@ -421,7 +421,7 @@ impl Session<'_> {
                         (connected, current) = (false, false);
                         warn!(
                             "disconnected from ZooKeeper: leading on for {:?} while the session provably lives",
-                            deadline.saturating_duration_since(Instant::now())
+                            deadline.saturating_duration_since(BootInstant::now())
                         );
                         publish(&self.reporter, deadline, current);
                     }
@@ -437,7 +437,7 @@ impl Session<'_> {
                     }
                     s if is_terminal(s) => {
                         warn!("ZooKeeper session {s:?}: leadership lost");
-                        self.reporter.demoted(Instant::now());
+                        self.reporter.demoted(BootInstant::now());
                         return Stint::Ended(End::SessionEnded);
                     }
                     _ => {}
@@ -448,10 +448,10 @@ impl Session<'_> {
 
     /// Waits until the session's lease gives a deadline ahead of now (it
     /// may lag right after syncs failed); `None` if the session ended.
-    async fn fresh_deadline(&mut self) -> Option<Instant> {
+    async fn fresh_deadline(&mut self) -> Option<BootInstant> {
         loop {
             if let Some(d) = *self.lease.borrow_and_update()
-                && d > Instant::now()
+                && d > BootInstant::now()
             {
                 return Some(d);
             }
@@ -464,7 +464,7 @@ impl Session<'_> {
 
     /// Leadership is lost: report it (the work must stop by `stop_by`) and
     /// clean up before campaigning again.
-    async fn lost(&mut self, path: &str, stop_by: Instant) -> End {
+    async fn lost(&mut self, path: &str, stop_by: BootInstant) -> End {
         self.reporter.demoted(stop_by);
         self.after_loss(path).await
     }
@@ -594,9 +594,10 @@ async fn create_node(
 
 /// What [`wait_for_turn`] found.
 enum Turn {
-    /// Our znode leads the queue and belongs to our session, as confirmed
-    /// by a synced read sent at this instant.
-    Ours(Instant),
+    /// Our znode leads the queue and belongs to our session, as a synced
+    /// read confirmed within the last third of a session timeout. (The
+    /// leadership deadline is the session's, from [`keep_session`].)
+    Ours,
     /// Our znode is gone, or is not our session's.
     Gone,
 }
@@ -605,7 +606,7 @@ enum Turn {
 ///
 /// Claiming needs two facts: nobody is queued ahead of us, and our znode is
 /// ours (`ephemeralOwner` = our session) as the quorum knows it, read by a
-/// synced read whose send time starts our deadline. The next in line (its
+/// synced read. The next in line (its
 /// predecessor leads, as our listing or the session's `view` shows) keeps
 /// the second fact fresh while it waits, with a synced read every
 /// `session_timeout / 3` as a leader renews. When its predecessor's
@@ -613,8 +614,8 @@ enum Turn {
 /// only znode before ours, and nobody can queue ahead of an existing znode
 /// (sequence numbers only grow), so it leads without another round trip,
 /// one round trip sooner than kazoo or Curator, which list the children
-/// first. Counting our deadline from the earlier synced read only moves it
-/// earlier, and the first renewal follows at once. It also watches its own
+/// first. The leadership deadline does not depend on that read: it is the
+/// session's, proven by [`keep_session`]'s syncs. It also watches its own
 /// znode, so a deletion by hand is known before it could claim.
 async fn wait_for_turn(
     client: &Client,
@@ -650,7 +651,7 @@ async fn wait_for_turn(
             return Ok(Turn::Gone);
         };
         if at == 0 {
-            return Ok(Turn::Ours(confirmed_at));
+            return Ok(Turn::Ours);
         }
         let predecessor = format!("{election}/{}", queue[at - 1].name);
         let watcher = match client.check_and_watch_stat(&predecessor).await {
@@ -705,9 +706,9 @@ async fn wait_for_turn(
         debug!(%predecessor, event = ?event.event_type, "woke: predecessor changed");
         if next_in_line
             && event.event_type == EventType::NodeDeleted
-            && let Some(confirmed_at) = confirmed.filter(|at| fresh(*at))
+            && confirmed.is_some_and(fresh)
         {
-            return Ok(Turn::Ours(confirmed_at));
+            return Ok(Turn::Ours);
         }
     }
 }

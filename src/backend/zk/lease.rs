@@ -53,7 +53,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::clock::BootInstant;
 
 use crate::leadership::deadline_after;
 
@@ -68,16 +68,16 @@ pub struct SessionLease {
     /// `Q` (see [`SessionLease::settle`]).
     settle: Duration,
     /// Send times of answered renewals, oldest first.
-    answered: VecDeque<Instant>,
+    answered: VecDeque<BootInstant>,
     /// The latest instant at which the leader provably touched the session.
-    proven: Option<Instant>,
+    proven: Option<BootInstant>,
 }
 
 impl SessionLease {
     /// A lease for a session with the negotiated `timeout`, whose handshake
     /// was started at `handshake` (the leader created or revalidated the
     /// session after that).
-    pub fn new(timeout: Duration, handshake: Instant) -> Self {
+    pub fn new(timeout: Duration, handshake: BootInstant) -> Self {
         SessionLease {
             timeout,
             settle: timeout / 3,
@@ -99,7 +99,7 @@ impl SessionLease {
 
     /// A sync sent at `sent` was answered (and every earlier one was
     /// answered or given up before it was sent).
-    pub fn renewed(&mut self, sent: Instant) {
+    pub fn renewed(&mut self, sent: BootInstant) {
         if let Some(&previous) = self.answered.back() {
             let settle = self.settle();
             if let Some(&touched) = self
@@ -117,20 +117,20 @@ impl SessionLease {
         }
     }
 
-    fn prove(&mut self, touched: Instant) {
+    fn prove(&mut self, touched: BootInstant) {
         self.proven = Some(self.proven.map_or(touched, |p| p.max(touched)));
     }
 
     /// The latest instant at which the leader provably touched the session.
     #[cfg(test)]
-    pub fn proven(&self) -> Option<Instant> {
+    pub fn proven(&self) -> Option<BootInstant> {
         self.proven
     }
 
     /// Our leadership deadline: the session provably lives until
     /// `proven + timeout`; the margin covers clock-rate error and the time
     /// to kill the work.
-    pub fn deadline(&self) -> Option<Instant> {
+    pub fn deadline(&self) -> Option<BootInstant> {
         self.proven.map(|p| deadline_after(p, self.timeout))
     }
 }
@@ -146,7 +146,7 @@ mod tests {
 
     #[test]
     fn the_handshake_is_proven_at_once() {
-        let start = Instant::now();
+        let start = BootInstant::now();
         let lease = SessionLease::new(T, start);
         assert_eq!(lease.proven(), Some(start));
         assert_eq!(lease.deadline(), Some(deadline_after(start, T)));
@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn a_renewal_counts_once_a_later_one_is_settle_younger_and_another_answered() {
-        let start = Instant::now();
+        let start = BootInstant::now();
         let mut lease = SessionLease::new(T, start);
         let step = lease.renew_every();
         let at = |n: u32| start + step * n;
@@ -320,13 +320,17 @@ mod tests {
 
     /// The rule with another `Q`.
     fn with_settle(answered: &[u64], timeout: u64, settle: u64) -> Option<u64> {
-        let base = Instant::now();
+        let base = BootInstant::now();
         let mut lease = SessionLease::new(Duration::from_micros(timeout), base);
         lease.settle = Duration::from_micros(settle);
         for &s in answered {
             lease.renewed(base + Duration::from_micros(s + 1));
         }
-        let proven = lease.proven().unwrap().duration_since(base).as_micros() as u64;
+        let proven = lease
+            .proven()
+            .unwrap()
+            .saturating_duration_since(base)
+            .as_micros() as u64;
         // The handshake (at 0) is not part of this world.
         (proven > 0).then(|| proven - 1)
     }

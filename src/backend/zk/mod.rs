@@ -28,6 +28,7 @@ use zookeeper_client::Client;
 use crate::backend::backoff::Backoff;
 use crate::backend::report::{self, Observed};
 use crate::backend::{Campaign, Observation};
+use crate::clock::BootInstant;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
@@ -157,13 +158,9 @@ async fn first_contact(cfg: &ElectionConfig) -> Result<Opened> {
     let mut last = None;
     loop {
         let attempt = tokio::time::Instant::now();
+        let handshake = BootInstant::now();
         match tokio::time::timeout_at(deadline, open(cfg, connector.clone())).await {
-            Ok(Ok(client)) => {
-                return Ok(Opened {
-                    client,
-                    handshake: attempt,
-                });
-            }
+            Ok(Ok(client)) => return Ok(Opened { client, handshake }),
             Ok(Err(e @ (zookeeper_client::Error::Timeout | zookeeper_client::Error::NoHosts)))
                 if attempt.elapsed() >= silent =>
             {
@@ -195,7 +192,7 @@ fn contact_failed(cfg: &ElectionConfig, e: zookeeper_client::Error) -> Error {
 /// first thing its [`lease::SessionLease`] knows.
 pub(crate) struct Opened {
     pub client: Client,
-    pub handshake: tokio::time::Instant,
+    pub handshake: BootInstant,
 }
 
 /// Opens a new session after the previous one ended, retrying with backoff
@@ -204,7 +201,7 @@ async fn reconnect(cfg: &ElectionConfig, stop: impl Future<Output = ()>) -> Opti
     tokio::pin!(stop);
     let mut backoff = Backoff::new();
     loop {
-        let handshake = tokio::time::Instant::now();
+        let handshake = BootInstant::now();
         tokio::select! {
             () = &mut stop => return None,
             connected = connect(cfg) => match connected {
