@@ -189,6 +189,47 @@ impl Rig {
             .to_owned()
     }
 
+    /// ZooKeeper: holds the leader's tenure `old` against what the servers
+    /// did with its session (`listed`: the last instant the ZooKeeper
+    /// leader still listed it, if it then expired it). An expired session
+    /// must find the command dead already; the margin is printed.
+    fn dead_before_expiry(
+        &self,
+        case: &str,
+        old: &Interval,
+        fault: Instant,
+        listed: Option<Instant>,
+    ) {
+        let ended = self
+            .store
+            .intervals()
+            .into_iter()
+            .find(|i| (i.token, i.start) == (old.token, old.start))
+            .and_then(|i| i.end);
+        match (listed, ended) {
+            (Some(listed), Some(ended)) => {
+                let margin = listed.checked_duration_since(ended).unwrap_or_else(|| {
+                    panic!(
+                        "{case}: the command died {:?} after the servers last listed the session",
+                        ended - listed
+                    )
+                });
+                eprintln!(
+                    "zk {case}: the servers expired the session; the command was dead {:?} after the fault, at least {margin:?} before the expiry",
+                    ended - fault
+                );
+            }
+            (Some(_), None) => {
+                panic!("{case}: the servers expired the session while its command ran")
+            }
+            (None, Some(ended)) => eprintln!(
+                "zk {case}: the session lived; the leader stepped down {:?} after the fault (nothing proved the session alive in time)",
+                ended - fault
+            ),
+            (None, None) => eprintln!("zk {case}: the session lived and the leader led throughout"),
+        }
+    }
+
     fn proc(&self, id: &str) -> &Proc {
         &self.candidates[id]
     }
@@ -373,20 +414,9 @@ fn leader_cut_off(backend: Backend) {
     let ended = rig.ended(&old, SOON);
     rig.step_downs.push(ended - cut);
     if let Some(session) = session {
-        let listed = session
-            .join()
-            .unwrap()
-            .expect("the ZooKeeper leader expires the session");
-        let margin = listed.checked_duration_since(ended).unwrap_or_else(|| {
-            panic!(
-                "the command died {:?} after the leader last listed the session",
-                ended - listed
-            )
-        });
-        eprintln!(
-            "zk leader cut off: command dead {:?} after the cut, at least {margin:?} before the servers expired the session",
-            ended - cut
-        );
+        let listed = session.join().unwrap();
+        assert!(listed.is_some(), "the ZooKeeper leader expires the session");
+        rig.dead_before_expiry("leader cut off", &old, cut, listed);
     }
     let new = rig
         .store
@@ -524,12 +554,69 @@ fn member_killed(backend: Backend) {
     rig.finish("member the client uses killed", false);
 }
 
+/// ZooKeeper: the member serving the leader's session is cut off from the
+/// other members, not from its clients, for two session timeouts. As a
+/// follower it keeps our connection but can no longer forward our syncs
+/// or its note of our touches to the ZooKeeper leader; as the leader it
+/// loses its quorum after syncLimit and drops its clients. Whether the
+/// client revalidates the session elsewhere in time or the servers expire
+/// it, the command is dead before any expiry (the margin is printed), and
+/// no two tenures overlap. Cut from the leader, a follower costs nothing.
+fn member_cut_from_its_peers(backend: Backend) {
+    assert_eq!(backend, Backend::Zk);
+    if !support::containers_only("ZooKeeper member cut off from its peers") {
+        return;
+    }
+    let mut rig = Rig::new(backend);
+    start_all(&mut rig);
+    let old = rig.leader();
+    let sid = rig.session_of(&old.id);
+    let zk = rig.zk.as_ref().unwrap();
+    let member = zk.member_serving(&sid).expect("a member serves it");
+    let role = if zk.leads(member) {
+        "leader"
+    } else {
+        "follower"
+    };
+    let session = zk.watch_session(&sid, backend.ttl() * 5);
+    let cut = Instant::now();
+    zk.isolate(member);
+    std::thread::sleep(backend.ttl() * 2);
+    zk.rejoin(member);
+    let listed = session.join().unwrap();
+    rig.dead_before_expiry(
+        &format!("member serving the leader ({role}) cut from its peers"),
+        &old,
+        cut,
+        listed,
+    );
+    if role == "follower" {
+        // The sync stuck behind the cut follower makes the client give
+        // the connection up after its connection timeout (T/5), and the
+        // revalidation elsewhere touches the ZooKeeper leader: well
+        // inside the deadline, which is about 0.57 T ahead.
+        let now = rig.leader();
+        assert_eq!(
+            (now.token, now.start),
+            (old.token, old.start),
+            "the leader rode out the cut of its follower: {}",
+            rig.proc(&old.id).stderr()
+        );
+    }
+    let _ = rig.leader();
+    rig.finish("member serving the leader cut from its peers", false);
+}
+
 /// Two of three members killed (quorum lost) past the TTL, then started
 /// again on their data. Raft-vote: the two peers that do not lead.
 fn quorum_lost(backend: Backend) {
     let mut rig = Rig::new(backend);
     start_all(&mut rig);
     let old = rig.leader();
+    let session = (backend == Backend::Zk).then(|| {
+        let sid = rig.session_of(&old.id);
+        rig.zk.as_ref().unwrap().watch_session(&sid, SOON)
+    });
     let lost = Instant::now();
     let stopped: Vec<String> = match backend {
         Backend::Etcd | Backend::Zk => {
@@ -581,6 +668,12 @@ fn quorum_lost(backend: Backend) {
             .any(|i| i.end.is_none())
             .then_some(())
     });
+    if let Some(session) = session {
+        // Without a quorum nothing expires, and the new ZooKeeper leader
+        // gives every session a whole timeout again.
+        let listed = session.join().unwrap();
+        rig.dead_before_expiry("quorum lost", &old, lost, listed);
+    }
     rig.finish("quorum lost and recovered", false);
 }
 
@@ -678,6 +771,11 @@ scenario!(etcd_short_cut_off, short_cut_off, Backend::Etcd);
 scenario!(zk_short_cut_off, short_cut_off, Backend::Zk);
 scenario!(etcd_member_killed, member_killed, Backend::Etcd);
 scenario!(zk_member_killed, member_killed, Backend::Zk);
+scenario!(
+    zk_member_cut_from_its_peers,
+    member_cut_from_its_peers,
+    Backend::Zk
+);
 scenario!(etcd_quorum_lost, quorum_lost, Backend::Etcd);
 scenario!(zk_quorum_lost, quorum_lost, Backend::Zk);
 scenario!(raft_quorum_lost, quorum_lost, Backend::Raft);

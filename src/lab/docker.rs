@@ -218,6 +218,58 @@ impl Container {
         .map(drop)
     }
 
+    /// Drops every packet between this container and `peer` (both ways,
+    /// with a blackhole route on each side), while both still reach
+    /// everyone else, the host's clients included: a partition inside the
+    /// ensemble that clients do not see.
+    pub fn partition_from(&self, peer: &Container) -> Result<()> {
+        self.route(&peer.ip, "add")?;
+        peer.route(&self.ip, "add")
+    }
+
+    /// Undoes [`partition_from`](Self::partition_from).
+    pub fn mend_partition_from(&self, peer: &Container) -> Result<()> {
+        let mine = self.route(&peer.ip, "del");
+        peer.route(&self.ip, "del").and(mine)
+    }
+
+    /// `ip route add|del blackhole IP/32` in the container's network
+    /// namespace, entered from the host with `nsenter` (the image's own
+    /// `ip`, through its mount namespace). Needs root: the members hold no
+    /// network capabilities, and `docker exec --privileged` is refused
+    /// where the engine itself runs without every capability.
+    fn route(&self, ip: &str, verb: &str) -> Result<()> {
+        let pid = self.host_pid()?.to_string();
+        let target = format!("{ip}/32");
+        let argv = [
+            "-t",
+            &pid,
+            "-n",
+            "-m",
+            "ip",
+            "route",
+            verb,
+            "blackhole",
+            &target,
+        ];
+        let failed = |stderr: String| Error::Docker {
+            command: format!("nsenter {}", argv.join(" ")),
+            stderr,
+        };
+        let out = Command::new("nsenter")
+            .args(argv)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| failed(e.to_string()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(failed(
+                String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            ))
+        }
+    }
+
     /// `running`, `paused`, `exited`... or `missing`.
     pub fn state(&self) -> String {
         docker(&["inspect", "--format", "{{.State.Status}}", &self.name])

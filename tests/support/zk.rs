@@ -86,6 +86,36 @@ impl Ensemble {
         })
     }
 
+    /// Cuts member `i` off from the other members, both ways, while its
+    /// clients still reach it (container mode only).
+    pub fn isolate(&self, i: usize) {
+        for j in (0..3).filter(|&j| j != i) {
+            self.container(i)
+                .partition_from(self.container(j))
+                .unwrap_or_else(|e| panic!("cutting member {i} from member {j}: {e}"));
+        }
+    }
+
+    /// Undoes [`isolate`](Self::isolate).
+    pub fn rejoin(&self, i: usize) {
+        for j in (0..3).filter(|&j| j != i) {
+            self.container(i)
+                .mend_partition_from(self.container(j))
+                .unwrap_or_else(|e| panic!("mending member {i} with member {j}: {e}"));
+        }
+    }
+
+    fn container(&self, i: usize) -> &elect::lab::docker::Container {
+        self.member(i)
+            .container()
+            .expect("a container-only test in process mode")
+    }
+
+    /// Whether member `i` is the ensemble's leader now.
+    pub fn leads(&self, i: usize) -> bool {
+        elect::lab::zk::is_leader(&self.member(i).client)
+    }
+
     /// Kills member `i` (SIGKILL), as a crash would.
     pub fn kill(&mut self, i: usize) {
         super::MemberExt::kill(self.member_mut(i));
