@@ -12,7 +12,7 @@ use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand,
 use elect::config::{BackendKind, ElectionConfig};
 use elect::credentials::{PASSWORD_VAR, Password, Tls, User};
 use elect::export::{Format, OutputConfig};
-use elect::supervise::{ChildConfig, Restart};
+use elect::supervise::{ChildConfig, Containment, Restart};
 
 /// A command line we refuse: the flag and what is wrong with its value.
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +76,30 @@ pub enum FormatArg {
     Json,
     /// `lab up` and `lab status` only: shell lines to eval.
     Env,
+}
+
+/// `run --contain`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ContainArg {
+    /// The strongest that works here.
+    Auto,
+    /// A PID namespace whose init is ours.
+    Pidns,
+    /// A cgroup v2 of the command's own.
+    Cgroup,
+    /// The watchdog as subreaper, killing every descendant.
+    Subreaper,
+}
+
+impl From<ContainArg> for Containment {
+    fn from(arg: ContainArg) -> Containment {
+        match arg {
+            ContainArg::Auto => Containment::Auto,
+            ContainArg::Pidns => Containment::PidNamespace,
+            ContainArg::Cgroup => Containment::Cgroup,
+            ContainArg::Subreaper => Containment::Subreaper,
+        }
+    }
 }
 
 /// `run --restart`.
@@ -453,6 +477,14 @@ pub struct RunArgs {
     #[arg(long, env = "ELECT_EXIT_ON_LOSS")]
     pub exit_on_loss: bool,
 
+    /// How the command's whole tree is held, daemons included: pidns (a
+    /// PID namespace whose init is ours: everything dies with it), cgroup
+    /// (a cgroup v2 of its own), subreaper (the watchdog kills every
+    /// descendant); auto takes the strongest that works here and says why
+    /// it passed the others over. One that does not work here is exit 2.
+    #[arg(long, env = "ELECT_CONTAIN", value_enum, default_value = "auto")]
+    pub contain: ContainArg,
+
     /// The command and its arguments (any bytes, passed as they are).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -595,7 +627,8 @@ impl Cli {
                     .map_err(|_| UsageError::new("CMD", "the command to run is empty"))?
                     .with_grace(grace)?
                     .with_restart(run.restart.into())
-                    .with_exit_on_loss(run.exit_on_loss);
+                    .with_exit_on_loss(run.exit_on_loss)
+                    .with_containment(run.contain.into());
                 Command::Run(election, output, child)
             }
         };

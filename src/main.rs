@@ -140,6 +140,7 @@ fn context(cfg: &ElectionConfig) -> export::Context {
     export::Context {
         backend: cfg.backend().name(),
         election: cfg.election().to_owned(),
+        containment: None,
     }
 }
 
@@ -218,15 +219,27 @@ async fn run(cfg: ElectionConfig, output: OutputConfig, child: ChildConfig) -> a
         (SignalKind::user_defined2(), Signal::SIGUSR2),
     ];
     let mut shutdown = signals(&[SHUTDOWN_SIGNALS.as_slice(), &forwarded].concat())?;
-    let exports = Exports::prepare(context(&cfg), output).await?;
-    let (busy_tx, busy) = watch::channel(false);
-    let campaign = backend::campaign(&cfg, busy).await?;
-    let running = exports.start(campaign.leadership());
     let env = ChildEnv {
         election: cfg.election().to_owned(),
         backend: cfg.backend().name(),
         watchdog: std::env::current_exe().context("finding elect's own executable")?,
     };
+    // Before anything else: a containment that does not work here is bad
+    // usage (exit 2), and nothing has been campaigned for yet.
+    let resolved = child.containment().resolve(&env.watchdog)?;
+    tracing::info!("{}", resolved.describe());
+    let child = child.with_containment(resolved.level.into());
+    let exports = Exports::prepare(
+        export::Context {
+            containment: Some(resolved.level.name()),
+            ..context(&cfg)
+        },
+        output,
+    )
+    .await?;
+    let (busy_tx, busy) = watch::channel(false);
+    let campaign = backend::campaign(&cfg, busy).await?;
+    let running = exports.start(campaign.leadership());
     let finish = supervise::run(&child, &env, campaign.leadership(), &busy_tx, &mut shutdown).await;
     // The command's group is gone by now on every path; resigning is safe.
     resign(campaign, running.metrics()).await?;

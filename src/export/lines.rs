@@ -17,6 +17,9 @@ pub struct JsonLine<'a> {
     pub backend: &'a str,
     /// The election's name.
     pub election: &'a str,
+    /// Under `run`: how the command's tree is held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contain: Option<&'a str>,
     /// The leader's id, if one is known.
     pub leader: Option<&'a str>,
     /// The leader's fencing token.
@@ -42,6 +45,7 @@ pub fn render(
                 at,
                 backend: ctx.backend,
                 election: &ctx.election,
+                contain: ctx.containment,
                 leader: snapshot.leader.as_deref(),
                 token: snapshot.token,
                 is_self: snapshot.is_self,
@@ -76,6 +80,7 @@ mod tests {
 
     fn ctx() -> Context {
         Context {
+            containment: None,
             backend: "etcd",
             election: "jobs".into(),
         }

@@ -58,7 +58,20 @@ impl Default for Metrics {
 impl Metrics {
     /// A registry with every metric at zero.
     pub fn new() -> Metrics {
+        Self::with_containment(None)
+    }
+
+    /// The same, and under `run` the containment level holding the
+    /// command's tree, as `elect_containment_info{level="..."} 1`.
+    pub fn with_containment(containment: Option<&'static str>) -> Metrics {
         let mut registry = Registry::with_prefix("elect");
+        if let Some(level) = containment {
+            registry.register(
+                "containment",
+                "How the command's whole tree is held under run: pidns, cgroup or subreaper",
+                prometheus_client::metrics::info::Info::new(vec![("level", level)]),
+            );
+        }
         let is_leader = Gauge::default();
         let view_current = Gauge::default();
         let leader_changes = Counter::default();

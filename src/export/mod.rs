@@ -57,6 +57,9 @@ pub struct Context {
     pub backend: &'static str,
     /// The election's name.
     pub election: String,
+    /// Under `run`: the containment level holding the command's tree
+    /// (`pidns`, `cgroup`, `subreaper`).
+    pub containment: Option<&'static str>,
 }
 
 /// The latest snapshot with what the exporters add to it.
@@ -158,7 +161,7 @@ impl Exports {
             None => None,
         };
         Ok(Exports {
-            metrics: Arc::new(Metrics::new()),
+            metrics: Arc::new(Metrics::with_containment(ctx.containment)),
             listener,
             ctx,
             output,

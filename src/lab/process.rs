@@ -254,28 +254,8 @@ pub fn parent(pid: i32) -> Option<i32> {
 
 /// Every living descendant of `pid` (not `pid` itself), parents first.
 pub fn descendants(pid: i32) -> Vec<i32> {
-    let mut parents: Vec<(i32, i32)> = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-            continue;
-        };
-        if let Some(ppid) = parent(child) {
-            parents.push((child, ppid));
-        }
-    }
-    let mut found = vec![pid];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        found.extend(
-            parents
-                .iter()
-                .filter(|(_, p)| *p == parent)
-                .map(|(c, _)| *c),
-        );
-        i += 1;
-    }
-    found.remove(0);
-    found.retain(|&p| alive(p));
-    found
+    crate::supervise::contain::descendants(nix::unistd::Pid::from_raw(pid), &[])
+        .into_iter()
+        .map(nix::unistd::Pid::as_raw)
+        .collect()
 }

@@ -25,6 +25,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::sleep;
 use tracing::{debug, error, info, warn};
 
+use super::contain::Level;
 use super::watchdog::{self, Control, display_command, move_fd};
 use crate::clock::BootInstant;
 use crate::error::{Error, Result};
@@ -75,6 +76,7 @@ impl Child {
         command: &[OsString],
         env: &[(&str, String)],
         grace: Duration,
+        level: Level,
         deadline: BootInstant,
     ) -> Result<Child> {
         // Registered before the fork so no SIGCHLD can be missed.
@@ -91,6 +93,7 @@ impl Child {
         cmd.arg(watchdog::SUBCOMMAND)
             .args(["--grace", &grace.as_nanos().to_string()])
             .args(["--deadline", &deadline.as_nanos().to_string()])
+            .args(["--contain", level.name()])
             .arg("--")
             .args(command)
             // The password is elect's, not the command's.

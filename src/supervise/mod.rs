@@ -36,9 +36,15 @@
 //!   `elect` sees the watchdog end by a signal and kills the group too
 //!   before it resigns.
 //! - **Both gone** (e.g. `pkill -9 -x elect` hitting `elect` and the
-//!   watchdog together): the guard still kills the group. What escapes is
-//!   only a descendant that left the group itself (`setsid`, `setpgid`) or
-//!   a kill aimed at the guard too; the fencing token is the defence there.
+//!   watchdog together): the guard still kills the group.
+//! - **The command leaves its group** (`setsid`, `setpgid`, a program that
+//!   daemonizes itself): [containment](contain) holds the whole tree, not
+//!   the group. Under `pidns` (a PID namespace whose init dies with the
+//!   watchdog) nothing of the tree outlives the watchdog, whatever kills
+//!   it and everything else of `elect`'s; `cgroup` and `subreaper` hold
+//!   it while the watchdog (and, for `cgroup`, the guard) lives. The table
+//!   in [`contain`] says which deaths and escapes each level survives; the
+//!   fencing token is the defence beyond them.
 //!
 //!
 //! # Embedding
@@ -63,7 +69,11 @@
 //! backend can hold on to what keeps successors out until the work is gone.
 
 pub(crate) mod child;
+pub mod contain;
+pub(crate) mod init;
 pub(crate) mod watchdog;
+
+pub use contain::{Containment, Level, Resolved};
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -88,6 +98,7 @@ pub struct ChildConfig {
     grace: Duration,
     restart: Restart,
     exit_on_loss: bool,
+    containment: Containment,
 }
 
 /// The grace unless one is set.
@@ -113,6 +124,7 @@ impl ChildConfig {
             grace: DEFAULT_GRACE,
             restart: Restart::Never,
             exit_on_loss: false,
+            containment: Containment::Auto,
         })
     }
 
@@ -139,6 +151,18 @@ impl ChildConfig {
     pub fn with_exit_on_loss(mut self, exit_on_loss: bool) -> Self {
         self.exit_on_loss = exit_on_loss;
         self
+    }
+
+    /// How the command's whole tree is held (see [`contain`] for what each
+    /// level survives); [`run`] resolves it once, at its start.
+    pub fn with_containment(mut self, containment: Containment) -> Self {
+        self.containment = containment;
+        self
+    }
+
+    /// The containment asked for.
+    pub fn containment(&self) -> Containment {
+        self.containment
     }
 
     /// The program and its arguments.
@@ -226,6 +250,10 @@ pub fn dispatch_hidden() -> Option<i32> {
         Some(watchdog::main(&args[2..]))
     } else if which == watchdog::GUARD_SUBCOMMAND {
         Some(watchdog::guard_main(&args[2..]))
+    } else if which == init::SUBCOMMAND {
+        Some(init::main(&args[2..]))
+    } else if which == contain::PROBE_SUBCOMMAND {
+        Some(contain::probe_main(&args[2..]))
     } else {
         None
     }
@@ -271,8 +299,13 @@ enum End {
 /// Signals received while it runs are forwarded to its group; SIGINT and
 /// SIGTERM also mean that it is not restarted.
 ///
-/// Errors: the watchdog could not be started. Cancel safety: dropping the
-/// future kills the command's group at once.
+/// The containment asked for is resolved first (a throwaway process tries
+/// it) and logged.
+///
+/// Errors: the containment asked for does not work here
+/// ([`Error::Config`] naming `contain`); the watchdog could not be
+/// started. Cancel safety: dropping the future kills the command's group at
+/// once.
 pub async fn run(
     cfg: &ChildConfig,
     env: &ChildEnv,
@@ -280,6 +313,16 @@ pub async fn run(
     busy: &watch::Sender<bool>,
     signals: &mut mpsc::UnboundedReceiver<Signal>,
 ) -> Result<Finish> {
+    let (containment, exe) = (cfg.containment, env.watchdog.clone());
+    let resolved = tokio::task::spawn_blocking(move || containment.resolve(&exe))
+        .await
+        .map_err(|e| Error::io("resolving the containment", std::io::Error::other(e)))??;
+    // `elect run` resolved `auto` already and said so; a library caller
+    // hears it here.
+    if containment == Containment::Auto {
+        info!("{}", resolved.describe());
+    }
+    let level = resolved.level;
     let mut quick_exits: u32 = 0;
     // The shutdown signal that arrived while a command ran: once the
     // command is gone, whatever else happened meanwhile, we exit.
@@ -310,6 +353,7 @@ pub async fn run(
             &cfg.command,
             &child_env(env, &snapshot),
             cfg.grace,
+            level,
             deadline,
         )
         .await;

@@ -41,6 +41,8 @@ use nix::sys::signal::{SigHandler, Signal, killpg, signal};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
+use super::contain::{Cgroup, Level, Tree};
+use super::init;
 use crate::clock::BootInstant;
 
 /// The hidden subcommand that runs the watchdog.
@@ -65,7 +67,7 @@ const TICK: Duration = Duration::from_millis(20);
 /// Signals the watchdog and the guard ignore: what a terminal, a hang-up, a
 /// plain `kill` or job control would send. They act on `elect`'s word and
 /// the deadline only.
-const DEAF_TO: [Signal; 8] = [
+pub(crate) const DEAF_TO: [Signal; 8] = [
     Signal::SIGINT,
     Signal::SIGQUIT,
     Signal::SIGHUP,
@@ -163,6 +165,7 @@ pub fn main(args: &[OsString]) -> i32 {
     set_cloexec(STATUS_FD);
     let mut grace = 0u64;
     let mut deadline = 0u64;
+    let mut level = Level::Subreaper;
     let mut rest = args.iter();
     let mut command: Vec<OsString> = Vec::new();
     let number = |v: Option<&OsString>| v.and_then(|v| v.to_str()?.parse().ok()).unwrap_or(0);
@@ -170,6 +173,19 @@ pub fn main(args: &[OsString]) -> i32 {
         match arg.to_str() {
             Some("--grace") => grace = number(rest.next()),
             Some("--deadline") => deadline = number(rest.next()),
+            Some("--contain") => {
+                match rest
+                    .next()
+                    .and_then(|l| l.to_str())
+                    .and_then(Level::from_name)
+                {
+                    Some(l) => level = l,
+                    None => {
+                        eprintln!("elect {SUBCOMMAND}: --contain takes pidns, cgroup or subreaper");
+                        return 2;
+                    }
+                }
+            }
             Some("--") => {
                 command = rest.by_ref().cloned().collect();
                 break;
@@ -196,13 +212,82 @@ pub fn main(args: &[OsString]) -> i32 {
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         eprintln!("elect {SUBCOMMAND}: cannot become a subreaper: {e}");
     }
+    let started = match level {
+        Level::PidNamespace => start_in_namespace(&command),
+        Level::Cgroup => Cgroup::create("cmd")
+            .map_err(|why| format!("no cgroup for the command: {why}"))
+            .and_then(|cgroup| start_in_group(&command, Some(cgroup))),
+        Level::Subreaper => start_in_group(&command, None),
+    };
+    let (tree, pid, report) = match started {
+        Ok(started) => started,
+        Err(why) => {
+            eprintln!("elect: cannot start {}: {why}", display_command(&command));
+            return 127;
+        }
+    };
+    let (pgid, cgroup) = match &tree {
+        Tree::Namespace { init } => (*init, None),
+        Tree::Cgroup { cgroup, pgid } => (*pgid, Some(cgroup.dir().to_owned())),
+        Tree::Descendants { pgid, .. } => (*pgid, None),
+    };
+    // The namespace's init dies with us, and the namespace with it: no
+    // guard needed there.
+    let guard = match level {
+        Level::PidNamespace => None,
+        _ => Guard::start(pgid, cgroup.as_deref()),
+    };
+    let tree = match (tree, &guard) {
+        (Tree::Descendants { pgid, .. }, Some(guard)) => Tree::Descendants {
+            pgid,
+            spare: vec![guard.pid],
+        },
+        (tree, _) => tree,
+    };
+    // elect learns the group it may have to kill itself; if it is gone, the
+    // control pipe's end of file says so too.
+    let _ = writeln!(status, "started {pgid}");
+    drop(status);
+    let code = Watchdog {
+        tree,
+        command: pid,
+        report,
+        grace,
+        deadline,
+        phase: Phase::Running,
+        exit: None,
+    }
+    .supervise(control);
+    if let Some(guard) = guard {
+        guard.release();
+    }
+    code
+}
+
+/// What a level's start gives the watchdog: the tree, the child whose exit
+/// is the command's (the command, or the namespace's init), and the init's
+/// report pipe.
+type Started = (Tree, Pid, Option<std::fs::File>);
+
+/// `subreaper` and `cgroup`: the command as the leader of a new process
+/// group, our child, in `cgroup` if given.
+fn start_in_group(command: &[OsString], cgroup: Option<Cgroup>) -> Result<Started, String> {
     let watchdog = std::process::id() as libc::pid_t;
+    let procs = cgroup.as_ref().map(Cgroup::procs_path);
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..]).process_group(0);
-    // SAFETY: only async-signal-safe calls (prctl, getppid, raise, signal)
-    // between fork and exec.
+    // SAFETY: only async-signal-safe calls (prctl, getppid, raise, signal,
+    // open, write, close) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
+            // Into the command's cgroup first: what it forks is in it.
+            if let Some(procs) = &procs {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 || libc::write(fd, b"0\n".as_ptr().cast(), 2) != 2 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::close(fd);
+            }
             // Dies with the watchdog; if it is already gone, die now.
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
@@ -220,29 +305,67 @@ pub fn main(args: &[OsString]) -> i32 {
     let child = match cmd.spawn() {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("elect: cannot start {}: {e}", display_command(&command));
-            return 127;
+            if let Some(cgroup) = &cgroup {
+                cgroup.remove();
+            }
+            return Err(e.to_string());
         }
     };
     let pgid = Pid::from_raw(child.id() as i32);
     drop(child);
-    let guard = Guard::start(pgid);
-    // elect learns the group it may have to kill itself; if it is gone, the
-    // control pipe's end of file says so too.
-    let _ = writeln!(status, "started {pgid}");
-    drop(status);
-    let code = Watchdog {
-        pgid,
-        grace,
-        deadline,
-        phase: Phase::Running,
-        exit: None,
+    let tree = match cgroup {
+        Some(cgroup) => Tree::Cgroup { cgroup, pgid },
+        None => Tree::Descendants {
+            pgid,
+            spare: Vec::new(),
+        },
+    };
+    Ok((tree, pgid, None))
+}
+
+/// `pidns`: our next child, `elect __init -- CMD...`, is the first process
+/// of a new PID namespace, bound to die with us.
+fn start_in_namespace(command: &[OsString]) -> Result<Started, String> {
+    super::contain::enter_new_pid_namespace()?;
+    let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string());
+    let (report_read, report_write) = pipe()?;
+    // We hold the lifeline's write end until we exit, and never write.
+    let (lifeline_read, lifeline_write) = pipe()?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(exe);
+    cmd.arg(init::SUBCOMMAND)
+        .arg("--")
+        .args(command)
+        .process_group(0);
+    let (report_fd, lifeline_fd) = (report_write.as_raw_fd(), lifeline_read.as_raw_fd());
+    // SAFETY: only async-signal-safe calls (prctl, fcntl, dup2) between
+    // fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let report = libc::fcntl(report_fd, libc::F_DUPFD_CLOEXEC, 10);
+            let lifeline = libc::fcntl(lifeline_fd, libc::F_DUPFD_CLOEXEC, 10);
+            if report < 0 || lifeline < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            move_fd(report, init::REPORT_FD)?;
+            move_fd(lifeline, init::LIFELINE_FD)
+        });
     }
-    .supervise(control);
-    if let Some(guard) = guard {
-        guard.release();
-    }
-    code
+    let child = cmd.spawn().map_err(|e| e.to_string())?;
+    drop((report_write, lifeline_read));
+    // Held open for the watchdog's life: closed only by its death.
+    std::mem::forget(lifeline_write);
+    let init = Pid::from_raw(child.id() as i32);
+    drop(child);
+    let report = std::fs::File::from(report_read);
+    let _ = nix::fcntl::fcntl(
+        &report,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    );
+    Ok((Tree::Namespace { init }, init, Some(report)))
 }
 
 /// `CMD ARGS...` for messages.
@@ -257,16 +380,21 @@ pub fn display_command(command: &[OsString]) -> String {
 /// The watchdog's end of the guard's pipe.
 struct Guard {
     pipe: std::fs::File,
+    pid: Pid,
 }
 
 impl Guard {
-    /// Starts `elect __guard <pgid>` with the read end of a pipe on fd 3.
-    fn start(pgid: Pid) -> Option<Guard> {
+    /// Starts `elect __guard <pgid> [<cgroup>]` with the read end of a
+    /// pipe on fd 3.
+    fn start(pgid: Pid, cgroup: Option<&std::path::Path>) -> Option<Guard> {
         let started = (|| -> std::io::Result<Guard> {
             let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
             let exe = std::env::current_exe()?;
             let mut cmd = Command::new(exe);
             cmd.arg(GUARD_SUBCOMMAND).arg(pgid.to_string());
+            if let Some(cgroup) = cgroup {
+                cmd.arg(cgroup);
+            }
             let read_fd = read.as_raw_fd();
             // SAFETY: only async-signal-safe calls between fork and exec.
             unsafe {
@@ -275,10 +403,11 @@ impl Guard {
                     move_fd(read_fd, CONTROL_FD)
                 });
             }
-            cmd.stdin(std::process::Stdio::null()).spawn()?;
+            let child = cmd.stdin(std::process::Stdio::null()).spawn()?;
             drop(read);
             Ok(Guard {
                 pipe: std::fs::File::from(write),
+                pid: Pid::from_raw(child.id() as i32),
             })
         })();
         match started {
@@ -331,18 +460,37 @@ pub fn guard_main(args: &[OsString]) -> i32 {
     let mut pipe = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(CONTROL_FD) });
     let mut said = Vec::new();
     let _ = pipe.read_to_end(&mut said);
+    let cgroup = args.get(1).map(|dir| Cgroup::at(dir.into()));
     if said != b"done\n" {
+        if let Some(cgroup) = &cgroup {
+            cgroup.signal(Signal::SIGKILL);
+        }
         match killpg(Pid::from_raw(pgid), Signal::SIGKILL) {
             Ok(()) => eprintln!("elect: the watchdog died; killed the command's group {pgid}"),
             Err(Errno::ESRCH) => {}
             Err(e) => eprintln!("elect {GUARD_SUBCOMMAND}: killing group {pgid}: {e}"),
         }
     }
+    if let Some(cgroup) = cgroup {
+        // Empty within moments of the kill; removed so nothing is left.
+        for _ in 0..200 {
+            if !cgroup.populated() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        cgroup.remove();
+    }
     0
 }
 
 struct Watchdog {
-    pgid: Pid,
+    tree: Tree,
+    /// The child whose exit is the command's: the command itself, or the
+    /// namespace's init (which exits with the command's code).
+    command: Pid,
+    /// The init's reports (`pidns`): the command's code as soon as it ends.
+    report: Option<std::fs::File>,
     grace: u64,
     deadline: u64,
     phase: Phase,
@@ -364,6 +512,9 @@ impl Watchdog {
             self.enforce(now);
             if !self.group_alive() {
                 // Reaped by us (exit known) or, oddly, by someone else.
+                if let Tree::Cgroup { cgroup, .. } = &self.tree {
+                    cgroup.remove();
+                }
                 return self.exit.unwrap_or(1);
             }
             let wait = self.next_wake(now);
@@ -447,24 +598,33 @@ impl Watchdog {
     }
 
     fn signal(&self, sig: Signal) {
-        match killpg(self.pgid, sig) {
-            Ok(()) | Err(Errno::ESRCH) => {}
-            Err(e) => eprintln!("elect {SUBCOMMAND}: signalling group {}: {e}", self.pgid),
-        }
+        self.tree.signal(sig);
     }
 
     fn group_alive(&self) -> bool {
-        !matches!(killpg(self.pgid, None), Err(Errno::ESRCH))
+        self.tree.alive()
     }
 
     /// Reaps every exited descendant (all are ours: we are their
-    /// subreaper), remembering the command's code.
+    /// subreaper), remembering the command's code, which the namespace's
+    /// init reports as soon as the command ends.
     fn reap(&mut self) {
+        if let Some(report) = self.report.as_mut() {
+            // Non-blocking: what is there now, up to WouldBlock or the end.
+            let mut said = Vec::new();
+            let _ = report.read_to_end(&mut said);
+            if let Some(code) = String::from_utf8_lossy(&said)
+                .lines()
+                .find_map(init::parse_report)
+            {
+                self.exit = Some(code);
+            }
+        }
         loop {
             match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::StillAlive) | Err(_) => return,
                 Ok(status) => {
-                    if status.pid() == Some(self.pgid) {
+                    if status.pid() == Some(self.command) && self.exit.is_none() {
                         self.exit = super::child::exit_code(status);
                     }
                 }
