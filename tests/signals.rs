@@ -1,9 +1,13 @@
-//! The process edge, on all three backends against real ensembles: a
-//! foreground `elect run` whose whole process group gets what a terminal
-//! or a shell sends (Ctrl-C, Ctrl-\, Ctrl-Z as `kill -SIG -- -PGID` from
-//! outside the group), the group SIGKILLed, or the watchdog alone SIGKILLed.
-//! In every case the command's tree (command and grandchild) is dead before
-//! any successor reports `elected`, and nothing is left behind.
+//! The process edge, on all three backends against real ensembles, under
+//! every containment level the machine gives: a foreground `elect run`
+//! whose whole process group gets what a terminal or a shell sends
+//! (Ctrl-C, Ctrl-\, Ctrl-Z as `kill -SIG -- -PGID` from outside the
+//! group), the group SIGKILLed, the watchdog alone SIGKILLed, or every
+//! process of `elect`'s SIGKILLed at once. The command's tree (the command,
+//! its child, a process that moved to a group of its own and a daemon that
+//! left the session) is dead before any successor reports `elected`,
+//! except where the level's documented guarantee says otherwise (then
+//! what it says is what happens), and nothing is left behind.
 
 mod support;
 
@@ -14,7 +18,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use support::elect::{BIN, Proc};
-use support::proc::{DeathWatch, alive, descendants, read_pids, scratch, tree_script};
+use support::proc::{DeathWatch, TREE, alive, descendants, read_pids, scratch, tree_script};
 use support::{etcd, eventually, raft, zk};
 
 const SOON: Duration = Duration::from_secs(20);
@@ -28,6 +32,9 @@ enum Blow {
     KillGroup,
     /// SIGKILL to the watchdog only.
     KillWatchdog,
+    /// SIGKILL to elect, its watchdog and the guard (or the namespace's
+    /// init) at once, as `pkill -9` or an OOM kill of their cgroup would.
+    KillAll,
 }
 
 impl Blow {
@@ -36,17 +43,40 @@ impl Blow {
             Blow::Key(key, _) => key,
             Blow::KillGroup => "kill -9 -- -PGID",
             Blow::KillWatchdog => "kill -9 <watchdog>",
+            Blow::KillAll => "kill -9 <every elect process>",
+        }
+    }
+
+    /// Which processes of the tree (indices into `TREE`) the level's
+    /// documented guarantee leaves alive after this blow: `pidns` none;
+    /// without the watchdog, `subreaper`'s guard kills only the command's
+    /// group; with every `elect` process gone only the command's own
+    /// parent-death signal fires.
+    fn survivors(self, level: &str) -> &'static [usize] {
+        match (level, self) {
+            ("subreaper", Blow::KillWatchdog) => &[2, 3],
+            ("cgroup" | "subreaper", Blow::KillAll) => &[1, 2, 3],
+            _ => &[],
         }
     }
 }
 
-const BLOWS: [Blow; 5] = [
+const BLOWS: [Blow; 6] = [
     Blow::Key("Ctrl-C", Signal::SIGINT),
     Blow::Key("Ctrl-\\", Signal::SIGQUIT),
     Blow::Key("Ctrl-Z", Signal::SIGTSTP),
     Blow::KillGroup,
     Blow::KillWatchdog,
+    Blow::KillAll,
 ];
+
+/// Every blow under every containment level the machine gives.
+fn cases() -> Vec<(&'static str, Blow)> {
+    support::containment_levels()
+        .into_iter()
+        .flat_map(|level| BLOWS.map(|blow| (level, blow)))
+        .collect()
+}
 
 /// One participant: `elect run` in a process group of its own, as a shell
 /// starts a foreground job, wrapping a two-process tree.
@@ -55,10 +85,11 @@ struct Runner {
     pids_file: std::path::PathBuf,
 }
 
-/// Starts `elect <args> run --grace 1s -- sh -c <tree>` as its own group.
-fn runner(name: &str, mut cmd: Command, dir: &std::path::Path) -> Runner {
+/// Starts `elect <args> run --contain <level> --grace 1s -- sh -c <tree>`
+/// as its own group.
+fn runner(name: &str, mut cmd: Command, dir: &std::path::Path, level: &str) -> Runner {
     let pids_file = dir.join(format!("{name}.pids"));
-    cmd.args(["--grace", "1s", "--", "sh", "-c"])
+    cmd.args(["--contain", level, "--grace", "1s", "--", "sh", "-c"])
         .arg(tree_script(&pids_file, false))
         .process_group(0);
     Runner {
@@ -92,29 +123,74 @@ fn next_elected(runners: &mut [Runner], skip: usize) -> (usize, Instant) {
 }
 
 /// Deals `blow` to `runners[leader]` and checks the tree dies before a
-/// successor is elected; returns how long before.
-fn deal(runners: &mut [Runner], leader: usize, blow: Blow, backend: &str) -> Duration {
-    let pids = read_pids(&runners[leader].pids_file, 2);
+/// successor is elected (but for what the level leaves alive, which must
+/// still live then and is killed here); returns how long before.
+fn deal(runners: &mut [Runner], leader: usize, blow: Blow, backend: &str, level: &str) -> Duration {
+    let pids = read_pids(&runners[leader].pids_file, TREE.len());
     let elect_pid = runners[leader].proc.pid();
     let watchdog = eventually("the watchdog", SOON, || {
         descendant_with_arg(elect_pid, "__watchdog")
     });
-    let guard = eventually("the guard", SOON, || {
-        descendant_with_arg(watchdog, "__guard")
+    // The namespace's init dies with the watchdog; elsewhere a guard does.
+    let helper = if level == "pidns" {
+        "__init"
+    } else {
+        "__guard"
+    };
+    let helper = eventually(&format!("the {helper}"), SOON, || {
+        descendant_with_arg(watchdog, helper)
     });
-    let deaths = DeathWatch::start(pids.clone(), SOON);
+    let survivors = blow.survivors(level);
+    let (doomed, spared): (Vec<_>, Vec<_>) = pids
+        .iter()
+        .enumerate()
+        .partition(|(i, _)| !survivors.contains(i));
+    let doomed: Vec<i32> = doomed.into_iter().map(|(_, p)| *p).collect();
+    let deaths = DeathWatch::start(doomed.clone(), SOON);
     let group = Pid::from_raw(elect_pid);
     match blow {
         Blow::Key(_, sig) => killpg(group, sig).unwrap(),
         Blow::KillGroup => killpg(group, Signal::SIGKILL).unwrap(),
         Blow::KillWatchdog => support::signal_pid(watchdog, Signal::SIGKILL),
+        Blow::KillAll => {
+            // At once: each of them, given a moment, would act on another's
+            // death; stopped first, none can.
+            for sig in [Signal::SIGSTOP, Signal::SIGKILL] {
+                for pid in [helper, watchdog, elect_pid] {
+                    support::signal_pid(pid, sig);
+                }
+            }
+        }
     }
     let (_, elected_at) = next_elected(runners, leader);
-    let died = deaths.assert_all_died_before(elected_at, "a successor was elected", "");
+    let died = deaths.join();
+    for (pid, at) in doomed.iter().zip(&died) {
+        let whose = TREE[pids.iter().position(|p| p == pid).unwrap()];
+        assert!(
+            *at < elected_at,
+            "{level}, {}: the {whose} died {:?} after a successor was elected",
+            blow.name(),
+            *at - elected_at
+        );
+    }
+    for (i, pid) in spared {
+        assert!(
+            alive(*pid),
+            "{level}, {}: the {} was expected to survive, as documented",
+            blow.name(),
+            TREE[i]
+        );
+        support::signal_pid(*pid, Signal::SIGKILL);
+    }
     let margin = elected_at - *died.iter().max().unwrap();
     eprintln!(
-        "{backend} {}: tree dead {margin:?} before the successor's election",
-        blow.name()
+        "{backend} {level} {}: tree dead {margin:?} before the successor's election{}",
+        blow.name(),
+        if survivors.is_empty() {
+            ""
+        } else {
+            " (but for the documented survivors)"
+        }
     );
     let code = runners[leader].proc.wait_exit(SOON);
     let expected = match blow {
@@ -122,7 +198,7 @@ fn deal(runners: &mut [Runner], leader: usize, blow: Blow, backend: &str) -> Dur
         // signal (Ctrl-Z's SIGTSTP is forwarded as SIGTERM).
         Blow::Key(_, Signal::SIGTSTP) => 128 + 15,
         Blow::Key(_, sig) => 128 + sig as i32,
-        Blow::KillGroup => 128 + 9,
+        Blow::KillGroup | Blow::KillAll => 128 + 9,
         Blow::KillWatchdog => 1,
     };
     assert_eq!(
@@ -131,7 +207,7 @@ fn deal(runners: &mut [Runner], leader: usize, blow: Blow, backend: &str) -> Dur
         "{blow:?}: elect's exit; stderr:\n{}",
         runners[leader].proc.stderr()
     );
-    for (what, pid) in [("watchdog", watchdog), ("guard", guard)] {
+    for (what, pid) in [("watchdog", watchdog), ("guard or init", helper)] {
         eventually(&format!("the {what} gone"), SOON, || {
             (!alive(pid)).then_some(())
         });
@@ -139,16 +215,14 @@ fn deal(runners: &mut [Runner], leader: usize, blow: Blow, backend: &str) -> Dur
     margin
 }
 
-/// Stops everyone cleanly and checks their trees are gone.
-fn stop_all(runners: Vec<Runner>) {
+/// Stops everyone cleanly and checks their trees are gone (the one `dealt`
+/// a blow is already checked).
+fn stop_all(runners: Vec<Runner>, dealt: usize) {
     let pids: Vec<i32> = runners
         .iter()
-        .filter_map(|r| std::fs::read_to_string(&r.pids_file).ok())
-        .flat_map(|t| {
-            t.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<i32>>()
-        })
+        .enumerate()
+        .filter(|(i, r)| *i != dealt && r.pids_file.exists())
+        .flat_map(|(_, r)| read_pids(&r.pids_file, TREE.len()))
         .collect();
     drop(runners);
     for pid in pids {
@@ -161,7 +235,7 @@ fn stop_all(runners: Vec<Runner>) {
 /// the election); `a` gets `blow`; at the end no candidate is left.
 fn queued_case(
     backend: &str,
-    blow: Blow,
+    (level, blow): (&str, Blow),
     election: &str,
     flags: &[&str],
     candidates: impl Fn() -> usize,
@@ -173,14 +247,14 @@ fn queued_case(
             .args(["--format", "json", "run", "--election", election])
             .args(["--id", id, "--ttl", "2s"])
             .env("RUST_LOG", "elect=debug,warn");
-        runner(id, cmd, &dir)
+        runner(id, cmd, &dir, level)
     };
     let mut runners = vec![start("a")];
     runners[0].proc.wait_event("elected", SOON);
     runners.push(start("b"));
     eventually("b's candidacy", SOON, || (candidates() == 2).then_some(()));
-    deal(&mut runners, 0, blow, backend);
-    stop_all(runners);
+    deal(&mut runners, 0, blow, backend, level);
+    stop_all(runners, 0);
     eventually("no candidacy left", SOON, || {
         (candidates() == 0).then_some(())
     });
@@ -189,11 +263,11 @@ fn queued_case(
 #[test]
 fn etcd_terminal_signals_and_kills_never_leave_a_command_behind_its_leadership() {
     let cluster = etcd::Cluster::start();
-    for (i, blow) in BLOWS.into_iter().enumerate() {
+    for (i, case) in cases().into_iter().enumerate() {
         let election = format!("sig{i}");
         queued_case(
             "etcd",
-            blow,
+            case,
             &election,
             &["--endpoints", &cluster.endpoints],
             || cluster.candidates(&election).len(),
@@ -207,10 +281,10 @@ fn etcd_terminal_signals_and_kills_never_leave_a_command_behind_its_leadership()
 #[test]
 fn zk_terminal_signals_and_kills_never_leave_a_command_behind_its_leadership() {
     let ensemble = zk::Ensemble::start();
-    for (i, blow) in BLOWS.into_iter().enumerate() {
+    for (i, case) in cases().into_iter().enumerate() {
         let election = format!("/sig{i}");
         let flags = ["--backend", "zk", "--endpoints", &ensemble.endpoints];
-        queued_case("zk", blow, &election, &flags, || {
+        queued_case("zk", case, &election, &flags, || {
             ensemble.children(&election).len()
         });
     }
@@ -218,16 +292,16 @@ fn zk_terminal_signals_and_kills_never_leave_a_command_behind_its_leadership() {
 
 #[test]
 fn raft_terminal_signals_and_kills_never_leave_a_command_behind_its_leadership() {
-    for (i, blow) in BLOWS.into_iter().enumerate() {
+    for (i, (level, blow)) in cases().into_iter().enumerate() {
         let cluster = raft::Cluster::new(3, "500ms");
         let dir = scratch(&format!("raft-sig{i}"));
         let mut runners: Vec<Runner> = cluster
             .ids
             .iter()
-            .map(|id| runner(id, cluster.command(id, &["run"]), &dir))
+            .map(|id| runner(id, cluster.command(id, &["run"]), &dir, level))
             .collect();
         let (leader, _) = next_elected(&mut runners, usize::MAX);
-        deal(&mut runners, leader, blow, "raft");
-        stop_all(runners);
+        deal(&mut runners, leader, blow, "raft", level);
+        stop_all(runners, leader);
     }
 }

@@ -93,3 +93,24 @@ pub fn bench_arg(name: &str) -> Option<String> {
 pub fn http_get(addr: &str, path: &str) -> (u16, String) {
     ::elect::lab::http_get(addr, path, Duration::from_secs(5))
 }
+
+/// The containment levels (`--contain`) this machine gives, strongest
+/// first; each one the machine refuses is named on stderr, with why.
+pub fn containment_levels() -> Vec<&'static str> {
+    ["pidns", "cgroup", "subreaper"]
+        .into_iter()
+        .filter(|level| {
+            let probe = std::process::Command::new(elect::BIN)
+                .args(["__contain-probe", level])
+                .output()
+                .expect("the elect binary runs");
+            if !probe.status.success() {
+                eprintln!(
+                    "--contain {level} is not available here ({}); its cases are skipped",
+                    String::from_utf8_lossy(&probe.stderr).trim()
+                );
+            }
+            probe.status.success()
+        })
+        .collect()
+}

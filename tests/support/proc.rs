@@ -36,12 +36,12 @@ impl DeathWatch {
         DeathWatch { handles }
     }
 
-    /// Asserts that the command (first pid) and its grandchild (second)
-    /// died before `at`, when `what` happened; `context` is added to the
+    /// Asserts that every process of the tree (see [`TREE`]) died before
+    /// `at`, when `what` happened; `context` is added to the
     /// failure message. Returns when each died.
     pub fn assert_all_died_before(self, at: Instant, what: &str, context: &str) -> Vec<Instant> {
         let died = self.join();
-        for (whose, when) in ["command", "grandchild"].iter().zip(&died) {
+        for (whose, when) in TREE.iter().zip(&died) {
             assert!(
                 *when < at,
                 "{whose} died {:?} after {what}{context}",
@@ -58,7 +58,7 @@ impl DeathWatch {
     /// successor's election at `elected`.
     pub fn assert_all_died_soon_after(self, taken: Instant, bound: Duration, elected: Instant) {
         let died = self.join();
-        for (whose, when) in ["command", "grandchild"].iter().zip(&died) {
+        for (whose, when) in TREE.iter().zip(&died) {
             assert!(
                 *when - taken < bound,
                 "{whose} lived {:?} after its leadership was taken",
@@ -82,16 +82,73 @@ impl DeathWatch {
     }
 }
 
-/// Reads whitespace-separated pids a test child wrote to `path`.
+/// Reads whitespace-separated pids a test child wrote to `path`, as the
+/// host sees them: under `--contain pidns` the child wrote its namespace's
+/// numbers, found again among the descendants of the `elect` that runs it
+/// (the topmost process with `path` on its command line) by the last entry
+/// of their `NSpid`.
 pub fn read_pids(path: &std::path::Path, count: usize) -> Vec<i32> {
-    super::eventually("the child's pids", Duration::from_secs(10), || {
+    let written = super::eventually("the child's pids", Duration::from_secs(10), || {
         let text = std::fs::read_to_string(path).ok()?;
         let pids: Vec<i32> = text
             .split_whitespace()
             .filter_map(|p| p.parse().ok())
             .collect();
         (pids.len() >= count).then_some(pids)
-    })
+    });
+    let marker = path.to_string_lossy().into_owned();
+    super::eventually(
+        "the pids as the host sees them",
+        Duration::from_secs(10),
+        || {
+            let tree: Vec<(i32, Vec<i32>)> = roots_naming(&marker)
+                .into_iter()
+                .flat_map(descendants)
+                .map(|pid| (pid, ns_pids(pid)))
+                .collect();
+            written
+                .iter()
+                .map(|&w| {
+                    tree.iter().find_map(|(pid, ns)| match ns.as_slice() {
+                        [_, .., inner] if *inner == w => Some(*pid),
+                        [_] if *pid == w => Some(*pid),
+                        _ => None,
+                    })
+                })
+                .collect()
+        },
+    )
+}
+
+/// The processes with `marker` on their command line whose parent has
+/// not.
+fn roots_naming(marker: &str) -> Vec<i32> {
+    let names = |pid: i32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+    };
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| names(pid) && !parent(pid).is_some_and(names))
+        .collect()
+}
+
+/// The `NSpid` line of `pid`: its number in each PID namespace, outermost
+/// first.
+pub fn ns_pids(pid: i32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A fresh scratch directory for one test.
@@ -102,13 +159,23 @@ pub fn scratch(name: &str) -> std::path::PathBuf {
     dir
 }
 
-/// A shell script that records its pid and its grandchild's in `pids`
-/// (read them with [`read_pids`]), then waits. With `stubborn`, both ignore
-/// SIGTERM and only SIGKILL ends them.
+/// What [`tree_script`] records, in order.
+pub const TREE: [&str; 4] = ["command", "child", "other group", "daemon"];
+
+/// A shell script (without single quotes, so a terminal test can quote it)
+/// that records in `pids` (read them with [`read_pids`]) its own pid, a
+/// child's, a process's that moved to a group of its own (`setpgrp`), and a
+/// daemon's (started by `setsid` from a shell that exits at once: it left
+/// the session and the group and was orphaned), then waits. With
+/// `stubborn`, all of them ignore SIGTERM and only SIGKILL ends them.
 pub fn tree_script(pids: &std::path::Path, stubborn: bool) -> String {
     let trap = if stubborn { "trap '' TERM; " } else { "" };
     format!(
-        "{trap}echo $$ > {p}.tmp; sleep 1000 & echo $! >> {p}.tmp; mv {p}.tmp {p}; wait",
+        "{trap}echo $$ > {p}.tmp; sleep 1000 & echo $! >> {p}.tmp; \
+         perl -e \"setpgrp(0, 0); exec q(sleep), 1000\" & echo $! >> {p}.tmp; \
+         setsid sh -c \"sleep 1000 & echo \\$! > {p}.daemon\" & \
+         while [ ! -s {p}.daemon ]; do sleep 0.01; done; \
+         cat {p}.daemon >> {p}.tmp; mv {p}.tmp {p}; wait",
         p = pids.display()
     )
 }
