@@ -300,3 +300,86 @@ fn raft_partitioned_leader_steps_down_first_and_heals_without_term_inflation() {
     }
     drop(peers);
 }
+
+/// `elect run --contain auto` inside a container, where Docker's default
+/// seccomp profile refuses new namespaces to a process without
+/// CAP_SYS_ADMIN and the cgroup file system is read-only: `auto` falls back
+/// and says why, and the level it chose still holds the whole tree (a
+/// child, a process in a group of its own, a daemon) when leadership ends
+/// with `elect` frozen past its deadline.
+#[test]
+fn in_a_container_auto_falls_back_says_why_and_still_kills_the_whole_tree() {
+    if !containers_only("containment in a container") {
+        return;
+    }
+    let network = support::docker::TestNetwork::create("contain");
+    let peer = format!("a={}:7000", network.0.ip(51));
+    let script = support::proc::tree_script(std::path::Path::new("/data/pids"), false);
+    let mut a = support::docker::elect(
+        &network.0,
+        "contain",
+        51,
+        &[
+            "--backend",
+            "raft",
+            "--endpoints",
+            &peer,
+            "--id",
+            "a",
+            "--election",
+            "contain",
+            "--ttl",
+            "1s",
+            "--data-dir",
+            "/data",
+            "--format",
+            "json",
+            "run",
+            "--contain",
+            "auto",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    );
+    a.proc.wait_event("elected", SOON);
+    let said = a.proc.stderr();
+    let chosen = said
+        .lines()
+        .find_map(|l| l.split("containment: ").nth(1))
+        .unwrap_or_else(|| panic!("auto names its choice:\n{said}"))
+        .to_owned();
+    eprintln!("in a container: {chosen}");
+    if !chosen.starts_with("pidns") {
+        assert!(
+            chosen.contains("pidns unavailable: "),
+            "auto says why it passed pidns over: {chosen}"
+        );
+    }
+    // The tree as the host sees it: the three `sleep 1000`s (child, other
+    // group, daemon) and the command's shell.
+    let elect = a.container.host_pid().expect("the container runs");
+    let tree = eventually("the whole tree", SOON, || {
+        let tree: Vec<i32> = support::proc::descendants(elect)
+            .into_iter()
+            .filter(|&p| {
+                let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                cmdline.starts_with(b"sleep\x001000") || cmdline.starts_with(b"sh\x00-c\x00")
+            })
+            .collect();
+        (tree.len() == 4).then_some(tree)
+    });
+    let deaths = DeathWatch::start(tree, SOON);
+    support::signal_pid(elect, nix::sys::signal::Signal::SIGSTOP);
+    let frozen = Instant::now();
+    let died = deaths.join();
+    support::signal_pid(elect, nix::sys::signal::Signal::SIGCONT);
+    let last = died.iter().max().unwrap();
+    eprintln!(
+        "in a container ({}): the whole tree dead {:?} after elect froze (TTL 1 s)",
+        chosen.split(';').next().unwrap_or_default(),
+        *last - frozen
+    );
+    assert!(*last - frozen < Duration::from_secs(5));
+}

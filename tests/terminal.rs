@@ -2,8 +2,10 @@
 //! bash, job control on): Ctrl-C, Ctrl-\ and Ctrl-Z typed at the keyboard
 //! reach elect's foreground group only; elect stops the command's whole
 //! tree, resigns and exits with the command's code, and the shell gets its
-//! prompt back (Ctrl-Z leaves no stopped job holding leadership). The
-//! successor's side of the same keys is in `tests/signals.rs`.
+//! prompt back (Ctrl-Z leaves no stopped job holding leadership), under
+//! every containment level the machine gives, with a command whose tree
+//! has a process in a group of its own and a daemon. The successor's side
+//! of the same keys is in `tests/signals.rs`.
 
 mod support;
 
@@ -61,49 +63,58 @@ impl Drop for Terminal {
 
 #[test]
 fn keys_typed_in_a_terminal_stop_the_command_and_elect_resigns() {
-    for (i, (key, code)) in [("C-c", 130), ("C-\\", 131), ("C-z", 143)]
+    let keys = [("C-c", 130), ("C-\\", 131), ("C-z", 143)];
+    let cases = support::containment_levels()
         .into_iter()
-        .enumerate()
-    {
+        .flat_map(|level| keys.map(|(key, code)| (level, key, code)));
+    for (i, (level, key, code)) in cases.enumerate() {
         let dir = scratch(&format!("tty{i}"));
         let pids_file = dir.join("pids");
         let peer = format!("a={}.1:7000", loopback_net());
         let command = format!(
             "{BIN} --backend raft --endpoints {peer} --election tty --id a --ttl 300ms \
-             run --grace 1s -- sh -c '{}'; echo \"EXIT=$?\"",
+             run --contain {level} --grace 1s -- sh -c '{}'; echo \"EXIT=$?\"",
             tree_script(&pids_file, false)
         );
         let terminal = Terminal::open(&format!("elect-tty-{}-{i}", std::process::id()));
         terminal.keys(&[&command, "Enter"]);
         let pids = read_pids(&pids_file, 2);
-        // The command's parent is the watchdog; the guard is its other child.
-        let watchdog = parent(pids[0]).expect("the command runs");
+        // The watchdog is the command's parent (or, under pidns, its
+        // init's); the guard (or the init) is its other child.
+        let watchdog = eventually("the watchdog", SOON, || {
+            std::iter::successors(parent(pids[0]), |&p| parent(p)).find(|&p| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"__watchdog"))
+            })
+        });
         let mut helpers = descendants(watchdog);
         helpers.retain(|p| !pids.contains(p));
         helpers.push(watchdog);
         terminal.keys(&[key]);
-        let screen = eventually(&format!("{key}: elect's exit"), SOON, || {
+        let screen = eventually(&format!("{level} {key}: elect's exit"), SOON, || {
             let s = terminal.screen();
             s.lines().any(|l| l.starts_with("EXIT=")).then_some(s)
         });
         assert!(
             screen.lines().any(|l| l == format!("EXIT={code}")),
-            "{key}: elect should exit with the command's code {code}:\n{screen}"
+            "{level} {key}: elect should exit with the command's code {code}:\n{screen}"
         );
         assert!(
             !screen.contains("Stopped"),
-            "{key}: a stopped job:\n{screen}"
+            "{level} {key}: a stopped job:\n{screen}"
         );
         for pid in pids {
             assert!(
                 !alive(pid),
-                "{key}: pid {pid} of the command's tree lives on"
+                "{level} {key}: pid {pid} of the command's tree lives on"
             );
         }
         for pid in helpers {
-            eventually(&format!("{key}: watchdog and guard gone"), SOON, || {
-                (!alive(pid)).then_some(())
-            });
+            eventually(
+                &format!("{level} {key}: watchdog and guard gone"),
+                SOON,
+                || (!alive(pid)).then_some(()),
+            );
         }
     }
 }

@@ -249,4 +249,17 @@ mod tests {
         assert_eq!(value(&text, "elect_handover_seconds_count"), 1.0);
         assert!(text.contains("# HELP elect_backend_errors"));
     }
+
+    #[test]
+    fn the_containment_level_is_an_info_metric_under_run_only() {
+        let text = Metrics::with_containment(Some("pidns"))
+            .render(&Leadership::unknown(), BootInstant::now());
+        assert!(
+            text.lines()
+                .any(|l| l == "elect_containment_info{level=\"pidns\"} 1"),
+            "{text}"
+        );
+        let text = Metrics::new().render(&Leadership::unknown(), BootInstant::now());
+        assert!(!text.contains("containment"), "{text}");
+    }
 }
