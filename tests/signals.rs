@@ -173,6 +173,7 @@ fn deal(runners: &mut [Runner], leader: usize, blow: Blow, backend: &str, level:
             *at - elected_at
         );
     }
+    let mut cgroups = Vec::new();
     for (i, pid) in spared {
         assert!(
             alive(*pid),
@@ -180,7 +181,21 @@ fn deal(runners: &mut [Runner], leader: usize, blow: Blow, backend: &str, level:
             blow.name(),
             TREE[i]
         );
+        cgroups.extend(cgroup_dir_of(*pid));
         support::signal_pid(*pid, Signal::SIGKILL);
+    }
+    // With every elect process gone nobody removes the command's cgroup:
+    // the test does, once its survivors are dead.
+    for dir in cgroups.iter().filter(|d| {
+        d.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("elect-"))
+    }) {
+        eventually("the survivors' cgroup removed", SOON, || {
+            std::fs::remove_dir(dir)
+                .is_ok()
+                .then_some(())
+                .or_else(|| (!dir.exists()).then_some(()))
+        });
     }
     let margin = elected_at - *died.iter().max().unwrap();
     eprintln!(
@@ -213,6 +228,20 @@ fn deal(runners: &mut [Runner], leader: usize, blow: Blow, backend: &str, level:
         });
     }
     margin
+}
+
+/// The cgroup v2 directory `pid` is in: the `0::` line of its
+/// `/proc/<pid>/cgroup` below where cgroup2 is mounted.
+fn cgroup_dir_of(pid: i32) -> Option<std::path::PathBuf> {
+    let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mounts.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let fields: Vec<&str> = left.split_whitespace().collect();
+        (right.starts_with("cgroup2 ") && fields.get(3) == Some(&"/")).then(|| fields[4].to_owned())
+    })?;
+    Some(std::path::Path::new(&mount).join(path.trim_start_matches('/')))
 }
 
 /// Stops everyone cleanly and checks their trees are gone (the one `dealt`
