@@ -29,13 +29,14 @@ fn leader_with_tree_and_successor(
     election: &str,
     grace: &str,
     stubborn: bool,
+    level: &str,
 ) -> (Proc, Proc, Vec<i32>) {
     let pids_file = scratch(election).join("pids");
     let mut a = run(
         etcd,
         election,
         "a",
-        &["--grace", grace],
+        &["--grace", grace, "--contain", level],
         &tree_script(&pids_file, stubborn),
     );
     a.wait_event("elected", SOON);
@@ -117,7 +118,7 @@ fn sigterm_is_forwarded_then_we_resign_and_the_successor_runs() {
 #[test]
 fn key_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
     let etcd = Cluster::start();
-    let (mut a, mut b, pids) = leader_with_tree_and_successor(&etcd, "del", "1s", true);
+    let (mut a, mut b, pids) = leader_with_tree_and_successor(&etcd, "del", "1s", true, "auto");
 
     let deaths = DeathWatch::start(pids, SOON);
     let (a_key, _) = etcd.candidates("del").remove(0);
@@ -149,21 +150,25 @@ fn key_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
 #[test]
 fn lease_revoked_the_tree_dies_at_once() {
     let etcd = Cluster::start();
-    let (mut a, mut b, pids) = leader_with_tree_and_successor(&etcd, "revoke", "5s", false);
-
-    let deaths = DeathWatch::start(pids, SOON);
-    let (a_key, _) = etcd.candidates("revoke").remove(0);
-    let lease = a_key.strip_prefix("revoke/").unwrap();
-    let revoked = Instant::now();
-    etcd.etcdctl_ok(&["lease", "revoke", lease]);
-    let (elected_at, _) = b.wait_event("elected", SOON);
-    // etcdctl returns after the revoke was applied: `revoked` is before it,
-    // so the bound is generous.
-    deaths.assert_all_died_soon_after(revoked, Duration::from_secs(2), elected_at);
-    a.wait_event("demoted", SOON);
-    drop(a);
-    drop(b);
-    assert!(etcd.candidates("revoke").is_empty());
+    for level in support::containment_levels() {
+        let election = format!("revoke-{level}");
+        let (mut a, mut b, pids) =
+            leader_with_tree_and_successor(&etcd, &election, "5s", false, level);
+        let deaths = DeathWatch::start(pids, SOON);
+        let (a_key, _) = etcd.candidates(&election).remove(0);
+        let lease = a_key.strip_prefix(&format!("{election}/")).unwrap();
+        let revoked = Instant::now();
+        etcd.etcdctl_ok(&["lease", "revoke", lease]);
+        let (elected_at, _) = b.wait_event("elected", SOON);
+        // etcdctl returns after the revoke was applied: `revoked` is before
+        // it, so the bound is generous.
+        eprint!("{level}: ");
+        deaths.assert_all_died_soon_after(revoked, Duration::from_secs(2), elected_at);
+        a.wait_event("demoted", SOON);
+        drop(a);
+        drop(b);
+        assert!(etcd.candidates(&election).is_empty());
+    }
     assert!(etcd.leases().is_empty());
 }
 
@@ -173,7 +178,8 @@ fn lease_revoked_the_tree_dies_at_once() {
 #[test]
 fn a_shutdown_under_way_stands_when_leadership_is_lost_meanwhile() {
     let etcd = Cluster::start();
-    let (mut a, mut b, _pids) = leader_with_tree_and_successor(&etcd, "standing", "30s", true);
+    let (mut a, mut b, _pids) =
+        leader_with_tree_and_successor(&etcd, "standing", "30s", true, "auto");
     a.signal(Signal::SIGTERM);
     eventually("the stop under way", SOON, || {
         a.stderr()

@@ -83,13 +83,20 @@ fn a_clean_exit_of_the_leader_hands_over_within_half_t() {
 /// not disrupt the new leader.
 #[test]
 fn a_frozen_leader_steps_down_before_anyone_else_leads_and_does_not_disrupt() {
+    for level in support::containment_levels() {
+        a_frozen_leader_steps_down_first(level);
+    }
+}
+
+fn a_frozen_leader_steps_down_first(level: &str) {
     let cluster = Cluster::new(3, "300ms");
-    let dir = scratch("raft-pause");
+    let dir = scratch(&format!("raft-pause-{level}"));
     let mut procs: Vec<Proc> = Vec::new();
     let mut pid_files = Vec::new();
     for id in &cluster.ids {
         let pids = dir.join(format!("{id}.pids"));
-        procs.push(cluster.run(id, &tree_script(&pids, false)));
+        let script = tree_script(&pids, false);
+        procs.push(cluster.run_argv(id, &["--contain", level], &["sh", "-c", &script]));
         pid_files.push(pids);
     }
     let (leader, _, _) = elected(&mut procs, &[], SOON);

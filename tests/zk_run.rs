@@ -72,9 +72,32 @@ fn sigterm_is_forwarded_then_we_resign_and_the_successor_runs() {
 
 /// A leader `a` running a command tree (pids recorded in a scratch file)
 /// and a waiting candidate `b`; returns both and the tree's pids.
-fn leader_with_tree_and_successor(zk: &Ensemble, election: &str) -> (Proc, Proc, Vec<i32>) {
+fn leader_with_tree_and_successor(
+    zk: &Ensemble,
+    election: &str,
+    level: &str,
+) -> (Proc, Proc, Vec<i32>) {
     let pids_file = scratch(&election[1..]).join("pids");
-    let mut a = run(zk, election, "a", &tree_script(&pids_file, false));
+    let script = tree_script(&pids_file, false);
+    let mut a = elect_zk(
+        "a",
+        &zk.endpoints,
+        &[
+            "run",
+            "--election",
+            election,
+            "--id",
+            "a",
+            "--ttl",
+            "2s",
+            "--contain",
+            level,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    );
     a.wait_event("elected", SOON);
     let pids = read_pids(&pids_file, 2);
     let b = campaign_zk(&zk.endpoints, election, "b", "2s");
@@ -94,26 +117,30 @@ fn leader_with_tree_and_successor(zk: &Ensemble, election: &str) -> (Proc, Proc,
 #[test]
 fn znode_deleted_by_an_operator_the_tree_dies_at_once_and_rejoins_once() {
     let zk = Ensemble::start();
-    let (mut a, mut b, pids) = leader_with_tree_and_successor(&zk, "/del");
-    let deaths = DeathWatch::start(pids, SOON);
-    let a_node = zk
-        .children("/del")
-        .into_iter()
-        .min_by_key(|n| n[n.len() - 10..].to_owned())
-        .unwrap();
-    let deleted = Instant::now();
-    zk.delete(&format!("/del/{a_node}"));
-    let (elected_at, _) = b.wait_event("elected", SOON);
-    // kazoo's delete returns after the server applied it: `deleted` is
-    // before the deletion, so the bound is generous.
-    deaths.assert_all_died_soon_after(deleted, Duration::from_secs(2), elected_at);
-    a.wait_event("demoted", SOON);
-    eventually("a queued again, once", SOON, || {
-        let c = zk.children("/del");
-        (c.len() == 2 && !c.contains(&a_node)).then_some(())
-    });
-    b.signal(Signal::SIGTERM);
-    a.wait_event("elected", SOON);
+    for level in support::containment_levels() {
+        let election = format!("/del-{level}");
+        let (mut a, mut b, pids) = leader_with_tree_and_successor(&zk, &election, level);
+        let deaths = DeathWatch::start(pids, SOON);
+        let a_node = zk
+            .children(&election)
+            .into_iter()
+            .min_by_key(|n| n[n.len() - 10..].to_owned())
+            .unwrap();
+        let deleted = Instant::now();
+        zk.delete(&format!("{election}/{a_node}"));
+        let (elected_at, _) = b.wait_event("elected", SOON);
+        // kazoo's delete returns after the server applied it: `deleted` is
+        // before the deletion, so the bound is generous.
+        eprint!("{level}: ");
+        deaths.assert_all_died_soon_after(deleted, Duration::from_secs(2), elected_at);
+        a.wait_event("demoted", SOON);
+        eventually("a queued again, once", SOON, || {
+            let c = zk.children(&election);
+            (c.len() == 2 && !c.contains(&a_node)).then_some(())
+        });
+        b.signal(Signal::SIGTERM);
+        a.wait_event("elected", SOON);
+    }
 }
 
 /// Only the leading `elect` is frozen (SIGSTOP) past its session timeout:
@@ -123,7 +150,7 @@ fn znode_deleted_by_an_operator_the_tree_dies_at_once_and_rejoins_once() {
 #[test]
 fn a_frozen_leader_loses_its_command_before_the_successor_leads() {
     let zk = Ensemble::start();
-    let (mut a, mut b, pids) = leader_with_tree_and_successor(&zk, "/pause");
+    let (mut a, mut b, pids) = leader_with_tree_and_successor(&zk, "/pause", "auto");
 
     let deaths = DeathWatch::start(pids, SOON);
     a.signal(Signal::SIGSTOP);

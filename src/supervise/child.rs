@@ -26,7 +26,7 @@ use tokio::time::sleep;
 use tracing::{debug, error, info, warn};
 
 use super::contain::Level;
-use super::watchdog::{self, Control, display_command, move_fd};
+use super::watchdog::{self, Control, display_command, move_fds};
 use crate::clock::BootInstant;
 use crate::error::{Error, Result};
 
@@ -108,16 +108,10 @@ impl Child {
                 if libc::setsid() < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                // Out of the way first, so that the two moves cannot clobber
-                // each other whatever numbers the pipes got.
-                let control = libc::fcntl(control_fd, libc::F_DUPFD_CLOEXEC, 10);
-                let status = libc::fcntl(status_fd, libc::F_DUPFD_CLOEXEC, 10);
-                if control < 0 || status < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                move_fd(control, watchdog::CONTROL_FD)?;
-                move_fd(status, watchdog::STATUS_FD)?;
-                Ok(())
+                move_fds([
+                    (control_fd, watchdog::CONTROL_FD),
+                    (status_fd, watchdog::STATUS_FD),
+                ])
             });
         }
         let child = cmd.spawn().map_err(|source| Error::Spawn {

@@ -16,9 +16,10 @@
 //! | `subreaper` | killed (watchdog: walks its descendants) | the command's group only (the guard); leavers survive | killed while the watchdog lives (orphans come back to it); the guard kills the group only | the same |
 //!
 //! - **`pidns`**: the watchdog moves the command into a new PID namespace
-//!   (and a mount namespace, and, when not root, a user namespace that maps
-//!   the user's uid and gid to themselves) whose first process, its init,
-//!   is ours (`elect __init`): it starts the command, reaps orphans,
+//!   (and, when not root, a user namespace that maps the user's uid and
+//!   gid to themselves) whose first process, its init, is ours
+//!   (`elect __init`, in a mount namespace of its own): it starts the
+//!   command, reaps orphans,
 //!   forwards the signals it gets to every process of the namespace, and
 //!   dies with the watchdog (`PR_SET_PDEATHSIG`). When the init dies, by
 //!   any signal, the kernel kills every process of the namespace, daemons
@@ -232,13 +233,13 @@ fn probe_pid_namespace() -> Result<(), String> {
 }
 
 /// Moves the next child of this process into a new PID namespace (its
-/// init), with a mount namespace of its own, and a user namespace mapping
-/// our uid and gid to themselves when we are not root. The caller must be
-/// single-threaded (a new user namespace requires it).
+/// init), with a user namespace mapping our uid and gid to themselves when
+/// we are not root. The caller must be single-threaded (a new user
+/// namespace requires it).
 pub(crate) fn enter_new_pid_namespace() -> Result<(), String> {
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     let as_root = nix::unistd::geteuid().is_root();
-    let mut flags = CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS;
+    let mut flags = CloneFlags::CLONE_NEWPID;
     if !as_root {
         flags |= CloneFlags::CLONE_NEWUSER;
     }
@@ -262,10 +263,12 @@ pub(crate) fn enter_new_pid_namespace() -> Result<(), String> {
     Ok(())
 }
 
-/// In the namespace's init: makes mounts private to this mount namespace
-/// and mounts a `/proc` that shows the namespace's processes.
+/// In the namespace's init: a mount namespace of its own (the watchdog's,
+/// and the host's, keep their `/proc`), its mounts private, and a `/proc`
+/// there that shows the namespace's processes.
 pub(crate) fn mount_own_proc() -> nix::Result<()> {
     use nix::mount::{MsFlags, mount};
+    unshare(CloneFlags::CLONE_NEWNS)?;
     mount(
         None::<&str>,
         "/",

@@ -88,8 +88,8 @@ pub(crate) fn main(args: &[OsString]) -> i32 {
         return 1;
     }
     drop(lifeline);
-    // A /proc of our namespace where we may; else the host's (see the
-    // module doc of `contain`).
+    // A /proc of our namespace, in a mount namespace of our own, where we
+    // may; else the host's (see the module doc of `contain`).
     let _ = contain::mount_own_proc();
 
     // Forwarded signals and SIGCHLD arrive on a signalfd: blocked, at

@@ -345,13 +345,10 @@ fn start_in_namespace(command: &[OsString]) -> Result<Started, String> {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            let report = libc::fcntl(report_fd, libc::F_DUPFD_CLOEXEC, 10);
-            let lifeline = libc::fcntl(lifeline_fd, libc::F_DUPFD_CLOEXEC, 10);
-            if report < 0 || lifeline < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            move_fd(report, init::REPORT_FD)?;
-            move_fd(lifeline, init::LIFELINE_FD)
+            move_fds([
+                (report_fd, init::REPORT_FD),
+                (lifeline_fd, init::LIFELINE_FD),
+            ])
         });
     }
     let child = cmd.spawn().map_err(|e| e.to_string())?;
@@ -423,6 +420,25 @@ impl Guard {
     fn release(mut self) {
         let _ = self.pipe.write_all(b"done\n");
     }
+}
+
+/// Puts two fds on their targets without close-on-exec, for the exec that
+/// follows: out of the way first, so the two moves cannot clobber each
+/// other whatever numbers the fds have. Async-signal-safe: used between
+/// fork and exec.
+pub fn move_fds([(a, a_target), (b, b_target)]: [(RawFd, RawFd); 2]) -> std::io::Result<()> {
+    // SAFETY: fcntl on fd numbers.
+    let (a, b) = unsafe {
+        (
+            libc::fcntl(a, libc::F_DUPFD_CLOEXEC, 10),
+            libc::fcntl(b, libc::F_DUPFD_CLOEXEC, 10),
+        )
+    };
+    if a < 0 || b < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    move_fd(a, a_target)?;
+    move_fd(b, b_target)
 }
 
 /// Puts `fd` on `target` without close-on-exec, for the exec that follows.
