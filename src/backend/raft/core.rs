@@ -55,7 +55,7 @@ pub type Time = Duration;
 
 /// What peers tell each other. Every message carries the sender's term
 /// (for votes: the term being asked for).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Message {
     /// "Would you vote for me in `term`?", without anyone changing term.
@@ -125,7 +125,7 @@ impl Message {
 }
 
 /// What must be on disk before a vote reply leaves the node.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct HardState {
     /// The latest term this node has seen.
     pub term: u64,
@@ -142,7 +142,7 @@ pub struct HardState {
 /// campaign needs no write on either side. It binds as a vote does:
 /// nobody else gets ours in that term. It becomes the vote of
 /// [`HardState::voted_for`] when the node enters that term.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Pledge {
     /// The term the vote is for.
     pub term: u64,
@@ -181,8 +181,42 @@ impl Config {
     }
 }
 
+// By value, the drift by its bits: a node is equal to another only with
+// the same settings.
+impl PartialEq for Config {
+    fn eq(&self, other: &Config) -> bool {
+        (
+            &self.id,
+            &self.peers,
+            self.election_timeout,
+            self.heartbeat_interval,
+        ) == (
+            &other.id,
+            &other.peers,
+            other.election_timeout,
+            other.heartbeat_interval,
+        ) && self.lease_drift.to_bits() == other.lease_drift.to_bits()
+            && self.seed == other.seed
+    }
+}
+
+impl Eq for Config {}
+
+impl std::hash::Hash for Config {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (
+            &self.id,
+            &self.peers,
+            self.election_timeout,
+            self.heartbeat_interval,
+        )
+            .hash(state);
+        (self.lease_drift.to_bits(), self.seed).hash(state);
+    }
+}
+
 /// Where a node stands in the election.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     /// Follows a leader, or waits for one.
     Follower,
@@ -220,6 +254,9 @@ pub struct Status {
 
 /// One peer's election state machine: fed time and messages, it returns
 /// what to persist and send ([`Ready`]) and who leads ([`Status`]).
+/// Cloned, compared and hashed whole, so that a model checker can hold
+/// nodes in its states.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Node {
     cfg: Config,
     hard: HardState,
@@ -256,6 +293,7 @@ pub struct Node {
     successors: Vec<String>,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct LeaderState {
     round: u64,
     heartbeat_due: Time,
