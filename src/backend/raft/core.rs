@@ -165,6 +165,21 @@ pub struct Config {
     pub lease_drift: f64,
     /// Seeds the randomized timeouts (a simulator makes runs repeatable).
     pub seed: u64,
+    /// A safety rule switched off, for the model checker's teeth tests
+    /// only: they show the checker finds what each rule prevents.
+    #[doc(hidden)]
+    pub mutation: Option<Mutation>,
+}
+
+/// A safety rule of the core switched off (see [`Config::mutation`]).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mutation {
+    /// A voter grants a second candidate in the same term.
+    NoDoubleVoteCheck,
+    /// A voter grants votes while it has heard a leader within T (the
+    /// voter side of the lease).
+    NoVoterLease,
 }
 
 impl Config {
@@ -177,6 +192,7 @@ impl Config {
             heartbeat_interval: election_timeout / 10,
             lease_drift: 0.05,
             seed,
+            mutation: None,
         }
     }
 }
@@ -196,7 +212,7 @@ impl PartialEq for Config {
             other.election_timeout,
             other.heartbeat_interval,
         ) && self.lease_drift.to_bits() == other.lease_drift.to_bits()
-            && self.seed == other.seed
+            && (self.seed, self.mutation) == (other.seed, other.mutation)
     }
 }
 
@@ -211,7 +227,7 @@ impl std::hash::Hash for Config {
             self.heartbeat_interval,
         )
             .hash(state);
-        (self.lease_drift.to_bits(), self.seed).hash(state);
+        (self.lease_drift.to_bits(), (self.seed, self.mutation)).hash(state);
     }
 }
 
@@ -711,14 +727,18 @@ impl Node {
                 reply(&mut ready, Message::PreVoteReply { term, granted });
             }
             Message::Vote { term, transfer } => {
-                if !transfer && self.in_lease(now) {
+                if !transfer
+                    && self.in_lease(now)
+                    && self.cfg.mutation != Some(Mutation::NoVoterLease)
+                {
                     // Ignored: a leader we heard recently still holds its lease.
                     return ready;
                 }
                 if term > self.hard.term {
                     self.become_follower(&mut ready, now, term, None);
                 }
-                let free = self.hard.voted_for.as_deref().is_none_or(|v| v == from);
+                let free = self.hard.voted_for.as_deref().is_none_or(|v| v == from)
+                    || self.cfg.mutation == Some(Mutation::NoDoubleVoteCheck);
                 let granted = term == self.hard.term && free && now >= self.quiet_until;
                 if granted {
                     // Already durable if we voted for it before (a repeated
