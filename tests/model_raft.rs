@@ -528,20 +528,22 @@ fn without_the_persist_of_a_granted_vote_a_peer_votes_twice() {
     caught("no persist of a granted vote", &random_traces(mutant, 1));
 }
 
+/// The deep world with one rule of the core switched off.
+fn core_mutant(mutation: Mutation) -> Raft {
+    Raft {
+        mutation: Some(mutation),
+        ..deep()
+    }
+}
+
 #[test]
 fn without_the_double_vote_check_a_peer_votes_twice() {
-    let mutant = Raft {
-        mutation: Some(Mutation::NoDoubleVoteCheck),
-        ..deep()
-    };
-    caught("no double-vote check", &random_traces(mutant, 1));
+    let checker = random_traces(core_mutant(Mutation::NoDoubleVoteCheck), 1);
+    caught("no double-vote check", &checker);
 }
 
 #[test]
 fn without_the_voter_side_lease_two_peers_lead_at_once() {
-    let mutant = Raft {
-        mutation: Some(Mutation::NoVoterLease),
-        ..deep()
-    };
-    caught("no voter-side lease", &random_traces(mutant, 1));
+    let checker = random_traces(core_mutant(Mutation::NoVoterLease), 1);
+    caught("no voter-side lease", &checker);
 }
