@@ -577,16 +577,36 @@ async fn create_node(
                 return Err(zk_error("creating our znode", e));
             }
             Err(e @ ZkError::NoAuth) => return Err(not_allowed(election, e)),
-            Err(ZkError::ConnectionLoss) => {
-                // The create may have happened: find it by our uuid.
-                let mine = format!("_c_{uuid}-");
-                if let Ok(children) = client.list_children(election).await
-                    && let Some(name) = children.into_iter().find(|c| c.starts_with(&mine))
-                {
+            Err(e) => {
+                // The create may have happened with its reply lost (the
+                // connection dropped, a timeout): creating again before a
+                // listing has answered would queue us twice.
+                if let Some(name) = find_ours(client, election, &uuid).await? {
                     return Ok(format!("{election}/{name}"));
                 }
+                backoff.warn_once(format_args!("creating our znode: {e}"));
             }
-            Err(e) => backoff.warn_once(format_args!("creating our znode: {e}")),
+        }
+        backoff.wait().await;
+    }
+}
+
+/// Our znode among the election's children, by the uuid in its name
+/// (Curator's protected mode): asks until a listing answers, which, in
+/// our session's order, comes after any create of ours that was sent.
+///
+/// Errors: the session ended.
+async fn find_ours(client: &Client, election: &str, uuid: &str) -> Result<Option<String>> {
+    let mine = format!("_c_{uuid}-");
+    let mut backoff = Backoff::new();
+    loop {
+        match client.list_children(election).await {
+            Ok(children) => return Ok(children.into_iter().find(|c| c.starts_with(&mine))),
+            Err(ZkError::NoNode) => return Ok(None),
+            Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed)) => {
+                return Err(zk_error("looking for our znode", e));
+            }
+            Err(e) => debug!("looking for our znode: {e}"),
         }
         backoff.wait().await;
     }
