@@ -321,6 +321,9 @@ struct LeaderState {
     lease_until: Option<Time>,
     /// The order of succession sent with the latest heartbeats.
     published: Vec<String>,
+    /// The peers that granted us this term: alive a moment ago, so a
+    /// transfer asked for before any heartbeat is answered goes to one.
+    voters: BTreeSet<String>,
 }
 
 impl Node {
@@ -697,7 +700,8 @@ impl Node {
     fn become_leader(&mut self, now: Time) {
         self.role = Role::Leader;
         self.leader = Some(self.cfg.id.clone());
-        self.votes.clear();
+        let mut voters = std::mem::take(&mut self.votes);
+        voters.remove(&self.cfg.id);
         self.leader_state = Some(LeaderState {
             round: 0,
             heartbeat_due: now,
@@ -708,6 +712,7 @@ impl Node {
             // then refuses everyone else for T (see `step`).
             lease_until: Some(self.campaigned_at + self.lease_length()),
             published: Vec::new(),
+            voters,
         });
     }
 
@@ -858,12 +863,16 @@ impl Node {
     /// Whom a transfer would go to: the first of the order the followers
     /// last heard (the one that claimed the next term) that has answered
     /// a heartbeat. Just after an election the order is by id, and its
-    /// first may not have answered yet.
+    /// first may not have answered yet; before any answer (a transfer
+    /// asked for as we are elected, the followers' replies waiting on
+    /// their disks), the first that voted for us. Whom it goes to never
+    /// matters for safety, only for how soon someone leads: the lease is
+    /// given up before it leaves.
     fn transfer_target(&self) -> Option<String> {
         let ls = self.leader_state.as_ref()?;
-        ls.published
-            .iter()
-            .find(|p| ls.acked.contains_key(*p))
+        let first_that = |known: &dyn Fn(&String) -> bool| ls.published.iter().find(|p| known(p));
+        first_that(&|p| ls.acked.contains_key(p))
+            .or_else(|| first_that(&|p| ls.voters.contains(p)))
             .cloned()
     }
 
@@ -1131,6 +1140,22 @@ mod tests {
         assert_eq!(n.successors(), ["n1", "n2"]);
         n.step(ms(253), "n2", Message::HeartbeatReply { term: 1, round: 1 });
         let r = n.transfer_leadership(ms(254));
+        assert_eq!(r.messages, only("n2", Message::TimeoutNow { term: 1 }));
+    }
+
+    #[test]
+    fn a_transfer_before_any_answer_goes_to_a_peer_that_voted_for_us() {
+        let mut n = node("n0", 3);
+        n.tick(ms(250));
+        n.step(ms(251), "n2", prevote_reply(1, true));
+        // Elected with n2's vote; asked to hand over before either
+        // follower answered the first heartbeat (their replies wait on
+        // their disks). n1 leads the order by id, but only n2 is known
+        // to be alive.
+        n.step(ms(252), "n2", vote_reply(1, true));
+        assert_eq!(n.successors(), ["n1", "n2"]);
+        let r = n.transfer_leadership(ms(253));
+        assert!(!n.status(ms(253)).is_self);
         assert_eq!(r.messages, only("n2", Message::TimeoutNow { term: 1 }));
     }
 
