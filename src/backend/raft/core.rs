@@ -180,6 +180,24 @@ pub enum Mutation {
     /// A voter grants votes while it has heard a leader within T (the
     /// voter side of the lease).
     NoVoterLease,
+    /// PreVotes are granted while a leader is heard (PreVote's lease
+    /// check), so a peer that missed heartbeats raises the term.
+    NoPreVoteLease,
+    /// A leader that has heard no majority for T keeps leading
+    /// (CheckQuorum's step-down).
+    NoCheckQuorum,
+    /// Entering a pledged term leaves the vote free (the pledge does
+    /// not bind as a vote).
+    PledgeNotBinding,
+    /// A pledge found on disk at start is taken for this run's, so it
+    /// may be moved or taken back, and a campaign relies on it.
+    DiskPledgeAsOwn,
+    /// A PreVote round of ours goes on after we granted a vote (the rule
+    /// before the model checker found the overlap it allows).
+    PreVoteRoundOutlivesVote,
+    /// A leader within its lease steps down on a reply of a higher term
+    /// (the rule before the model checker found the spurious loss).
+    DeposedInLease,
 }
 
 impl Config {
@@ -340,7 +358,6 @@ impl Node {
         };
         let mut node = Node {
             rng: cfg.seed ^ 0x9e37_79b9_7f4a_7c15,
-            hard: hard.unwrap_or_default(),
             role: Role::Follower,
             leader: None,
             election_due: now,
@@ -349,10 +366,13 @@ impl Node {
             promised_until: now + cfg.election_timeout,
             campaigned_at: now,
             votes: BTreeSet::new(),
-            pledge_unused: false,
+            // (The mutation: as if this run had made the pledge.)
+            pledge_unused: cfg.mutation == Some(Mutation::DiskPledgeAsOwn)
+                && hard.as_ref().is_some_and(|h| h.pledge.is_some()),
             handed_over_into: None,
             leader_state: None,
             successors: Vec::new(),
+            hard: hard.unwrap_or_default(),
             cfg,
         };
         node.reset_election_timer(now);
@@ -501,7 +521,7 @@ impl Node {
         self.hard.term = term;
         self.hard.voted_for = None;
         if let Some(pledge) = self.hard.pledge.take_if(|p| p.term <= term) {
-            if pledge.term == term {
+            if pledge.term == term && self.cfg.mutation != Some(Mutation::PledgeNotBinding) {
                 self.hard.voted_for = Some(pledge.candidate);
             }
             self.pledge_unused = false;
@@ -606,7 +626,7 @@ impl Node {
         let lease = self.lease_length();
         let ls = self.leader_state.as_mut().expect("leader");
         // CheckQuorum: a leader that has not heard a majority for T steps down.
-        if now >= ls.since + t {
+        if now >= ls.since + t && self.cfg.mutation != Some(Mutation::NoCheckQuorum) {
             let recent = ls.acked.values().filter(|(_, at)| *at + t > now).count() + 1;
             if recent < majority {
                 let term = self.hard.term;
@@ -727,7 +747,8 @@ impl Node {
             Message::PreVote { term } => {
                 // A lost disk's quiet ends no later than the promise of our
                 // start, which `in_lease` keeps.
-                let granted = term > self.hard.term && !self.in_lease(now);
+                let granted = term > self.hard.term
+                    && (!self.in_lease(now) || self.cfg.mutation == Some(Mutation::NoPreVoteLease));
                 let term = if granted { term } else { self.hard.term };
                 reply(&mut ready, Message::PreVoteReply { term, granted });
             }
@@ -758,6 +779,17 @@ impl Node {
                     // first heartbeat is acknowledged.
                     self.promised_until = self.promised_until.max(now + self.cfg.election_timeout);
                     self.reset_election_timer(now);
+                    // The promise covers our own candidacy too: a PreVote
+                    // round of ours under way is given up, or its late
+                    // grants would start a campaign inside the lease we
+                    // just promised (found by the model checker: an old
+                    // leader's round racing its successor's transfer).
+                    if self.role == Role::PreCandidate
+                        && self.cfg.mutation != Some(Mutation::PreVoteRoundOutlivesVote)
+                    {
+                        self.role = Role::Follower;
+                        self.votes.clear();
+                    }
                 }
                 reply(
                     &mut ready,
@@ -775,12 +807,12 @@ impl Node {
                             self.campaign(&mut ready, now, false);
                         }
                     }
-                } else if term > self.hard.term {
+                } else if self.overtaken_by(now, term) {
                     self.become_follower(&mut ready, now, term, None);
                 }
             }
             Message::VoteReply { term, granted } => {
-                if term > self.hard.term {
+                if self.overtaken_by(now, term) {
                     self.become_follower(&mut ready, now, term, None);
                 } else if granted && self.role == Role::Candidate && term == self.hard.term {
                     self.votes.insert(from.to_owned());
@@ -815,7 +847,7 @@ impl Node {
                 reply(&mut ready, Message::HeartbeatReply { term, round });
             }
             Message::HeartbeatReply { term, round } => {
-                if term > self.hard.term {
+                if self.overtaken_by(now, term) {
                     self.become_follower(&mut ready, now, term, None);
                 } else if term == self.hard.term && self.role == Role::Leader {
                     self.acknowledge(now, from, round);
@@ -833,6 +865,25 @@ impl Node {
             }
         }
         ready
+    }
+
+    /// Whether a reply carrying `term` ends our term. A higher term does,
+    /// except for a leader within its lease: the lease proves that a
+    /// majority refuses every campaign until it ends, so the higher term
+    /// is a campaign that cannot win (typically one whose PreVote was
+    /// granted just before we were elected), and stepping down for it
+    /// would end a leadership nobody else can take: a spurious loss,
+    /// the user's command killed for nothing. Its peer rejoins at the
+    /// next change of term. A heartbeat of a higher term is never
+    /// ignored: someone leads there.
+    fn overtaken_by(&self, now: Time, term: u64) -> bool {
+        let leads_within_lease = self
+            .leader_state
+            .as_ref()
+            .and_then(|ls| ls.lease_until)
+            .is_some_and(|until| now < until);
+        term > self.hard.term
+            && (!leads_within_lease || self.cfg.mutation == Some(Mutation::DeposedInLease))
     }
 
     /// Records an acknowledged round and extends the lease to the send time
@@ -1141,6 +1192,33 @@ mod tests {
         n.step(ms(253), "n2", Message::HeartbeatReply { term: 1, round: 1 });
         let r = n.transfer_leadership(ms(254));
         assert_eq!(r.messages, only("n2", Message::TimeoutNow { term: 1 }));
+    }
+
+    #[test]
+    fn a_vote_granted_gives_our_own_prevote_round_up() {
+        let mut n = node("n0", 3);
+        let heartbeat = Message::Heartbeat {
+            term: 1,
+            round: 1,
+            successors: Vec::new(),
+        };
+        n.step(ms(150), "n1", heartbeat);
+        // n1 falls silent: our PreVote round for term 2 starts...
+        let r = n.tick(ms(400));
+        assert!(matches!(r.messages[0].1, Message::PreVote { term: 2 }));
+        // ...and n2's request for term 1 (free, nobody heard for T) is
+        // granted: a promise not to campaign for T, ourselves included.
+        let vote = Message::Vote {
+            term: 1,
+            transfer: false,
+        };
+        let r = n.step(ms(401), "n2", vote);
+        assert_eq!(r.messages, only("n2", vote_reply(1, true)));
+        // A grant of our round arriving late starts no campaign.
+        let r = n.step(ms(402), "n1", prevote_reply(2, true));
+        assert!(r.messages.is_empty() && r.persist.is_none());
+        assert_eq!(n.role(), Role::Follower);
+        assert_eq!(n.term(), 1);
     }
 
     #[test]
