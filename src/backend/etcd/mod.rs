@@ -19,6 +19,7 @@ use std::time::Duration;
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tracing::debug;
 
 use crate::backend::report::{self, Observed};
 use crate::backend::{Campaign, Observation};
@@ -97,12 +98,32 @@ async fn connect_to(cfg: &ElectionConfig, endpoints: &[String]) -> Result<Client
             .with_auto_token_refresh(true);
     }
     // With a user, connecting authenticates at once: the first contact.
-    let connecting = Client::connect(endpoints, Some(options));
-    match tokio::time::timeout(cfg.connect_timeout, connecting).await {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(e)) => Err(refused(cfg, e)),
-        Err(_) => Err(unreachable(cfg, "no answer")),
+    let until = tokio::time::Instant::now() + cfg.connect_timeout;
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let connecting = Client::connect(endpoints, Some(options.clone()));
+        match tokio::time::timeout_at(until, connecting).await {
+            Ok(Ok(client)) => return Ok(client),
+            // The connection failed before the request could use it, and
+            // hyper says only that (its cause, often a refused TLS
+            // handshake, is gone): once more, to learn what it was.
+            Ok(Err(e)) if attempts == 1 && connection_not_ready(&e) => {
+                debug!(
+                    "first contact: {}; trying again to learn why",
+                    error_chain(&e)
+                );
+            }
+            Ok(Err(e)) => return Err(refused(cfg, e)),
+            Err(_) => return Err(unreachable(cfg, "no answer")),
+        }
     }
+}
+
+/// Whether a request failed only because its connection never became
+/// ready, with no cause given.
+fn connection_not_ready(e: &etcd_client::Error) -> bool {
+    error_chain(e).contains("connection was not ready")
 }
 
 /// What a failed first contact means: a TLS handshake that failed, a
