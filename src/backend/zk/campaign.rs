@@ -170,7 +170,7 @@ async fn keep_session(
         let sent = BootInstant::now();
         match tokio::time::timeout(every * 2, client.sync("/")).await {
             Ok(Ok(())) => {
-                lease.renewed(sent);
+                lease.renewed(sent, BootInstant::now());
                 out.send_replace(lease.deadline());
             }
             Ok(Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed))) => {

@@ -16,6 +16,8 @@
 pub mod campaign;
 pub mod layout;
 pub mod lease;
+#[cfg(test)]
+mod lease_model;
 pub mod observe;
 
 use std::future::Future;
