@@ -159,8 +159,6 @@ struct Raft {
     reach_term: u64,
     /// Whether messages may be lost at all.
     lossy: bool,
-    /// Only this link (from, to) loses messages; `None`: every link.
-    lossy_link: Option<(usize, usize)>,
     /// The liveness world: no time passes while a timer is due, a
     /// message in flight or a write under way (every step is prompt),
     /// and a leader is asked to hand over by `transfer_by`.
@@ -391,8 +389,7 @@ impl Model for Raft {
             if Self::ready_to_act(&w.peers[to]).is_some() {
                 actions.push(Action::Deliver(k));
             }
-            let (from, to) = (w.net[k].0, w.net[k].1);
-            if self.lossy && self.lossy_link.is_none_or(|link| link == (from, to)) {
+            if self.lossy {
                 actions.push(Action::Lose(k));
             }
             if w.duplicates < self.max_duplicates {
@@ -687,7 +684,6 @@ fn bounded() -> Raft {
         trace_depth: 60,
         reach_term: 2,
         lossy: true,
-        lossy_link: None,
         prompt: false,
         transfer_by: Time::MAX,
         liveness: false,

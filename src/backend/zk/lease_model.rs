@@ -2,7 +2,7 @@
 //! leader's session tracker, every interleaving up to a bound, under
 //! stateright.
 //!
-//! Three parties, in whole steps of T/12 (T the session timeout):
+//! Three parties, in whole steps of T/4 (T the session timeout):
 //! - **the client** (elect's session keeper) sends a `sync` when none is
 //!   outstanding, may give one up (its answer is then ignored), and feeds
 //!   the send time of every answered sync to the production
@@ -16,8 +16,8 @@
 //!   already sent the client still arrives. The client then reconnects
 //!   through another member, whose handshake the leader validates (and
 //!   touches the session) before anything else on that connection.
-//! - **the ZooKeeper leader** pings the member every tick/2 (3 steps, the
-//!   shortest session being two ticks) or one step late, answers forwarded
+//! - **the ZooKeeper leader** pings the member every tick/2 (one step, the
+//!   shortest session being two ticks), answers forwarded
 //!   syncs in stream order, and touches the session when a ping reply
 //!   carrying the note, or a revalidation, arrives. The session expires T
 //!   after the last touch, on the leader's clock (ZooKeeper rounds the
@@ -38,11 +38,11 @@ use stateright::{Checker, Model, Property};
 use super::lease::SessionLease;
 use crate::clock::BootInstant;
 
-/// The session timeout; steps are T/12.
+/// The session timeout; steps are T/4.
 const T: Duration = Duration::from_secs(6);
 const STEP_NS: u64 = T.as_nanos() as u64 / 4;
-/// The leader pings every tick/2 = T/4 = 1 step, or one step late (T/2:
-/// beyond the rule's assumption, so only in the teeth's world).
+/// The leader pings every tick/2 = T/4 = 1 step. (A ping one step late
+/// would be T/2 apart, beyond the rule's assumption of T/3.)
 const PING_EVERY: u32 = 1;
 /// (client rate, leader rate) against global time: the worst pair (a
 /// slow client counts its T late, a fast leader ends the session soon),
@@ -108,7 +108,7 @@ enum Action {
     LeaderGets,
     MemberGets,
     ClientGets,
-    Ping { late: bool },
+    Ping,
     MemberDies,
     Tick,
 }
@@ -235,7 +235,7 @@ impl Model for Session {
             actions.push(Action::ClientGets);
         }
         if w.now == w.next_ping {
-            actions.push(Action::Ping { late: false });
+            actions.push(Action::Ping);
         } else if w.now < self.horizon {
             actions.push(Action::Tick);
         }
@@ -286,9 +286,9 @@ impl Model for Session {
                 Some(_) => {}
                 None => w.connecting = false,
             },
-            Action::Ping { late } => {
+            Action::Ping => {
                 w.down.push(Down::Ping);
-                w.next_ping = w.now + PING_EVERY + u32::from(late);
+                w.next_ping = w.now + PING_EVERY;
             }
             Action::MemberDies => {
                 // Lost both ways with the leader; what it sent the client
