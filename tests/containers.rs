@@ -21,8 +21,8 @@ const OUTAGE: Duration = Duration::from_secs(3);
 
 type Fault = (
     &'static str,
-    fn(&Container) -> elect::lab::Result<()>,
-    fn(&Container) -> elect::lab::Result<()>,
+    fn(&Container) -> elect_lab::Result<()>,
+    fn(&Container) -> elect_lab::Result<()>,
 );
 
 /// What is done to one member, and how it is undone.

@@ -8,7 +8,7 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use elect::lab::{ETCD_AUTH_TOKEN_TTL, Lab, Role, Security, Spec};
+use elect_lab::{ETCD_AUTH_TOKEN_TTL, Lab, Role, Security, Spec};
 use nix::sys::signal::Signal;
 use support::elect::{BIN, Proc, elect_once};
 
@@ -246,7 +246,7 @@ fn refusals_say_what_was_refused_in_bounded_time() {
     std::fs::create_dir_all(&dir).unwrap();
     let wrong = dir.join("wrong.password");
     std::fs::write(&wrong, "not-the-password\n").unwrap();
-    let other_ca = elect::lab::pki::Authority::new(&dir.join("other"), "another CA").unwrap();
+    let other_ca = elect_lab::pki::Authority::new(&dir.join("other"), "another CA").unwrap();
     let stranger = other_ca.issue("stranger", &["stranger"]).unwrap();
     let path = |p: &std::path::Path| p.display().to_string();
     let base = |cert: &std::path::Path, key: &std::path::Path, password: &std::path::Path| {

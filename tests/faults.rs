@@ -13,8 +13,8 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use elect::lab::fault::{FencedStore, Interval, Proxy, Traffic, check};
-use elect::lab::stats::Summary;
+use elect_lab::fault::{FencedStore, Interval, Proxy, Traffic, check};
+use elect_lab::stats::Summary;
 use nix::sys::signal::Signal;
 use support::elect::{Proc, elect};
 use support::proc::descendants;
@@ -170,7 +170,7 @@ impl Rig {
     }
 
     /// Ensemble member `i`.
-    fn member_mut(&mut self, i: usize) -> &mut elect::lab::Member {
+    fn member_mut(&mut self, i: usize) -> &mut elect_lab::Member {
         match self.backend {
             Backend::Etcd => self.etcd.as_mut().unwrap().member_mut(i),
             Backend::Zk => self.zk.as_mut().unwrap().member_mut(i),

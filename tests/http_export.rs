@@ -173,11 +173,11 @@ fn the_kubernetes_sidecar_arguments_work_as_written() {
     assert!(args.contains(&"campaign"), "{args:?}");
     // The manifest talks TLS to etcd as a user limited to the election's
     // prefix: a secured lab stands in, its files for the Secret's.
-    let mut spec = elect::lab::Spec::new(support::mode(), 3, 0);
+    let mut spec = elect_lab::Spec::new(support::mode(), 3, 0);
     spec.secure = true;
-    let lab = elect::lab::Lab::up(&spec).expect("a secured etcd");
+    let lab = elect_lab::Lab::up(&spec).expect("a secured etcd");
     let s = lab.security.clone().expect("secured");
-    let endpoints = lab.endpoints(elect::lab::Role::Etcd).expect("etcd");
+    let endpoints = lab.endpoints(elect_lab::Role::Etcd).expect("etcd");
     let http = format!("{}.1:4040", loopback_net());
     let leader_file = support::proc::scratch("k8s").join("leader");
     let path = |p: &std::path::Path| p.display().to_string();

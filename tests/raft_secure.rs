@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use elect::backend::raft::core::Message;
 use elect::backend::raft::transport::{self, Body, Frame, PeerTls};
 use elect::credentials::Tls;
-use elect::lab::{Lab, Role, Spec, pki::Authority, raft::CLUSTER};
+use elect_lab::{Lab, Role, Spec, pki::Authority, raft::CLUSTER};
 use support::elect::elect_once;
 
 fn lab(secure: bool) -> Lab {
@@ -145,7 +145,7 @@ fn with_mutual_tls_strangers_cannot_change_who_leads() {
     let s = lab.security.as_ref().unwrap();
     let dir = lab.dir.join("strangers");
     let theirs = Authority::new(&dir, "another CA").unwrap();
-    let load = |ca: &std::path::Path, issued: &elect::lab::pki::Issued| {
+    let load = |ca: &std::path::Path, issued: &elect_lab::pki::Issued| {
         PeerTls::new(&Tls::from_files(ca, Some(&issued.cert), Some(&issued.key)).unwrap()).unwrap()
     };
     let foreign = load(
@@ -162,7 +162,7 @@ fn with_mutual_tls_strangers_cannot_change_who_leads() {
         .unwrap();
     let impostor = load(
         &s.ca,
-        &elect::lab::pki::Issued {
+        &elect_lab::pki::Issued {
             cert: third.dir.join("peer.pem"),
             key: third.dir.join("peer-key.pem"),
         },
@@ -209,7 +209,7 @@ fn with_mutual_tls_strangers_cannot_change_who_leads() {
         .iter()
         .map(|m| std::fs::read_to_string(m.dir.join("member.log")).unwrap_or_default())
         .collect();
-    if support::mode() == elect::lab::Mode::Processes {
+    if support::mode() == elect_lab::Mode::Processes {
         assert!(
             logs.contains("does not name its sender"),
             "no refusal logged: {logs}"

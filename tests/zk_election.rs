@@ -4,7 +4,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use elect::lab::fault::{Proxy, Traffic};
+use elect_lab::fault::{Proxy, Traffic};
 use nix::sys::signal::Signal;
 use support::elect::{campaign_zk, elect_once, elect_zk, leader_once};
 use support::eventually;
@@ -177,7 +177,7 @@ fn a_leader_rides_out_the_loss_of_the_member_it_talks_to() {
         assert!(!b.sees_event("elected", Duration::ZERO), "b never led");
         support::MemberExt::restart(zk.member_mut(member));
         eventually("the member back in the ensemble", SOON, || {
-            elect::lab::zk::healthy(zk.member(member).client.as_str()).then_some(())
+            elect_lab::zk::healthy(zk.member(member).client.as_str()).then_some(())
         });
     }
     let (code, out) = leader_once("zk", &zk.endpoints, "/reconnect", "json");

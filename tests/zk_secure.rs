@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use elect::lab::{Lab, Role, Security, Spec};
+use elect_lab::{Lab, Role, Security, Spec};
 use nix::sys::signal::Signal;
 use support::elect::{Proc, elect_once};
 use support::eventually;
@@ -208,7 +208,7 @@ fn run_over_tls_and_refusals_without_the_right_certificate() {
 
     // No client certificate, or one from another CA: a TLS refusal, named.
     let dir = std::env::temp_dir().join(format!("elect-zk-refusals-{}", std::process::id()));
-    let other = elect::lab::pki::Authority::new(&dir, "another CA").unwrap();
+    let other = elect_lab::pki::Authority::new(&dir, "another CA").unwrap();
     let stranger = other.issue("stranger", &["stranger"]).unwrap();
     let s = zk.security();
     let mut no_cert = zk.tls_flags(&s.client.cert, &s.client.key);

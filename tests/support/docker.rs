@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-pub use elect::lab::docker::{Container, IMAGE, Network};
+pub use elect_lab::docker::{Container, IMAGE, Network};
 
 use super::elect::{BIN, Proc};
 
@@ -16,7 +16,7 @@ const LABEL: &str = "elect-test";
 
 /// Runs `docker args...`; panics with its stderr if it fails.
 pub fn docker(args: &[&str]) -> String {
-    elect::lab::docker::docker(args).unwrap_or_else(|e| panic!("{e}"))
+    elect_lab::docker::docker(args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A network of a test's own (not a lab's); removed on drop.

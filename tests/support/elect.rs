@@ -3,13 +3,13 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use elect::lab::process::Watched;
+use elect_lab::process::Watched;
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_elect");
 
-pub use elect::lab::process::Line;
+pub use elect_lab::process::Line;
 
 /// A running process whose stdout is read line by line as it comes: the
 /// lab's [`Watched`], with waits that fail the test instead of returning

@@ -3,8 +3,8 @@
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use elect::lab::docker::Network;
-use elect::lab::{Lab, Member, Role, Spec, etcd};
+use elect_lab::docker::Network;
+use elect_lab::{Lab, Member, Role, Spec, etcd};
 
 use super::eventually;
 

@@ -1,7 +1,7 @@
 //! Test support: what only tests need on top of the library's lab.
 //!
 //! Nothing here mocks a coordination service: [`etcd::Cluster`] and
-//! [`zk::Ensemble`] are `::elect::lab` labs of real etcd and ZooKeeper
+//! [`zk::Ensemble`] are `::elect_lab` labs of real etcd and ZooKeeper
 //! members, torn down on drop (their logs kept when a test panics). Where
 //! they run is the [`Mode`]: containers on a private Docker network (the
 //! default, and what CI runs), or local processes on their own loopback
@@ -18,16 +18,16 @@ pub mod zk;
 use std::time::Duration;
 
 /// Polls `probe` every 10 ms until it returns `Some`, or panics with `what`
-/// after `within` (the lab's [`elect::lab::poll`], failing the test).
+/// after `within` (the lab's [`elect_lab::poll`], failing the test).
 pub fn eventually<T>(what: &str, within: Duration, probe: impl FnMut() -> Option<T>) -> T {
-    ::elect::lab::poll(within, probe)
+    ::elect_lab::poll(within, probe)
         .unwrap_or_else(|| panic!("timed out after {within:?} waiting for {what}"))
 }
 
 /// Where the ensembles of this test run: each member in its own container
 /// (faults by `docker kill`, `pause` and `network disconnect`), or a child
 /// process on its own `127.a.b.x` address.
-pub use ::elect::lab::Mode;
+pub use ::elect_lab::Mode;
 
 /// The mode `ELECT_TEST_MODE` chooses: `containers` unless it says
 /// `processes`. Never falls back silently: container mode panics if Docker
@@ -59,21 +59,21 @@ pub trait MemberExt {
     fn restart(&mut self);
 }
 
-impl MemberExt for ::elect::lab::Member {
+impl MemberExt for ::elect_lab::Member {
     fn kill(&mut self) {
         let name = self.name.clone();
-        self.apply(::elect::lab::Fault::Kill)
+        self.apply(::elect_lab::Fault::Kill)
             .unwrap_or_else(|e| panic!("killing {name}: {e}"));
     }
 
     fn restart(&mut self) {
         let name = self.name.clone();
-        self.apply(::elect::lab::Fault::Restart)
+        self.apply(::elect_lab::Fault::Restart)
             .unwrap_or_else(|e| panic!("restarting {name}: {e}"));
     }
 }
 
-pub use ::elect::lab::loopback_net;
+pub use ::elect_lab::loopback_net;
 
 pub fn signal_pid(pid: i32, sig: nix::sys::signal::Signal) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
@@ -91,7 +91,7 @@ pub fn bench_arg(name: &str) -> Option<String> {
 /// `GET path` from an HTTP/1.1 server at `addr`: the status code and body
 /// (status 0 when nothing answers).
 pub fn http_get(addr: &str, path: &str) -> (u16, String) {
-    ::elect::lab::http_get(addr, path, Duration::from_secs(5))
+    ::elect_lab::http_get(addr, path, Duration::from_secs(5))
 }
 
 /// The containment levels (`--contain`) this machine gives, strongest

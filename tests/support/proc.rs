@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 #[allow(unused_imports)]
-pub use elect::lab::process::{alive, descendants, parent};
+pub use elect_lab::process::{alive, descendants, parent};
 
 /// Records when each of `pids` dies, exactly: one thread per pid blocks on
 /// a pidfd, which the kernel makes readable the moment the process exits.

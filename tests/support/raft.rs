@@ -42,7 +42,7 @@ impl Cluster {
     pub fn secured(n: usize, ttl: &str) -> Cluster {
         let mut cluster = Cluster::new(n, ttl);
         let pki = cluster.dir.join("pki");
-        let ca = elect::lab::pki::Authority::new(&pki, "test CA").expect("a CA");
+        let ca = elect_lab::pki::Authority::new(&pki, "test CA").expect("a CA");
         for id in &cluster.ids {
             ca.issue(id, &[id.as_str()]).expect("a certificate");
         }

@@ -4,11 +4,11 @@
 
 use std::process::{Command, Output};
 
-use elect::lab::docker::Network;
-use elect::lab::{Lab, Member, Role, Spec};
+use elect_lab::docker::Network;
+use elect_lab::{Lab, Member, Role, Spec};
 
 #[allow(unused_imports)]
-pub use elect::lab::zk::{TICK, four_letter};
+pub use elect_lab::zk::{TICK, four_letter};
 
 pub struct Ensemble {
     lab: Lab,
@@ -105,7 +105,7 @@ impl Ensemble {
         }
     }
 
-    fn container(&self, i: usize) -> &elect::lab::docker::Container {
+    fn container(&self, i: usize) -> &elect_lab::docker::Container {
         self.member(i)
             .container()
             .expect("a container-only test in process mode")
@@ -113,7 +113,7 @@ impl Ensemble {
 
     /// Whether member `i` is the ensemble's leader now.
     pub fn leads(&self, i: usize) -> bool {
-        elect::lab::zk::is_leader(&self.member(i).client)
+        elect_lab::zk::is_leader(&self.member(i).client)
     }
 
     /// Kills member `i` (SIGKILL), as a crash would.

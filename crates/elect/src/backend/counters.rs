@@ -1,0 +1,77 @@
+//! What the backends do, counted as data: renewals answered, errors met,
+//! candidates woken by a change of their predecessor. The metrics export
+//! and `elect compare` read these counts; the logs stay for people and
+//! may change their wording freely.
+//!
+//! The counts are process-wide totals over every campaign and
+//! observation, as Prometheus client libraries keep theirs.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counts of what the backends did in this process.
+#[derive(Debug, Default)]
+pub struct Counters {
+    renewals: AtomicU64,
+    errors: AtomicU64,
+    wakeups: AtomicU64,
+}
+
+/// This process's counts.
+pub static PROCESS: Counters = Counters {
+    renewals: AtomicU64::new(0),
+    errors: AtomicU64::new(0),
+    wakeups: AtomicU64::new(0),
+};
+
+/// This process's counts, read at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Renewals the service answered: etcd keepalives, ZooKeeper syncs
+    /// that moved the session lease, Raft heartbeat rounds a majority
+    /// acknowledged.
+    pub renewals: u64,
+    /// Requests that failed and connections that were lost (each is also
+    /// logged as a warning).
+    pub errors: u64,
+    /// Waiting candidates woken because their predecessor changed; with
+    /// each candidate watching only its predecessor, about one per leader
+    /// change (etcd and ZooKeeper).
+    pub wakeups: u64,
+}
+
+impl Counters {
+    /// The counts now.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            renewals: self.renewals.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            wakeups: self.wakeups.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn renewed(&self) {
+        self.renewals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn failed(&self) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn woken(&self) {
+        self.wakeups.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// This process's counts, read at once.
+pub fn snapshot() -> Snapshot {
+    PROCESS.snapshot()
+}
+
+/// Logs a backend's warning and counts it as an error.
+macro_rules! warn_counted {
+    ($($arg:tt)*) => {{
+        $crate::backend::counters::PROCESS.failed();
+        ::tracing::warn!($($arg)*)
+    }};
+}
+pub(crate) use warn_counted;

@@ -1,0 +1,556 @@
+//! One candidate's life in an etcd election.
+//!
+//! Each candidacy runs on one lease:
+//! 1. create `<election>/<lease hex>` with an idempotent txn (Go's
+//!    `Campaign`), so a retried request never makes a second key;
+//! 2. wait only on the predecessor, the key with the largest create
+//!    revision below ours, until no older key is left (no herd effect);
+//! 3. if the last predecessor was an `elect` candidate (its lease id carries
+//!    [`ELECT_LEASE_TAG`](super::lease::ELECT_LEASE_TAG)) and its lease
+//!    still lives, its work may still be stopping (its key was deleted by an
+//!    operator): wait until that lease ends, at most one of its TTLs. An
+//!    `elect` leader that loses its key keeps its lease until its command is
+//!    dead, then revokes it. Go candidates are not waited for: `etcdctl
+//!    elect` resigns with a plain delete and keeps its lease for a minute;
+//! 4. confirm our own key still exists under our lease (etcd #19597: Go
+//!    skips this, and a waiter whose lease expired can "win");
+//! 5. lead until the lease deadline passes, the lease is gone, or a view at
+//!    or after our confirmation shows another leader.
+//!
+//! Losing leadership ends the candidacy: the lease is revoked once the work
+//! has stopped, and a new candidacy starts on a fresh lease.
+
+use std::future::Future;
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, EventType, GetOptions, PutOptions, SortOrder, SortTarget, Txn,
+    TxnOp, WatchOptions,
+};
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use super::etcd_error;
+use super::layout::{self, CandidateKey};
+use super::lease::{Lease, LeaseState, granted_by_elect};
+use super::observe::View;
+use crate::backend::backoff::Backoff;
+use crate::backend::counters::{PROCESS, warn_counted};
+use crate::backend::report::Reporter;
+use crate::clock::{BootInstant, sleep_until};
+use crate::config::ElectionConfig;
+use crate::error::Result;
+use crate::leadership::Leadership;
+
+/// Why a candidacy ended.
+#[derive(Debug)]
+enum Outcome {
+    /// Resignation was requested.
+    Resigned { led: bool },
+    /// The candidacy cannot go on on this lease.
+    Lost { led: bool, deadline: BootInstant },
+}
+
+pub struct Candidate {
+    client: Client,
+    /// One client per endpoint, for lease keepalives.
+    renewers: Vec<Client>,
+    cfg: ElectionConfig,
+    reporter: Reporter<View>,
+    busy: watch::Receiver<bool>,
+    resign: CancellationToken,
+}
+
+impl Candidate {
+    pub fn new(
+        client: Client,
+        renewers: Vec<Client>,
+        cfg: ElectionConfig,
+        out: watch::Sender<Leadership>,
+        view: watch::Receiver<View>,
+        busy: watch::Receiver<bool>,
+        resign: CancellationToken,
+    ) -> Self {
+        Candidate {
+            client,
+            renewers,
+            cfg,
+            reporter: Reporter::new(out, view),
+            busy,
+            resign,
+        }
+    }
+
+    /// Campaigns until resignation is requested, one candidacy per lease.
+    pub async fn run(mut self, mut lease: Lease) -> Result<()> {
+        loop {
+            match self.candidacy(&lease).await {
+                Outcome::Resigned { led } => {
+                    lease.revoke(&self.client, self.cfg.connect_timeout).await;
+                    if led {
+                        info!("resigned");
+                    }
+                    self.reporter.publish(Leadership::unknown());
+                    return Ok(());
+                }
+                Outcome::Lost { led, deadline } => {
+                    if led {
+                        warn_counted!("leadership lost");
+                        self.reporter.demoted(deadline);
+                        self.wait_until_idle(lease.ttl).await;
+                    }
+                    lease.revoke(&self.client, self.cfg.connect_timeout).await;
+                    match self.grant_again().await {
+                        Some(next) => lease = next,
+                        None => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+
+    async fn candidacy(&mut self, lease: &Lease) -> Outcome {
+        let client = self.client.clone();
+        let key = layout::candidate_key(&self.cfg.election, lease.id);
+        let prefix = layout::prefix(&self.cfg.election);
+        let id = self.cfg.id.clone();
+        self.reporter.own_key = key.clone().into_bytes();
+        let mut lease_state = lease.watch();
+
+        let my_rev = match self
+            .until_lost(&mut lease_state, create_key(&client, &key, &id, lease.id))
+            .await
+        {
+            Ok(rev) => rev,
+            Err(outcome) => return outcome,
+        };
+        let predecessor = match self
+            .until_lost(&mut lease_state, wait_for_turn(&client, &prefix, my_rev))
+            .await
+        {
+            Ok(p) => p,
+            Err(outcome) => return outcome,
+        };
+        if let Some(pred) = predecessor.filter(|p| granted_by_elect(p.lease))
+            && let Err(outcome) = self
+                .until_lost(&mut lease_state, wait_for_lease_end(&client, pred))
+                .await
+        {
+            return outcome;
+        }
+        let confirmed_at = match self
+            .until_lost(&mut lease_state, confirm(&client, &key, lease.id, my_rev))
+            .await
+        {
+            Ok(Some(rev)) => rev,
+            Ok(None) => {
+                warn_counted!("our key vanished before we could lead; campaigning again");
+                let deadline = lease.state().deadline;
+                return Outcome::Lost {
+                    led: false,
+                    deadline,
+                };
+            }
+            Err(outcome) => return outcome,
+        };
+        self.lead(&mut lease_state, lease.id, &key, my_rev, confirmed_at)
+            .await
+    }
+
+    /// Leads until something says we may not.
+    async fn lead(
+        &mut self,
+        lease_state: &mut watch::Receiver<LeaseState>,
+        lease: i64,
+        key: &str,
+        token: i64,
+        confirmed_at: i64,
+    ) -> Outcome {
+        let client = self.client.clone();
+        let mut deadline = lease_state.borrow_and_update().deadline;
+        info!(token, "elected");
+        self.reporter.leading = true;
+        self.reporter.publish(Leadership::elected(
+            self.cfg.id.clone(),
+            token as u64,
+            deadline,
+        ));
+        // Our own key is watched directly, so its deletion is acted on at
+        // the event rather than one read later through the observer.
+        let key_gone = own_key_gone(&client, key, lease, token);
+        tokio::pin!(key_gone);
+        loop {
+            tokio::select! {
+                _ = self.resign.cancelled() => return Outcome::Resigned { led: true },
+                _ = sleep_until(deadline) => {
+                    warn_counted!("lease not renewed before the deadline; stepping down");
+                    return Outcome::Lost { led: true, deadline };
+                }
+                Ok(()) = lease_state.changed() => {
+                    let state = *lease_state.borrow_and_update();
+                    if state.expired {
+                        return Outcome::Lost { led: true, deadline: BootInstant::now() };
+                    }
+                    deadline = state.deadline;
+                    self.reporter
+                        .publish(Leadership::elected(self.cfg.id.clone(), token as u64, deadline));
+                }
+                () = &mut key_gone => {
+                    warn_counted!("our key is gone from etcd (deleted or its lease revoked)");
+                    break;
+                }
+                Ok(()) = self.reporter.view.changed() => {
+                    let view = self.reporter.view.borrow_and_update().clone();
+                    if contradicts(&view, key.as_bytes(), confirmed_at) {
+                        warn_counted!("another leader is seen; our key is gone");
+                        break;
+                    }
+                }
+            }
+        }
+        // Our key is gone. Stop the work at once, within the lease deadline;
+        // then learn whether the lease itself is gone too (revoked), in which
+        // case someone else may lead already and the work must die now.
+        self.reporter.demoted(deadline);
+        let deadline = loss_deadline(&client, lease, lease_state).await;
+        Outcome::Lost {
+            led: true,
+            deadline,
+        }
+    }
+
+    /// Runs one step of a candidacy, reporting the leader meanwhile and
+    /// giving up when resignation is requested or the lease is lost.
+    async fn until_lost<T>(
+        &mut self,
+        lease_state: &mut watch::Receiver<LeaseState>,
+        step: impl Future<Output = T>,
+    ) -> Result<T, Outcome> {
+        tokio::pin!(step);
+        self.reporter.show_view();
+        loop {
+            let deadline = lease_state.borrow_and_update().deadline;
+            tokio::select! {
+                value = &mut step => return Ok(value),
+                _ = self.resign.cancelled() => return Err(Outcome::Resigned { led: false }),
+                _ = sleep_until(deadline) => return Err(Outcome::Lost { led: false, deadline }),
+                Ok(()) = lease_state.changed() => {
+                    if lease_state.borrow().expired {
+                        return Err(Outcome::Lost { led: false, deadline: BootInstant::now() });
+                    }
+                }
+                Ok(()) = self.reporter.view.changed() => self.reporter.show_view(),
+            }
+        }
+    }
+
+    /// Waits until the work started under our leadership has stopped, at
+    /// most `limit`, so successors waiting on our lease get in promptly.
+    async fn wait_until_idle(&mut self, limit: Duration) {
+        let idle = self.busy.wait_for(|busy| !busy);
+        if tokio::time::timeout(limit, idle).await.is_err() {
+            warn_counted!(
+                "the wrapped command is still running after the lease TTL; releasing the lease anyway"
+            );
+        }
+    }
+
+    /// Grants a fresh lease, retrying until it works or resignation is
+    /// requested (then `None`). A grant in flight is never abandoned: its
+    /// lease would outlive us by a TTL.
+    async fn grant_again(&mut self) -> Option<Lease> {
+        let mut backoff = Backoff::new();
+        loop {
+            if self.resign.is_cancelled() {
+                return None;
+            }
+            let grant = Lease::grant(&self.client, &self.renewers, self.cfg.ttl);
+            tokio::pin!(grant);
+            let granted = loop {
+                tokio::select! {
+                    granted = &mut grant => break granted,
+                    Ok(()) = self.reporter.view.changed() => self.reporter.show_view(),
+                }
+            };
+            match granted {
+                Ok(lease) if self.resign.is_cancelled() => {
+                    lease.revoke(&self.client, self.cfg.connect_timeout).await;
+                    return None;
+                }
+                Ok(lease) => return Some(lease),
+                Err(e) => warn_counted!("{e}; retrying"),
+            }
+            tokio::select! {
+                _ = self.resign.cancelled() => return None,
+                _ = backoff.wait() => {}
+            }
+        }
+    }
+}
+
+/// Whether `view` proves our key is no longer the leader's: it reflects a
+/// revision at or after the one at which we confirmed our key, and names a
+/// different leader (or none). Older views are ignored: they may predate us.
+fn contradicts(view: &View, own_key: &[u8], confirmed_at: i64) -> bool {
+    view.current
+        && view.revision >= confirmed_at
+        && view.leader.as_ref().is_none_or(|l| l.key != own_key)
+}
+
+/// How long the work of a leader whose key is gone may take to stop. If
+/// our lease still lives, successors of ours wait for it (see step 3), so
+/// the lease deadline bounds the work; if the lease is gone (revoked), or we
+/// cannot tell, someone else may lead already: now.
+async fn loss_deadline(
+    client: &Client,
+    lease: i64,
+    lease_state: &watch::Receiver<LeaseState>,
+) -> BootInstant {
+    let state = *lease_state.borrow();
+    let now = BootInstant::now();
+    if state.expired || state.deadline <= now {
+        return now;
+    }
+    let asked = tokio::time::timeout(
+        state.deadline - now,
+        client.lease_client().time_to_live(lease, None),
+    )
+    .await;
+    match asked {
+        Ok(Ok(resp)) if resp.ttl() > 0 => state.deadline,
+        _ => BootInstant::now(),
+    }
+}
+
+/// Returns once our key no longer exists with our lease and create
+/// revision. Watch failures are retried, re-reading the key each time.
+async fn own_key_gone(client: &Client, key: &str, lease: i64, my_rev: i64) {
+    let mut backoff = Backoff::new();
+    loop {
+        match confirm_once(client, key, lease, my_rev).await {
+            Ok(None) => return,
+            Ok(Some(rev)) => match wait_for_delete(client, key.as_bytes(), rev).await {
+                Ok(true) => return,
+                Ok(false) => backoff.reset(),
+                Err(e) => {
+                    warn_counted!("watching our key: {e}");
+                    backoff.wait().await;
+                }
+            },
+            Err(e) => {
+                warn_counted!("{e}");
+                backoff.wait().await;
+            }
+        }
+    }
+}
+
+/// Puts our key unless it exists (then reads it): Go's campaign txn.
+/// Returns our create revision. Retries until it succeeds.
+async fn create_key(client: &Client, key: &str, id: &str, lease: i64) -> i64 {
+    let txn = Txn::new()
+        .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+        .and_then([TxnOp::put(
+            key,
+            id,
+            Some(PutOptions::new().with_lease(lease)),
+        )])
+        .or_else([TxnOp::get(key, None)]);
+    retry("creating our key", || async {
+        let resp = client
+            .kv_client()
+            .txn(txn.clone())
+            .await
+            .map_err(|e| etcd_error("creating our key", e))?;
+        if resp.succeeded() {
+            return Ok(resp.header().map_or(0, |h| h.revision()));
+        }
+        for op in resp.op_responses() {
+            if let etcd_client::TxnOpResponse::Get(get) = op
+                && let Some(kv) = get.kvs().first()
+            {
+                return Ok(kv.create_revision());
+            }
+        }
+        Err(etcd_error(
+            "creating our key",
+            "key vanished during the txn",
+        ))
+    })
+    .await
+}
+
+/// Waits until no key older than ours is left. Returns the last key we
+/// waited on, if any.
+async fn wait_for_turn(client: &Client, prefix: &str, my_rev: i64) -> Option<CandidateKey> {
+    let mut last = None;
+    loop {
+        let older = GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Descend)
+            .with_max_create_revision(my_rev - 1)
+            .with_limit(1);
+        let (pred, rev) = retry("finding our predecessor", || async {
+            let resp = client
+                .kv_client()
+                .get(prefix, Some(older.clone()))
+                .await
+                .map_err(|e| etcd_error("finding our predecessor", e))?;
+            let rev = resp.header().map_or(0, |h| h.revision());
+            Ok((resp.kvs().first().map(CandidateKey::from), rev))
+        })
+        .await;
+        let Some(pred) = pred else {
+            return last;
+        };
+        // Deleted, cancelled or failed: in every case, look again.
+        match wait_for_delete(client, &pred.key, rev).await {
+            Ok(_) => {
+                PROCESS.woken();
+                debug!(predecessor = %pred.id, "woke: predecessor changed")
+            }
+            Err(e) => {
+                warn_counted!("{e}; looking again");
+                sleep(Duration::from_millis(50)).await;
+            }
+        }
+        last = Some(pred);
+    }
+}
+
+/// Returns `true` once `key` is deleted after `rev`, `false` if the server
+/// cancelled the watch (compaction) and the key must be read again.
+async fn wait_for_delete(client: &Client, key: &[u8], rev: i64) -> Result<bool> {
+    let options = WatchOptions::new().with_start_revision(rev + 1);
+    let mut stream = client
+        .watch_client()
+        .watch(key, Some(options))
+        .await
+        .map_err(|e| etcd_error("watching a key", e))?;
+    loop {
+        let Some(resp) = stream
+            .message()
+            .await
+            .map_err(|e| etcd_error("watching a key", e))?
+        else {
+            return Err(etcd_error("watching a key", "stream closed"));
+        };
+        if resp.canceled() {
+            return Ok(false);
+        }
+        if resp
+            .events()
+            .iter()
+            .any(|e| e.event_type() == EventType::Delete)
+        {
+            return Ok(true);
+        }
+    }
+}
+
+/// Waits (at most one of its TTLs) until the lease of our last predecessor
+/// has ended, i.e. its holder has stopped acting as leader.
+async fn wait_for_lease_end(client: &Client, pred: CandidateKey) {
+    let started = Instant::now();
+    let mut poll = Duration::from_millis(2);
+    let mut limit = None;
+    loop {
+        let ttl = client.lease_client().time_to_live(pred.lease, None).await;
+        match ttl {
+            Ok(resp) if resp.ttl() <= 0 => return,
+            Ok(resp) => {
+                let granted = Duration::from_secs(resp.granted_ttl().max(0) as u64);
+                let limit = *limit.get_or_insert_with(|| {
+                    info!(
+                        holder = %pred.id,
+                        "predecessor's key is gone but its lease lives; waiting for it to end"
+                    );
+                    started + granted
+                });
+                if Instant::now() >= limit {
+                    warn_counted!(holder = %pred.id, "predecessor's lease outlived its TTL; going ahead");
+                    return;
+                }
+            }
+            Err(e) => warn_counted!("asking for the predecessor's lease: {e}"),
+        }
+        sleep(poll).await;
+        poll = (poll * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// Reads our key back: it must still exist, on our lease, with our create
+/// revision. Returns the revision of the read, or `None` if it is gone.
+async fn confirm(client: &Client, key: &str, lease: i64, my_rev: i64) -> Option<i64> {
+    retry("confirming our key", || {
+        confirm_once(client, key, lease, my_rev)
+    })
+    .await
+}
+
+async fn confirm_once(client: &Client, key: &str, lease: i64, my_rev: i64) -> Result<Option<i64>> {
+    let resp = client
+        .kv_client()
+        .get(key, None)
+        .await
+        .map_err(|e| etcd_error("confirming our key", e))?;
+    let ours = resp
+        .kvs()
+        .first()
+        .is_some_and(|kv| kv.lease() == lease && kv.create_revision() == my_rev);
+    Ok(ours.then(|| resp.header().map_or(0, |h| h.revision())))
+}
+
+/// Retries an idempotent request with backoff until it succeeds; callers
+/// bound it with the lease deadline.
+async fn retry<T, F, Fut>(what: &str, mut request: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let mut backoff = Backoff::new();
+    loop {
+        match request().await {
+            Ok(v) => return v,
+            Err(e) => warn_counted!("{what}: {e}; retrying"),
+        }
+        backoff.wait().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(key: Option<&str>, revision: i64) -> View {
+        View {
+            leader: key.map(|k| CandidateKey {
+                key: k.as_bytes().to_vec(),
+                id: "x".into(),
+                create_revision: 1,
+                lease: 1,
+            }),
+            current: true,
+            revision,
+        }
+    }
+
+    #[test]
+    fn only_newer_views_contradict() {
+        assert!(
+            !contradicts(&view(Some("e/1"), 10), b"e/2", 11),
+            "older view"
+        );
+        assert!(contradicts(&view(Some("e/1"), 11), b"e/2", 11));
+        assert!(contradicts(&view(None, 12), b"e/2", 11));
+        assert!(!contradicts(&view(Some("e/2"), 12), b"e/2", 11));
+        let mut stale = view(None, 20);
+        stale.current = false;
+        assert!(
+            !contradicts(&stale, b"e/2", 11),
+            "a broken watch proves nothing"
+        );
+    }
+}

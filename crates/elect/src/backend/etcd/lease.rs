@@ -1,0 +1,304 @@
+//! The session lease and our own keepalive loop.
+//!
+//! `etcd-client`'s `LeaseKeeper::keep_alive` sends a single ping, so the
+//! loop is ours, and that is what we want: the leadership deadline must be
+//! computed from the *send* time of a ping the server acknowledged, which
+//! only the loop that sends knows. The server's expiry clock starts when it
+//! receives the ping, never earlier, so `send time + TTL` cannot be later
+//! than the server's expiry, minus what clock-rate error could add.
+
+use std::time::Duration;
+
+use std::sync::Arc;
+
+use etcd_client::{Client, LeaseGrantOptions, LeaseKeepAliveStream, LeaseKeeper};
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::{Instant, timeout};
+use tracing::{debug, info};
+
+use super::etcd_error;
+use crate::backend::counters::{PROCESS, warn_counted};
+use crate::clock::{BootInstant, sleep_until};
+use crate::error::Result;
+use crate::leadership::deadline_after;
+
+/// The low 16 bits of every lease id `elect` chooses ("e1ec"). An `elect`
+/// leader that loses its key keeps its lease until its work is dead and
+/// then revokes it, so a successor that sees this tag on its predecessor's
+/// lease knows waiting for it is worthwhile. Leases of Go clients (server
+/// assigned ids) are not waited for: `etcdctl elect` resigns by deleting
+/// its key and keeps its lease for a minute.
+pub const ELECT_LEASE_TAG: i64 = 0xe1ec;
+
+/// Whether `id` is a lease granted by `elect` (see [`ELECT_LEASE_TAG`]).
+pub fn granted_by_elect(id: i64) -> bool {
+    id > 0 && id & 0xffff == ELECT_LEASE_TAG
+}
+
+/// A random positive lease id carrying [`ELECT_LEASE_TAG`].
+fn fresh_lease_id() -> i64 {
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish() as i64;
+    (random & 0x7fff_ffff_ffff_0000) | ELECT_LEASE_TAG
+}
+
+/// What the keepalive loop knows about the lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseState {
+    /// Until when the lease is surely alive.
+    pub deadline: BootInstant,
+    /// The server said the lease is gone (revoked or expired).
+    pub expired: bool,
+}
+
+/// A granted lease with its keepalive loop running.
+pub struct Lease {
+    pub id: i64,
+    /// The TTL the server granted (it raises TTLs below its minimum).
+    pub ttl: Duration,
+    state: watch::Receiver<LeaseState>,
+    keeper: JoinHandle<()>,
+}
+
+impl Lease {
+    /// Grants a lease of `ttl` through `client` and starts keeping it
+    /// alive through `renewers`, one client per endpoint.
+    ///
+    /// Errors: the grant request failed. Cancel safety: a grant whose reply
+    /// is lost leaves a lease that expires after `ttl` on its own.
+    pub async fn grant(client: &Client, renewers: &[Client], ttl: Duration) -> Result<Lease> {
+        let mut lease_client = client.lease_client();
+        let sent = BootInstant::now();
+        let options = LeaseGrantOptions::new().with_id(fresh_lease_id());
+        // A taken id (one chance in 2^47) fails the grant; the caller retries.
+        let resp = lease_client
+            .grant(ttl.as_secs() as i64, Some(options))
+            .await
+            .map_err(|e| etcd_error("lease grant", e))?;
+        let granted = Duration::from_secs(resp.ttl().max(0) as u64);
+        if granted != ttl {
+            warn_counted!(
+                requested = %humantime::format_duration(ttl),
+                granted = %humantime::format_duration(granted),
+                "etcd granted a different lease TTL than --ttl asked for (the server's minimum is ceil(1.5 x election timeout))"
+            );
+        }
+        info!(lease = format_args!("{:x}", resp.id()), ttl = %humantime::format_duration(granted), "lease granted");
+        let (tx, state) = watch::channel(LeaseState {
+            deadline: deadline_after(sent, granted),
+            expired: false,
+        });
+        let keeper = tokio::spawn(keep_alive(renewers.to_vec(), resp.id(), granted, sent, tx));
+        Ok(Lease {
+            id: resp.id(),
+            ttl: granted,
+            state,
+            keeper,
+        })
+    }
+
+    pub fn state(&self) -> LeaseState {
+        *self.state.borrow()
+    }
+
+    /// A receiver that is notified on each renewal and on expiry.
+    pub fn watch(&self) -> watch::Receiver<LeaseState> {
+        self.state.clone()
+    }
+
+    /// Stops the keepalive loop and revokes the lease, deleting every key
+    /// bound to it in the same step. A failed request is tried again until
+    /// `within` has passed: right after a member restarted, the client's
+    /// connection to it fails on first use, and a successor then waits
+    /// for the whole TTL of a lease it knows to be elect's. Best effort:
+    /// if no request succeeds the lease expires after its TTL.
+    pub async fn revoke(self, client: &Client, within: Duration) {
+        self.keeper.abort();
+        let lease = format_args!("{:x}", self.id).to_string();
+        let until = Instant::now() + within;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let mut lease_client = client.lease_client();
+            let left = until.saturating_duration_since(Instant::now());
+            match timeout(left, lease_client.revoke(self.id)).await {
+                Ok(Ok(_)) => {
+                    debug!(lease, "lease revoked");
+                    return;
+                }
+                Ok(Err(e)) if e.to_string().contains("requested lease not found") => return,
+                Ok(Err(e)) if Instant::now() + pause < until => {
+                    debug!(lease, "revoking the lease: {e}; trying again");
+                }
+                Ok(Err(e)) => {
+                    warn_counted!(lease, "revoking lease failed, it will expire: {e}");
+                    return;
+                }
+                Err(_) => {
+                    warn_counted!(lease, "revoking lease timed out, it will expire");
+                    return;
+                }
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.keeper.abort();
+    }
+}
+
+/// Keeps the lease alive through every member at once, publishing the
+/// latest deadline any of them bought, until one hears the lease is gone.
+///
+/// A renewal only needs one member that can reach etcd's leader, but which
+/// one cannot be known in advance: a member paused or cut off leaves pings
+/// unanswered (no reset), a member whose leader was just paused answers
+/// "no leader" until etcd has elected another, and a follower that still
+/// forwards to the paused leader hangs. Pinging one member at a time and
+/// moving on after a timeout can walk through all three within one TTL;
+/// pinging all of them costs two extra requests per TTL/3 and rides out
+/// any minority fault. Renewals only ever move the server's expiry later,
+/// so the latest deadline any member acknowledged is sound.
+async fn keep_alive(
+    renewers: Vec<Client>,
+    id: i64,
+    ttl: Duration,
+    granted_at: BootInstant,
+    state: watch::Sender<LeaseState>,
+) {
+    let state = Arc::new(state);
+    let mut members = JoinSet::new();
+    for (member, client) in renewers.into_iter().enumerate() {
+        let renewal = Renewal {
+            member,
+            client,
+            id,
+            ttl,
+        };
+        members.spawn(renewal.run(granted_at, state.clone()));
+    }
+    // Renewers only return once etcd says the lease is gone; dropping the
+    // set stops the others.
+    members.join_next().await;
+    warn_counted!(
+        lease = format_args!("{id:x}"),
+        "etcd says the lease is gone"
+    );
+    state.send_modify(|s| s.expired = true);
+}
+
+/// One member's share of [`keep_alive`].
+struct Renewal {
+    member: usize,
+    client: Client,
+    id: i64,
+    ttl: Duration,
+}
+
+/// What one ping came to.
+enum Ping {
+    /// Acknowledged: the server's expiry is at least send time + this.
+    Renewed(Duration),
+    /// etcd no longer knows the lease.
+    Gone,
+    /// No acknowledgement: an error, or no reply in time.
+    Failed(String),
+}
+
+impl Renewal {
+    /// Pings every TTL/3 on one stream to this member. A ping left
+    /// unanswered for TTL/6 drops the stream, since a reply that arrives
+    /// late must never be credited to a later ping: that would move the
+    /// deadline past the server's expiry. Failures retry on a fresh stream
+    /// after 50 ms, doubling up to TTL/6.
+    async fn run(self, granted_at: BootInstant, state: Arc<watch::Sender<LeaseState>>) {
+        let interval = self.ttl / 3;
+        let answer_within = interval / 2;
+        let mut next = granted_at + interval;
+        let mut retry = Duration::ZERO;
+        let mut stream = None;
+        loop {
+            sleep_until(next).await;
+            let sent = BootInstant::now();
+            let ping = match timeout(answer_within, self.ping(&mut stream)).await {
+                Ok(ping) => ping,
+                Err(_) => Ping::Failed("no reply in time".into()),
+            };
+            match ping {
+                Ping::Renewed(renewed) => {
+                    PROCESS.renewed();
+                    let deadline = deadline_after(sent, renewed);
+                    state.send_if_modified(|s| {
+                        let later = deadline > s.deadline;
+                        if later {
+                            s.deadline = deadline;
+                        }
+                        later
+                    });
+                    retry = Duration::ZERO;
+                    next = sent + interval;
+                }
+                Ping::Gone => return,
+                Ping::Failed(why) => {
+                    debug!(member = self.member, "keepalive: {why}");
+                    stream = None;
+                    retry = (retry * 2)
+                        .max(Duration::from_millis(50))
+                        .min(answer_within);
+                    next = BootInstant::now() + retry;
+                }
+            }
+        }
+    }
+
+    /// Sends one ping and waits for its acknowledgement. Opening a stream
+    /// is itself a ping (the client sends one and reads its reply).
+    async fn ping(&self, stream: &mut Option<(LeaseKeeper, LeaseKeepAliveStream)>) -> Ping {
+        let Some((keeper, responses)) = stream.as_mut() else {
+            return match self.client.lease_client().keep_alive(self.id).await {
+                Ok(opened) => {
+                    *stream = Some(opened);
+                    Ping::Renewed(self.ttl)
+                }
+                Err(etcd_client::Error::LeaseKeepAliveError(e)) if e.contains("not found") => {
+                    Ping::Gone
+                }
+                Err(e) => Ping::Failed(e.to_string()),
+            };
+        };
+        if let Err(e) = keeper.keep_alive().await {
+            return Ping::Failed(e.to_string());
+        }
+        match responses.message().await {
+            Ok(Some(resp)) if resp.ttl() > 0 => {
+                Ping::Renewed(Duration::from_secs(resp.ttl() as u64))
+            }
+            Ok(Some(_)) => Ping::Gone,
+            Ok(None) => Ping::Failed("stream closed".into()),
+            Err(e) => Ping::Failed(e.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_lease_ids_carry_the_tag() {
+        for _ in 0..100 {
+            let id = fresh_lease_id();
+            assert!(granted_by_elect(id), "{id:x}");
+        }
+        assert!(
+            !granted_by_elect(0x694d7d4a0c3e7b0d),
+            "a server-assigned id"
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! The ways to decide who leads, behind one small interface.
+//!
+//! A backend turns an [`ElectionConfig`] into a stream of [`Leadership`]
+//! snapshots: [`campaign`] takes part, [`observe`] only follows, and
+//! [`leader`] reads once. Everything downstream (`supervise`, `export`)
+//! depends only on the snapshots, never on a backend.
+
+// With no backend compiled in, what they share goes unused.
+#[cfg_attr(
+    not(any(feature = "etcd", feature = "zk", feature = "raft")),
+    allow(dead_code)
+)]
+pub(crate) mod backoff;
+pub mod counters;
+#[cfg(feature = "etcd")]
+pub(crate) mod etcd;
+#[cfg(feature = "raft")]
+pub mod raft;
+#[cfg_attr(not(any(feature = "etcd", feature = "zk")), allow(dead_code))]
+pub(crate) mod report;
+#[cfg(feature = "zk")]
+pub(crate) mod zk;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+#[cfg(any(feature = "etcd", feature = "zk", feature = "raft"))]
+use crate::backend_kind::Backend;
+use crate::config::ElectionConfig;
+use crate::error::{Error, Result};
+use crate::leadership::Leadership;
+
+/// A running candidacy.
+///
+/// Dropping it without calling [`resign`](Campaign::resign) also resigns:
+/// renewals stop and the key, znode or Raft leadership is given up by a
+/// task that finishes in the background (it needs the tokio runtime to
+/// keep running for the few round trips that takes). Call `resign` to wait
+/// for it and learn whether it went well.
+#[must_use = "dropping a Campaign resigns at once; keep it for as long as you campaign"]
+pub struct Campaign {
+    leadership: watch::Receiver<Leadership>,
+    resign: CancellationToken,
+    task: Option<JoinHandle<Result<()>>>,
+}
+
+impl Campaign {
+    pub(crate) fn new(
+        leadership: watch::Receiver<Leadership>,
+        resign: CancellationToken,
+        task: JoinHandle<Result<()>>,
+    ) -> Self {
+        Campaign {
+            leadership,
+            resign,
+            task: Some(task),
+        }
+    }
+
+    /// The snapshots of this candidacy, starting with an unknown leader.
+    pub fn leadership(&self) -> watch::Receiver<Leadership> {
+        self.leadership.clone()
+    }
+
+    /// Leaves the election: our key/znode is deleted and the session ended,
+    /// so a successor takes over in round trips rather than a TTL.
+    ///
+    /// Errors: only if the campaign had already failed. Not cancel safe:
+    /// dropping the future leaves the resignation to finish in the
+    /// background.
+    pub async fn resign(mut self) -> Result<()> {
+        self.resign.cancel();
+        let Some(task) = self.task.take() else {
+            return Ok(());
+        };
+        match task.await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+impl Drop for Campaign {
+    fn drop(&mut self) {
+        // The campaign task resigns when cancelled; detached, it finishes
+        // on its own.
+        self.resign.cancel();
+    }
+}
+
+/// A running observation; stops when dropped.
+#[must_use = "dropping an Observation stops it"]
+pub struct Observation {
+    leadership: watch::Receiver<Leadership>,
+    task: JoinHandle<()>,
+}
+
+impl Observation {
+    pub(crate) fn new(leadership: watch::Receiver<Leadership>, task: JoinHandle<()>) -> Self {
+        Observation { leadership, task }
+    }
+
+    /// The snapshots of this observation, starting with an unknown leader.
+    pub fn leadership(&self) -> watch::Receiver<Leadership> {
+        self.leadership.clone()
+    }
+}
+
+impl Drop for Observation {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Joins the election described by `cfg`. `busy` tells the backend whether
+/// work started under our leadership still runs (see
+/// [`crate::supervise`]); pass a constant `false` when there is none.
+///
+/// Errors: [`Error::Config`](crate::Error::Config) naming `id` if a Raft
+/// candidate's id is not one of the peers; otherwise the service could not
+/// be reached within the connect timeout, or refused us. Cancel safety:
+/// dropping the future before it returns leaves nothing behind but what
+/// the service cleans up by itself (an etcd lease or ZooKeeper session
+/// whose TTL runs out).
+#[cfg_attr(
+    not(any(feature = "etcd", feature = "zk", feature = "raft")),
+    allow(unused_variables)
+)]
+pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Result<Campaign> {
+    // The default id (hostname-pid) is no Raft peer's.
+    cfg.check_raft_membership()?;
+    cfg.validate()?;
+    match cfg.backend {
+        #[cfg(feature = "etcd")]
+        Backend::Etcd => etcd::campaign(cfg, busy).await,
+        #[cfg(feature = "zk")]
+        Backend::Zk => zk::campaign(cfg, busy).await,
+        #[cfg(feature = "raft")]
+        Backend::Raft => raft::campaign(cfg, busy).await,
+        #[allow(unreachable_patterns)]
+        backend => Err(Error::NotBuiltIn { backend }),
+    }
+}
+
+/// Follows the election without taking part.
+///
+/// Errors: the service could not be reached within the connect timeout.
+pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
+    cfg.validate()?;
+    match cfg.backend {
+        #[cfg(feature = "etcd")]
+        Backend::Etcd => etcd::observe(cfg).await,
+        #[cfg(feature = "zk")]
+        Backend::Zk => zk::observe(cfg).await,
+        #[cfg(feature = "raft")]
+        Backend::Raft => raft::observe(cfg).await,
+        #[allow(unreachable_patterns)]
+        backend => Err(Error::NotBuiltIn { backend }),
+    }
+}
+
+/// Reads the current leader once.
+///
+/// Errors: the service could not be reached within the connect timeout.
+pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
+    cfg.validate()?;
+    match cfg.backend {
+        #[cfg(feature = "etcd")]
+        Backend::Etcd => etcd::leader(cfg).await,
+        #[cfg(feature = "zk")]
+        Backend::Zk => zk::leader(cfg).await,
+        #[cfg(feature = "raft")]
+        Backend::Raft => raft::leader(cfg).await,
+        #[allow(unreachable_patterns)]
+        backend => Err(Error::NotBuiltIn { backend }),
+    }
+}

@@ -1,0 +1,223 @@
+//! The tokio side of a Raft-vote peer: owns the clock, the sockets and the
+//! disk, feeds the core, persists before sending, and publishes who leads.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, watch};
+use tokio::time::{sleep_until, timeout};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use super::core::{Message, Node, Ready, Status};
+use super::store::Persister;
+use super::transport::{self, Body, Frame, Outgoing, PeerTls, WireStatus, write_frame};
+use crate::backend::counters::warn_counted;
+use crate::clock::{BootInstant, BootTimer};
+use crate::error::Result;
+use crate::leadership::Leadership;
+
+/// Everything the driver loop owns.
+pub struct Driver {
+    pub node: Node,
+    pub store: Persister,
+    pub cluster: String,
+    pub addresses: BTreeMap<String, String>,
+    pub inbound: mpsc::Receiver<(String, Message)>,
+    pub outbound: BTreeMap<String, mpsc::Sender<Outgoing>>,
+    pub leadership: watch::Sender<Leadership>,
+    pub status: watch::Sender<WireStatus>,
+    /// The instant the core's time counts from, on the boot clock: the
+    /// leader lease the core computes is a deadline like any other.
+    pub origin: BootInstant,
+    pub resign: CancellationToken,
+    /// Mutual TLS with the peers, if configured.
+    pub tls: Option<Arc<PeerTls>>,
+}
+
+impl Driver {
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    /// Runs until resignation is requested, then hands leadership over.
+    ///
+    /// Errors: the vote could not be persisted; continuing would risk
+    /// voting twice in a term.
+    pub async fn run(mut self) -> Result<()> {
+        let mut timer = BootTimer::new();
+        loop {
+            let next = self.origin + self.node.next_deadline();
+            let ready = tokio::select! {
+                () = timer.sleep_until(next) => {
+                    let now = self.now();
+                    self.node.tick(now)
+                }
+                Some((from, msg)) = self.inbound.recv() => {
+                    let now = self.now();
+                    tracing::trace!(%from, ?msg, "received");
+                    self.node.step(now, &from, msg)
+                }
+                () = self.resign.cancelled() => {
+                    let term = self.node.term();
+                    self.hand_over().await?;
+                    return self.linger(term).await;
+                }
+            };
+            self.apply(ready).await?;
+            self.publish();
+        }
+    }
+
+    /// After a hand-over, stays a peer until the successor leads, or for
+    /// two heartbeat intervals at most: our vote is the quickest it can
+    /// get (with three peers, the only one it needs), and closing our
+    /// connections now would wake the others just as they vote.
+    async fn linger(&mut self, handed_over_in: u64) -> Result<()> {
+        let until = tokio::time::Instant::now() + self.node.heartbeat_interval() * 2;
+        while self.node.term() == handed_over_in || self.node.status(self.now()).leader.is_none() {
+            let ready = tokio::select! {
+                () = sleep_until(until) => return Ok(()),
+                Some((from, msg)) = self.inbound.recv() => {
+                    let now = self.now();
+                    self.node.step(now, &from, msg)
+                }
+            };
+            self.apply(ready).await?;
+            self.publish();
+        }
+        Ok(())
+    }
+
+    /// Persists, then sends; except that requests (PreVote, Vote) leave
+    /// while the state is written (the write starts first, so the disk,
+    /// the slowest part, starts soonest), and the voters' fsyncs overlap
+    /// ours. That is safe: replies wait behind the persist in this loop,
+    /// so a candidate counts no vote, and leads nowhere, before its own
+    /// term and vote are durable; a request alone promises nothing.
+    async fn apply(&mut self, ready: Ready) -> Result<()> {
+        let Some(hard) = ready.persist else {
+            self.send(ready.messages);
+            return Ok(());
+        };
+        debug!(term = hard.term, voted_for = ?hard.voted_for, pledge = ?hard.pledge, "persisting");
+        let saved = self.store.save(hard);
+        let (requests, rest): (Vec<_>, Vec<_>) = ready
+            .messages
+            .into_iter()
+            .partition(|(_, m)| matches!(m, Message::PreVote { .. } | Message::Vote { .. }));
+        self.send(requests);
+        saved.await?;
+        self.send(rest);
+        Ok(())
+    }
+
+    fn send(&self, messages: Vec<(String, Message)>) {
+        for (to, msg) in messages {
+            if let Message::VoteReply {
+                term,
+                granted: true,
+            } = msg
+            {
+                info!(term, candidate = %to, "voted");
+            }
+            if let Some(queue) = self.outbound.get(&to) {
+                let _ = queue.try_send(msg.into());
+            }
+        }
+    }
+
+    fn publish(&self) {
+        let status = self.node.status(self.now());
+        let snapshot = self.snapshot(&status);
+        let leading = snapshot.is_self;
+        if crate::backend::report::publish_if_changed(&self.leadership, snapshot) && leading {
+            // Our lease (the snapshot's deadline) moved: a majority answered.
+            crate::backend::counters::PROCESS.renewed();
+        }
+        crate::backend::report::publish_if_changed(
+            &self.status,
+            WireStatus {
+                leader: status.leader,
+                term: status.term,
+                successors: self.node.successors(),
+            },
+        );
+    }
+
+    fn snapshot(&self, status: &Status) -> Leadership {
+        match (status.is_self, status.lease_until) {
+            (true, Some(until)) => {
+                Leadership::elected(self.node.id().to_owned(), status.term, self.origin + until)
+            }
+            _ => Leadership::observed(status.leader.clone().map(|l| (l, status.term))),
+        }
+    }
+
+    /// Gives the lease up, tells the most responsive peer to campaign at
+    /// once and writes our vote for it meanwhile (see
+    /// `Node::transfer_leadership`).
+    ///
+    /// Errors: the vote could not be persisted.
+    async fn hand_over(&mut self) -> Result<()> {
+        let now = self.now();
+        let ready = self.node.transfer_leadership(now);
+        self.publish();
+        let persisting = async {
+            match ready.persist {
+                Some(hard) => self.store.save(hard).await,
+                None => Ok(()),
+            }
+        };
+        let ((), saved) = tokio::join!(self.send_timeout_now(ready.messages), persisting);
+        saved
+    }
+
+    /// Sends the TimeoutNow on the connection already open to its target
+    /// (no new handshake: with TLS that alone took milliseconds), and waits
+    /// until it is written, so it leaves before this process does; failing
+    /// that, on a connection of its own.
+    async fn send_timeout_now(&self, messages: Vec<(String, Message)>) {
+        for (to, msg) in messages {
+            if let Some(queue) = self.outbound.get(&to) {
+                let (written, done) = tokio::sync::oneshot::channel();
+                let queued = queue.send(Outgoing {
+                    msg: msg.clone(),
+                    written: Some(written),
+                });
+                let sent = timeout(Duration::from_millis(500), async {
+                    queued.await.is_ok() && done.await == Ok(true)
+                })
+                .await;
+                if sent == Ok(true) {
+                    info!(to = %to, "leadership handed over");
+                    continue;
+                }
+            }
+            let Some(addr) = self.addresses.get(&to) else {
+                continue;
+            };
+            let frame = Frame {
+                cluster: self.cluster.clone(),
+                from: self.node.id().to_owned(),
+                body: Body::Peer(msg),
+            };
+            let sent = timeout(Duration::from_millis(500), async {
+                let mut stream = transport::dial(&to, addr, self.tls.as_deref()).await?;
+                write_frame(&mut stream, &frame).await?;
+                // TLS: say goodbye properly, so the frame is not taken for
+                // a truncated stream.
+                stream.shutdown().await
+            })
+            .await;
+            match sent {
+                Ok(Ok(())) => info!(to = %to, "leadership handed over"),
+                _ => {
+                    warn_counted!(to = %to, "could not hand leadership over; it fails over after a timeout")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Raft-vote backend: the `elect` processes elect a leader among
+//! themselves with Raft's election (no log), no external service.
+//!
+//! - [`core`]: the sans-IO state machine (PreVote, CheckQuorum, leader
+//!   lease, leadership transfer), tested in a deterministic simulator;
+//! - `store`: term and vote on disk, fsynced before any vote reply;
+//! - `transport`: TCP frames between peers, and queries from non-peers;
+//! - `driver`: the tokio loop that feeds the core.
+//!
+//! The fencing token is the leader's term.
+
+pub mod core;
+pub(crate) mod driver;
+pub(crate) mod store;
+pub mod transport;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::time::timeout;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use crate::backend::{Campaign, Observation};
+use crate::config::ElectionConfig;
+use crate::error::{Error, Result};
+use crate::leadership::Leadership;
+use transport::{BoxStream, PeerTls, WireStatus};
+
+/// Peer id -> address, from validated `--endpoints` (`id=host:port`).
+pub fn peer_addresses(cfg: &ElectionConfig) -> BTreeMap<String, String> {
+    cfg.endpoints
+        .iter()
+        .filter_map(|e| e.split_once('='))
+        .map(|(id, addr)| (id.to_owned(), addr.to_owned()))
+        .collect()
+}
+
+/// Starts this process as a peer: listens on its own address, loads its
+/// term and vote, and runs the election.
+///
+/// Errors: the address cannot be bound, or the stored vote cannot be read.
+pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Result<Campaign> {
+    // `busy` is not needed here: the lease ends before anyone else can be
+    // elected, and the supervisor kills the command by then.
+    let addresses = peer_addresses(cfg);
+    let ids: Vec<String> = addresses.keys().cloned().collect();
+    let tls = peer_tls(cfg)?;
+    if let Some(tls) = &cfg.tls
+        && let Some((chain, _)) = tls.identity()
+        && !chain.first().is_some_and(|c| transport::names(c, &cfg.id))
+    {
+        return Err(Error::config(
+            "cert",
+            format!(
+                "the certificate does not name this peer's id {:?} (a DNS subject alternative \
+                 name): other peers would refuse it",
+                cfg.id
+            ),
+        ));
+    }
+    let own = &addresses[&cfg.id];
+    let listener = TcpListener::bind(own).await.map_err(|e| {
+        Error::io(
+            format!("listening on {own}, the address of --id {}", cfg.id),
+            e,
+        )
+    })?;
+    let store = Arc::new(store::Store::new(cfg.data_dir.as_deref()));
+    // Reading the disk blocks: off the runtime's threads.
+    let (loading, own_id) = (store.clone(), cfg.id.clone());
+    let hard = tokio::task::spawn_blocking(move || loading.load(&own_id))
+        .await
+        .map_err(|e| Error::io("loading the Raft state", std::io::Error::other(e)))??;
+    if hard.is_none() {
+        info!(
+            "no --data-dir: not voting for one election timeout ({}) after start",
+            humantime::format_duration(cfg.ttl)
+        );
+    }
+    let seed = std::process::id() as u64
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    let node = core::Node::new(
+        core::Config::new(&cfg.id, &ids, cfg.ttl, seed),
+        hard,
+        Duration::ZERO,
+    );
+    let (inbound_tx, inbound) = mpsc::channel(1024);
+    let (status, status_rx) = watch::channel(WireStatus {
+        leader: None,
+        term: node.term(),
+        successors: Vec::new(),
+    });
+    let server = transport::Server {
+        listener,
+        cluster: cfg.election.clone(),
+        peers: ids,
+        me: cfg.id.clone(),
+        tls: tls.clone(),
+    };
+    let serving = tokio::spawn(transport::serve(server, inbound_tx, status_rx));
+    let outbound = transport::connect_peers(&cfg.election, &cfg.id, &addresses, tls.clone());
+    let (out, leadership) = watch::channel(Leadership::unknown());
+    let resign = CancellationToken::new();
+    let driver = driver::Driver {
+        node,
+        store: store::Persister::start(store)?,
+        cluster: cfg.election.clone(),
+        addresses,
+        inbound,
+        outbound,
+        leadership: out,
+        status,
+        origin: crate::clock::BootInstant::now(),
+        resign: resign.clone(),
+        tls,
+    };
+    // The listener lives as long as the driver: once we have resigned
+    // (and handed leadership over), the port is closed.
+    let task = tokio::spawn(async move {
+        let result = driver.run().await;
+        serving.abort();
+        result
+    });
+    Ok(Campaign::new(leadership, resign, task))
+}
+
+fn peer_tls(cfg: &ElectionConfig) -> Result<Option<Arc<PeerTls>>> {
+    cfg.tls.as_ref().map(PeerTls::new).transpose()
+}
+
+/// Opens a query stream to the first peer that answers.
+async fn query(cfg: &ElectionConfig, tls: Option<&PeerTls>) -> Result<BoxStream> {
+    let mut last = String::from("no peer listed");
+    for (id, addr) in peer_addresses(cfg) {
+        let peer = (id.as_str(), addr.as_str());
+        let attempt = timeout(
+            cfg.connect_timeout,
+            transport::open_query(&cfg.election, &cfg.id, peer, tls),
+        )
+        .await;
+        match attempt {
+            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Err(e)) => last = format!("{id} at {addr}: {e}"),
+            Err(_) => last = format!("{id} at {addr}: no answer"),
+        }
+    }
+    Err(cfg.unreachable(last))
+}
+
+async fn next_status(stream: &mut BoxStream) -> std::io::Result<Leadership> {
+    let status = transport::next_status(stream).await?;
+    Ok(Leadership::observed(
+        status.leader.map(|l| (l, status.term)),
+    ))
+}
+
+/// Asks any peer who leads.
+///
+/// Errors: [`Error::Unreachable`] when no peer answers within the connect
+/// timeout. Cancel safe.
+pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
+    let mut stream = query(cfg, peer_tls(cfg)?.as_deref()).await?;
+    timeout(cfg.connect_timeout, next_status(&mut stream))
+        .await
+        .map_err(|_| cfg.unreachable("no status received"))?
+        .map_err(|e| cfg.unreachable(e))
+}
+
+/// Follows who leads through any peer, moving to another when it fails.
+///
+/// Errors: [`Error::Unreachable`] when no peer answers at first.
+pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
+    // Built once: reconnections reuse it.
+    let tls = peer_tls(cfg)?;
+    let mut stream = query(cfg, tls.as_deref()).await?;
+    let (out, leadership) = watch::channel(Leadership::unknown());
+    let cfg = cfg.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            match next_status(&mut stream).await {
+                Ok(snapshot) => {
+                    crate::backend::report::publish_if_changed(&out, snapshot);
+                }
+                Err(e) => {
+                    debug!("observer: {e}");
+                    out.send_replace(Leadership::unknown());
+                    stream = loop {
+                        if let Ok(s) = query(&cfg, tls.as_deref()).await {
+                            break s;
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    };
+                }
+            }
+        }
+    });
+    Ok(Observation::new(leadership, task))
+}

@@ -1,0 +1,782 @@
+//! One candidate's life in a ZooKeeper election.
+//!
+//! Per session, candidacies follow each other:
+//! 1. create `<election>/_c_<uuid>-latch-<seq>` (ephemeral, sequential,
+//!    data = id), creating parents as needed. After a lost reply, look for
+//!    the uuid among the children instead of creating again, so we never
+//!    leave a second znode behind (Curator's protected mode);
+//! 2. wait on the predecessor only (the participant just before ours):
+//!    one watch, woken only when that znode goes (no herd effect);
+//! 3. claim leadership only after reading our znode back with
+//!    `ephemeralOwner` = our session (CURATOR-696), in a synced read; the
+//!    deadline is the session's own (rule 4). The next in line keeps that
+//!    read fresh while it waits, so the announcement of its predecessor's
+//!    deletion is all it needs to lead (see [`wait_for_turn`]);
+//! 4. lead while the session provably lives: a keeper task syncs through
+//!    the ZooKeeper leader every T/20, and [`SessionLease`] turns the
+//!    answers into the instant until which the leader cannot have expired
+//!    the session; our deadline is that, less a margin. A disconnection is
+//!    not a loss: the client moves to another member (the library tries
+//!    the next one at once) and we lead on, the view marked not current,
+//!    until that deadline; reconnected, we check our znode is still ours
+//!    and carry on. Curator's default gives up on every disconnection;
+//!    CURATOR-460's double leaders came from timing the session from the
+//!    disconnection, not from what the leader provably heard. Deletion of
+//!    our znode, expiry or an auth failure end leadership at once. On
+//!    expiry, a new session and a new candidacy.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep, sleep_until};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+use zookeeper_client::{
+    Acl, Acls, AuthId, Client, CreateMode, Error as ZkError, EventType, Permission, SessionState,
+    StateWatcher, WatchedEvent,
+};
+
+use super::layout;
+use super::lease::SessionLease;
+use super::observe::{self, View, is_terminal, list_queue, until_disconnected, until_reconnected};
+use super::{Opened, zk_error};
+use crate::backend::backoff::Backoff;
+use crate::backend::counters::{PROCESS, warn_counted};
+use crate::backend::report::Reporter;
+use crate::backend_kind::Backend;
+use crate::clock::{self, BootInstant};
+use crate::config::ElectionConfig;
+use crate::credentials::User;
+use crate::error::{Error, Result};
+use crate::leadership::Leadership;
+
+/// How a stretch of leadership ended.
+enum Stint {
+    Ended(End),
+    /// Nothing proved the session alive past this deadline: we stepped
+    /// down, but the session (and our znode) may live.
+    Lapsed(BootInstant),
+}
+
+/// Why a session's campaign ended.
+enum SessionEnd {
+    Resigned,
+    /// The session expired or was closed: a new one is needed.
+    Ended,
+    /// ZooKeeper will not let us take part (the election's ACLs): no
+    /// session would change that.
+    Refused(Error),
+}
+
+/// Why a candidacy ended.
+enum End {
+    Resigned,
+    /// Our znode is gone; the session lives: campaign again in it.
+    NodeGone,
+    /// The session expired or was closed: a new one is needed.
+    SessionEnded,
+    /// See [`SessionEnd::Refused`].
+    Refused(Error),
+}
+
+pub struct Candidate {
+    cfg: ElectionConfig,
+    out: watch::Sender<Leadership>,
+    busy: watch::Receiver<bool>,
+    resign: CancellationToken,
+}
+
+impl Candidate {
+    pub fn new(
+        cfg: ElectionConfig,
+        out: watch::Sender<Leadership>,
+        busy: watch::Receiver<bool>,
+        resign: CancellationToken,
+    ) -> Self {
+        Candidate {
+            cfg,
+            out,
+            busy,
+            resign,
+        }
+    }
+
+    /// Campaigns until resignation is requested, one session at a time.
+    pub(crate) async fn run(self, first: Opened) -> Result<()> {
+        let Opened {
+            mut client,
+            mut handshake,
+        } = first;
+        loop {
+            let (view_tx, view_rx) = watch::channel(View::unknown());
+            let follower = tokio::spawn(observe::follow(
+                client.clone(),
+                self.cfg.election.clone(),
+                view_tx,
+            ));
+            let lease = SessionLease::new(client.session_timeout(), handshake);
+            let (lease_tx, lease_rx) = watch::channel(lease.deadline());
+            let keeper = tokio::spawn(keep_session(client.clone(), lease, lease_tx));
+            let mut session = Session {
+                client: &client,
+                cfg: &self.cfg,
+                reporter: Reporter::new(self.out.clone(), view_rx),
+                busy: self.busy.clone(),
+                resign: &self.resign,
+                state: client.state_watcher(),
+                lease: lease_rx,
+            };
+            let end = session.campaign().await;
+            drop(session);
+            follower.abort();
+            keeper.abort();
+            // The tasks' clones of the client go with them.
+            let _ = follower.await;
+            let _ = keeper.await;
+            match end {
+                SessionEnd::Resigned => {
+                    self.out.send_replace(Leadership::unknown());
+                    close(client, self.cfg.connect_timeout).await;
+                    return Ok(());
+                }
+                SessionEnd::Refused(e) => {
+                    self.out.send_replace(Leadership::unknown());
+                    close(client, self.cfg.connect_timeout).await;
+                    return Err(e);
+                }
+                SessionEnd::Ended => {
+                    warn_counted!("ZooKeeper session ended; opening a new one");
+                    self.out.send_replace(Leadership::unknown());
+                    match super::reconnect(&self.cfg, self.resign.cancelled()).await {
+                        Some(next) => (client, handshake) = (next.client, next.handshake),
+                        None => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Syncs through the ZooKeeper leader every `renew_every` for as long as
+/// the session lasts, and publishes the leadership deadline the answers
+/// prove (see [`SessionLease`]). Each sync is sent only after the previous
+/// one was answered or given up, as the lease's argument needs.
+async fn keep_session(
+    client: Client,
+    mut lease: SessionLease,
+    out: watch::Sender<Option<BootInstant>>,
+) {
+    let every = lease.renew_every();
+    loop {
+        let sent = BootInstant::now();
+        match tokio::time::timeout(every * 2, client.sync("/")).await {
+            Ok(Ok(())) => {
+                lease.renewed(sent, BootInstant::now());
+                PROCESS.renewed();
+                out.send_replace(lease.deadline());
+            }
+            Ok(Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed))) => {
+                debug!("session keeper: {e}");
+                return;
+            }
+            Ok(Err(e)) => debug!("session sync: {e}"),
+            Err(_) => debug!("session sync unanswered"),
+        }
+        clock::sleep_until(sent + every).await;
+    }
+}
+
+/// Closes the session: dropping the last clone of the client makes the
+/// library send CloseSession, which also removes anything ephemeral we
+/// might have left; waits (at most `within`) until the server confirmed.
+async fn close(client: Client, within: Duration) {
+    let mut state = client.state_watcher();
+    drop(client);
+    let closed = async {
+        while !observe::is_terminal(state.state()) {
+            state.changed().await;
+        }
+    };
+    if tokio::time::timeout(within, closed).await.is_err() {
+        warn_counted!("closing the ZooKeeper session timed out; it will expire");
+    } else {
+        debug!("ZooKeeper session closed");
+    }
+}
+
+/// A candidate within one ZooKeeper session.
+struct Session<'a> {
+    client: &'a Client,
+    cfg: &'a ElectionConfig,
+    reporter: Reporter<View>,
+    busy: watch::Receiver<bool>,
+    resign: &'a CancellationToken,
+    state: StateWatcher,
+    /// The deadline our session's syncs prove (see [`keep_session`]).
+    lease: watch::Receiver<Option<BootInstant>>,
+}
+
+impl Session<'_> {
+    /// Candidacies follow each other until we resign or the session ends.
+    async fn campaign(&mut self) -> SessionEnd {
+        let timeout = self.client.session_timeout();
+        loop {
+            match self.candidacy(timeout).await {
+                End::NodeGone => continue,
+                End::Resigned => return SessionEnd::Resigned,
+                End::SessionEnded => return SessionEnd::Ended,
+                End::Refused(e) => return SessionEnd::Refused(e),
+            }
+        }
+    }
+
+    async fn candidacy(&mut self, timeout: Duration) -> End {
+        let client = self.client;
+        let election = self.cfg.election.clone();
+        let id = self.cfg.id.clone();
+        let user = self.cfg.user.clone();
+        let path = match self
+            .step(create_node(client, &election, &id, user.as_ref()))
+            .await
+        {
+            Ok(Ok(path)) => path,
+            Ok(Err(e @ Error::Auth { .. })) => return End::Refused(e),
+            Ok(Err(e)) => {
+                warn_counted!("{e}");
+                return End::SessionEnded;
+            }
+            Err(end) => return end,
+        };
+        self.reporter.own_key = path.clone().into_bytes();
+        let sequence = layout::participant(path.rsplit('/').next().unwrap_or_default())
+            .map_or(0, |p| p.sequence);
+        let outcome = self.until_leading(&path, timeout).await;
+        let end = match outcome {
+            Ok(()) => self.lead(&path, sequence).await,
+            Err(end) => end,
+        };
+        if matches!(end, End::Resigned) {
+            match tokio::time::timeout(self.cfg.connect_timeout, client.delete(&path, None)).await {
+                Ok(Ok(()) | Err(ZkError::NoNode)) => debug!("deleted {path}"),
+                Ok(Err(e)) => warn_counted!("deleting {path}: {e}; it goes with the session"),
+                Err(_) => warn_counted!("deleting {path} timed out; it goes with the session"),
+            }
+        }
+        end
+    }
+
+    /// Waits for our turn and confirms our znode is ours.
+    async fn until_leading(&mut self, path: &str, timeout: Duration) -> Result<(), End> {
+        loop {
+            let client = self.client;
+            match self
+                .step(wait_for_turn(
+                    client,
+                    &self.cfg.election,
+                    path,
+                    timeout,
+                    self.reporter.view.clone(),
+                ))
+                .await?
+            {
+                Ok(Turn::Ours) => return Ok(()),
+                Ok(Turn::Gone) => {
+                    warn_counted!("our znode is gone or not our session's; campaigning again");
+                    return Err(End::NodeGone);
+                }
+                Err(e) => {
+                    warn_counted!("{e}; retrying");
+                    self.step(sleep(Duration::from_millis(100))).await?;
+                }
+            }
+        }
+    }
+
+    /// Leads, across disconnections within the session, until leadership
+    /// is lost for good or we resign. When nothing proves the session
+    /// alive by the deadline we step down but keep our znode: if the
+    /// session lives we are still first in line and nobody else can lead
+    /// before it expires, so once syncs prove it alive again and our znode
+    /// is still ours, we lead again with the same token.
+    async fn lead(&mut self, path: &str, token: u64) -> End {
+        loop {
+            match self.stint(path, token).await {
+                Stint::Ended(end) => return end,
+                Stint::Lapsed(at) => {
+                    self.reporter.demoted(at);
+                    // The supervisor starts the command again only once the
+                    // old one is gone.
+                    if let Err(end) = self.until_proven_alive(path).await {
+                        return end;
+                    }
+                }
+            }
+        }
+    }
+
+    /// After a lapse: waits until the session is proven alive for a while
+    /// ahead and our znode is still ours.
+    async fn until_proven_alive(&mut self, path: &str) -> Result<(), End> {
+        let client = self.client;
+        let ahead = client.session_timeout() / 4;
+        loop {
+            let mut lease = self.lease.clone();
+            let proven = self
+                .step(async move {
+                    lease
+                        .wait_for(|d| d.is_some_and(|d| d > BootInstant::now() + ahead))
+                        .await
+                        .is_ok()
+                })
+                .await?;
+            if !proven {
+                return Err(End::SessionEnded);
+            }
+            match owns(client, path).await {
+                Ok(true) => {
+                    info!("the session is proven alive again and our znode is ours");
+                    return Ok(());
+                }
+                Ok(false) => {
+                    warn_counted!("our znode is gone or not our session's");
+                    return Err(self.after_loss(path).await);
+                }
+                Err(e) => {
+                    debug!("{e}");
+                    self.step(sleep(client.session_timeout() / 20)).await?;
+                }
+            }
+        }
+    }
+
+    /// One stretch of leadership, from a fresh deadline until it lapses or
+    /// ends for good.
+    async fn stint(&mut self, path: &str, token: u64) -> Stint {
+        let client = self.client;
+        let Some(mut deadline) = self.fresh_deadline().await else {
+            return Stint::Ended(End::SessionEnded);
+        };
+        let rearm_every = self.client.session_timeout() / 20;
+        info!(token, "elected");
+        self.reporter.leading = true;
+        let mut connected = true;
+        // Whether the view we publish is current: false from a
+        // disconnection until our znode was read back after it.
+        let mut current = true;
+        let publish = |reporter: &Reporter<View>, deadline, current| {
+            let mut us = Leadership::elected(self.cfg.id.clone(), token, deadline);
+            us.current = current;
+            reporter.publish(us);
+        };
+        publish(&self.reporter, deadline, current);
+        let mut own_watch: Option<OwnWatch> = None;
+        let mut rearm_at = Instant::now();
+        loop {
+            if own_watch.is_none() && connected && Instant::now() >= rearm_at {
+                // (Re-)arm the watch on our znode; it fires once. This also
+                // reads the znode back after a reconnection.
+                match watch_own(client, path).await {
+                    Ok(Some(changed)) => {
+                        own_watch = Some(changed);
+                        if !current {
+                            current = true;
+                            publish(&self.reporter, deadline, current);
+                        }
+                    }
+                    Ok(None) => {
+                        warn_counted!("our znode is gone or not our session's");
+                        return Stint::Ended(self.lost(path, BootInstant::now()).await);
+                    }
+                    Err(e) => {
+                        debug!("{e}");
+                        rearm_at = Instant::now() + rearm_every;
+                    }
+                }
+            }
+            tokio::select! {
+                _ = self.resign.cancelled() => return Stint::Ended(End::Resigned),
+                () = clock::sleep_until(deadline) => {
+                    warn_counted!("nothing proves our ZooKeeper session alive past the deadline; stepping down");
+                    return Stint::Lapsed(deadline);
+                }
+                Ok(()) = self.lease.changed() => {
+                    if let Some(next) = *self.lease.borrow_and_update() {
+                        deadline = deadline.max(next);
+                        publish(&self.reporter, deadline, current);
+                    }
+                }
+                event = async { own_watch.as_mut().expect("armed").await }, if own_watch.is_some() => {
+                    own_watch = None;
+                    if event.event_type == EventType::NodeDeleted {
+                        warn_counted!("our znode was deleted");
+                        return Stint::Ended(self.lost(path, BootInstant::now()).await);
+                    }
+                    if is_terminal(event.session_state) {
+                        self.reporter.demoted(BootInstant::now());
+                        return Stint::Ended(End::SessionEnded);
+                    }
+                    debug!(event = ?event.event_type, "our znode's watch fired; watching again");
+                }
+                () = sleep_until(rearm_at), if own_watch.is_none() && connected => {}
+                state = self.state.changed() => match state {
+                    SessionState::Disconnected => {
+                        (connected, current) = (false, false);
+                        warn_counted!(
+                            "disconnected from ZooKeeper: leading on for {:?} while the session provably lives",
+                            deadline.saturating_duration_since(BootInstant::now())
+                        );
+                        publish(&self.reporter, deadline, current);
+                    }
+                    SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
+                        if !connected {
+                            info!("reconnected within the session; confirming our znode");
+                        }
+                        connected = true;
+                        // Read our znode back (above) before the view is
+                        // current again.
+                        own_watch = None;
+                        rearm_at = Instant::now();
+                    }
+                    s if is_terminal(s) => {
+                        warn_counted!("ZooKeeper session {s:?}: leadership lost");
+                        self.reporter.demoted(BootInstant::now());
+                        return Stint::Ended(End::SessionEnded);
+                    }
+                    _ => {}
+                },
+            }
+        }
+    }
+
+    /// Waits until the session's lease gives a deadline ahead of now (it
+    /// may lag right after syncs failed); `None` if the session ended.
+    async fn fresh_deadline(&mut self) -> Option<BootInstant> {
+        loop {
+            if let Some(d) = *self.lease.borrow_and_update()
+                && d > BootInstant::now()
+            {
+                return Some(d);
+            }
+            tokio::select! {
+                changed = self.lease.changed() => if changed.is_err() { return None },
+                ended = until_disconnected(&mut self.state) => if ended { return None },
+            }
+        }
+    }
+
+    /// Leadership is lost: report it (the work must stop by `stop_by`) and
+    /// clean up before campaigning again.
+    async fn lost(&mut self, path: &str, stop_by: BootInstant) -> End {
+        self.reporter.demoted(stop_by);
+        self.after_loss(path).await
+    }
+
+    /// After losing leadership: wait (at most a session timeout) for the
+    /// work to stop, then remove our znode if it is still there, so the next
+    /// candidacy never leaves a second one of ours behind.
+    async fn after_loss(&mut self, path: &str) -> End {
+        let idle = self.busy.wait_for(|busy| !busy);
+        let _ = tokio::time::timeout(self.client.session_timeout(), idle).await;
+        if !until_reconnected(&mut self.state).await {
+            return End::SessionEnded;
+        }
+        match self.client.delete(path, None).await {
+            Ok(()) | Err(ZkError::NoNode) => End::NodeGone,
+            Err(e) => {
+                warn_counted!("removing our old znode: {e}; opening a new session instead");
+                End::SessionEnded
+            }
+        }
+    }
+
+    /// Runs `step` while reporting the leader, giving up on resignation or
+    /// the end of the session.
+    async fn step<T>(&mut self, step: impl Future<Output = T>) -> Result<T, End> {
+        tokio::pin!(step);
+        self.reporter.show_view();
+        loop {
+            tokio::select! {
+                value = &mut step => return Ok(value),
+                _ = self.resign.cancelled() => return Err(End::Resigned),
+                Ok(()) = self.reporter.view.changed() => self.reporter.show_view(),
+                ended = until_disconnected(&mut self.state) => {
+                    if ended {
+                        return Err(End::SessionEnded);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// ZooKeeper refused us a znode under `election` (NoAuth).
+fn not_allowed(election: &str, e: ZkError) -> Error {
+    Error::Auth {
+        backend: Backend::Zk,
+        detail: format!(
+            "not allowed to create under {election} ({e}): its ACL does not let this identity \
+             create; use the credentials (--user, password) of whoever made it"
+        ),
+    }
+}
+
+/// The ACLs of the znodes we create. With digest credentials: our digest
+/// identity may do anything, everyone else may only read. Deleting a child
+/// needs DELETE on its parent, so a parent made with these ACLs keeps
+/// strangers from deleting the leader's znode. The identity is named
+/// explicitly (`digest:user:hash`) rather than as `auth`, which would also
+/// grant the session's other identities (the x509 one of a TLS client
+/// certificate that others may share). Without credentials: open to all,
+/// as Curator and kazoo do by default.
+fn acls(user: Option<&User>) -> Vec<Acl> {
+    match user {
+        Some(user) => vec![
+            Acl::new(Permission::ALL, AuthId::new("digest", &digest_id(user))),
+            Acl::new(Permission::READ, AuthId::anyone()),
+        ],
+        None => Acls::anyone_all().to_vec(),
+    }
+}
+
+/// ZooKeeper's digest identity: `user:base64(sha1(user:password))`.
+fn digest_id(user: &User) -> String {
+    use base64::Engine;
+    let text = format!("{}:{}", user.name(), user.password().expose());
+    let hash = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, text.as_bytes());
+    format!(
+        "{}:{}",
+        user.name(),
+        base64::engine::general_purpose::STANDARD.encode(hash.as_ref())
+    )
+}
+
+/// Creates our znode, protected against lost replies. Errors when the
+/// session has ended, or when the ACLs forbid us to create it.
+async fn create_node(
+    client: &Client,
+    election: &str,
+    id: &str,
+    user: Option<&User>,
+) -> Result<String> {
+    let uuid = layout::fresh_uuid();
+    let prefix = layout::candidate_prefix(election, &uuid);
+    let acls = acls(user);
+    let ephemeral = CreateMode::EphemeralSequential.with_acls(Acls::new(&acls));
+    let parent = CreateMode::Persistent.with_acls(Acls::new(&acls));
+    let mut backoff = Backoff::new();
+    loop {
+        match client.create(&prefix, id.as_bytes(), &ephemeral).await {
+            Ok((_stat, sequence)) => return Ok(format!("{prefix}{sequence}")),
+            Err(ZkError::NoNode) => match client.mkdir(election, &parent).await {
+                // Created by us or by another candidate meanwhile.
+                Ok(()) | Err(ZkError::NodeExists) => continue,
+                Err(e @ ZkError::NoAuth) => return Err(not_allowed(election, e)),
+                Err(e) => backoff.warn_once(format_args!(
+                    "cannot create {election}: {e} (does the chroot of --endpoints exist?)"
+                )),
+            },
+            Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed)) => {
+                return Err(zk_error("creating our znode", e));
+            }
+            Err(e @ ZkError::NoAuth) => return Err(not_allowed(election, e)),
+            Err(e) => {
+                // The create may have happened with its reply lost (the
+                // connection dropped, a timeout): creating again before a
+                // listing has answered would queue us twice.
+                if let Some(name) = find_ours(client, election, &uuid).await? {
+                    return Ok(format!("{election}/{name}"));
+                }
+                backoff.warn_once(format_args!("creating our znode: {e}"));
+            }
+        }
+        backoff.wait().await;
+    }
+}
+
+/// Our znode among the election's children, by the uuid in its name
+/// (Curator's protected mode): asks until a listing answers, which, in
+/// our session's order, comes after any create of ours that was sent.
+///
+/// Errors: the session ended.
+async fn find_ours(client: &Client, election: &str, uuid: &str) -> Result<Option<String>> {
+    let mine = format!("_c_{uuid}-");
+    let mut backoff = Backoff::new();
+    loop {
+        match client.list_children(election).await {
+            Ok(children) => return Ok(children.into_iter().find(|c| c.starts_with(&mine))),
+            Err(ZkError::NoNode) => return Ok(None),
+            Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed)) => {
+                return Err(zk_error("looking for our znode", e));
+            }
+            Err(e) => debug!("looking for our znode: {e}"),
+        }
+        backoff.wait().await;
+    }
+}
+
+/// What [`wait_for_turn`] found.
+enum Turn {
+    /// Our znode leads the queue and belongs to our session, as a synced
+    /// read confirmed within the last third of a session timeout. (The
+    /// leadership deadline is the session's, from [`keep_session`].)
+    Ours,
+    /// Our znode is gone, or is not our session's.
+    Gone,
+}
+
+/// Waits until our znode is the first participant and confirms it is ours.
+///
+/// Claiming needs two facts: nobody is queued ahead of us, and our znode is
+/// ours (`ephemeralOwner` = our session) as the quorum knows it, read by a
+/// synced read. The next in line (its
+/// predecessor leads, as our listing or the session's `view` shows) keeps
+/// the second fact fresh while it waits, with a synced read every
+/// `session_timeout / 3` as a leader renews. When its predecessor's
+/// deletion is announced it knows the first fact too: the leader was the
+/// only znode before ours, and nobody can queue ahead of an existing znode
+/// (sequence numbers only grow), so it leads without another round trip,
+/// one round trip sooner than kazoo or Curator, which list the children
+/// first. The leadership deadline does not depend on that read: it is the
+/// session's, proven by [`keep_session`]'s syncs. It also watches its own
+/// znode, so a deletion by hand is known before it could claim.
+async fn wait_for_turn(
+    client: &Client,
+    election: &str,
+    path: &str,
+    session_timeout: Duration,
+    mut view: watch::Receiver<View>,
+) -> Result<Turn> {
+    let own = path.rsplit('/').next().unwrap_or_default();
+    let refresh_every = session_timeout / 3;
+    let fresh = |at: Instant| Instant::now() < at + refresh_every;
+    // The send time of the last synced read that found our znode ours.
+    let mut confirmed: Option<Instant> = None;
+    loop {
+        let sent = Instant::now();
+        let (queue, confirmed_at) = match confirmed.filter(|at| fresh(*at)) {
+            // A listing can only be older than the quorum's state: it may
+            // show more predecessors, never fewer.
+            Some(at) => (list_queue(client, election).await?, at),
+            None => {
+                // The queue and our znode's owner in one round trip: a
+                // session's requests are answered in order, so both reads
+                // see the same state or the stat a later one.
+                let (queue, ours) = tokio::join!(list_queue(client, election), owns(client, path));
+                if !ours? {
+                    return Ok(Turn::Gone);
+                }
+                (queue?, sent)
+            }
+        };
+        confirmed = Some(confirmed_at);
+        let Some(at) = queue.iter().position(|p| p.name == own) else {
+            return Ok(Turn::Gone);
+        };
+        if at == 0 {
+            return Ok(Turn::Ours);
+        }
+        let predecessor = format!("{election}/{}", queue[at - 1].name);
+        let watcher = match client.check_and_watch_stat(&predecessor).await {
+            Ok((None, _)) => continue,
+            Ok((Some(_), watcher)) => watcher,
+            Err(e) => return Err(zk_error("watching our predecessor", e)),
+        };
+        debug!(%predecessor, "waiting on our predecessor");
+        let changed = watcher.changed();
+        tokio::pin!(changed);
+        // Any read that ever showed our predecessor leading shows that
+        // nothing is left before it: deletions are final.
+        let leads = |view: &View| view.leader.as_ref().is_some_and(|l| l.path == predecessor);
+        let mut next_in_line = at == 1 || leads(&view.borrow_and_update());
+        let mut refresh_at = confirmed_at + refresh_every;
+        // The next in line also watches its own znode: it will claim on
+        // the predecessor's deletion alone, so it must know first if its
+        // own znode was deleted (by hand) meanwhile. Events of one session
+        // arrive in the order of the changes, and `biased` looks at ours
+        // first.
+        let mut own_watch: Option<OwnWatch> = None;
+        let event = loop {
+            if next_in_line && own_watch.is_none() {
+                match watch_own(client, path).await? {
+                    Some(watch) => own_watch = Some(watch),
+                    None => return Ok(Turn::Gone),
+                }
+            }
+            tokio::select! {
+                biased;
+                event = async { own_watch.as_mut().expect("armed").await }, if own_watch.is_some() => {
+                    if event.event_type == EventType::NodeDeleted {
+                        warn_counted!("our znode was deleted while we waited");
+                        return Ok(Turn::Gone);
+                    }
+                    own_watch = None;
+                }
+                event = &mut changed => break event,
+                () = sleep_until(refresh_at), if next_in_line => {
+                    let sent = Instant::now();
+                    if !owns(client, path).await? {
+                        return Ok(Turn::Gone);
+                    }
+                    confirmed = Some(sent);
+                    refresh_at = sent + refresh_every;
+                }
+                Ok(()) = view.changed(), if !next_in_line => {
+                    next_in_line = leads(&view.borrow_and_update());
+                }
+            }
+        };
+        PROCESS.woken();
+        debug!(%predecessor, event = ?event.event_type, "woke: predecessor changed");
+        if next_in_line
+            && event.event_type == EventType::NodeDeleted
+            && confirmed.is_some_and(fresh)
+        {
+            return Ok(Turn::Ours);
+        }
+    }
+}
+
+/// A one-shot watch on our own znode, waiting for its change.
+type OwnWatch = std::pin::Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
+
+/// Arms a watch on our znode; `None` when it is gone or not our session's.
+async fn watch_own(client: &Client, path: &str) -> Result<Option<OwnWatch>> {
+    match client.check_and_watch_stat(path).await {
+        Ok((Some(stat), watcher)) if stat.ephemeral_owner == client.session_id().0 => {
+            Ok(Some(Box::pin(watcher.changed())))
+        }
+        Ok(_) => Ok(None),
+        Err(e) => Err(zk_error("watching our znode", e)),
+    }
+}
+
+/// Whether `path` exists and belongs to our session, as the quorum knows
+/// it. The `sync` goes through the ZooKeeper leader and the read is
+/// answered after it: a follower cut off from the quorum keeps serving
+/// reads until it notices (up to syncLimit ticks), and must not vouch for a
+/// session the quorum may be expiring. (A listing read before the sync can
+/// only be older, so it can only show more predecessors, never fewer.)
+async fn owns(client: &Client, path: &str) -> Result<bool> {
+    let (synced, stat) = tokio::join!(client.sync(path), client.check_stat(path));
+    synced.map_err(|e| zk_error("syncing with the quorum", e))?;
+    match stat {
+        Ok(Some(stat)) => Ok(stat.ephemeral_owner == client.session_id().0),
+        Ok(None) => Ok(false),
+        Err(e) => Err(zk_error("reading our znode", e)),
+    }
+}
+
+#[cfg(test)]
+mod acl_tests {
+    use super::*;
+    use crate::credentials::Password;
+
+    #[test]
+    fn the_digest_identity_is_zookeepers() {
+        // As kazoo's make_digest_acl_credential("super", "secret") and ZooKeeper's
+        // DigestAuthenticationProvider.generateDigest compute it.
+        let user = User::new("super", Password::new("secret")).unwrap();
+        assert_eq!(digest_id(&user), "super:lK75jTNcA+U9vtVEw5vB51mj/w4=");
+    }
+}

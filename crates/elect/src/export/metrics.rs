@@ -1,0 +1,282 @@
+//! Prometheus metrics of one `elect` process.
+//!
+//! The export loop feeds every snapshot transition to [`Metrics::record`],
+//! so what is counted is plain code over [`Leadership`] values, tested
+//! below without a server. What the backends did (renewals, errors,
+//! wake-ups) comes from their counters ([`crate::backend::counters`]),
+//! read at each scrape.
+
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::clock::BootInstant;
+use crate::leadership::Leadership;
+
+/// Buckets from 1 ms to ~65 s: handovers take milliseconds, failovers a
+/// TTL or two.
+fn duration_buckets() -> impl Iterator<Item = f64> {
+    prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 17)
+}
+
+/// The Prometheus metrics of one election, as `/metrics` serves them.
+pub struct Metrics {
+    registry: Registry,
+    is_leader: Gauge,
+    view_current: Gauge,
+    leader_changes: Counter,
+    failover: Histogram,
+    handover: Histogram,
+    deadline_margin: Gauge<f64, AtomicU64>,
+    leaderless: Mutex<Leaderless>,
+    backend_renewals: Counter,
+    backend_errors: Counter,
+    backend_wakeups: Counter,
+    catch_up: Mutex<()>,
+}
+
+/// What the failover histogram needs to remember between snapshots.
+#[derive(Default)]
+struct Leaderless {
+    /// A leader has been seen: later changes are failovers.
+    had_leader: bool,
+    /// Since when no leader is known, once one had been.
+    since: Option<BootInstant>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every metric at zero.
+    pub fn new() -> Metrics {
+        Self::with_containment(None)
+    }
+
+    /// The same, and under `run` the containment level holding the
+    /// command's tree, as `elect_containment_info{level="..."} 1`.
+    pub fn with_containment(containment: Option<&'static str>) -> Metrics {
+        let mut registry = Registry::with_prefix("elect");
+        if let Some(level) = containment {
+            registry.register(
+                "containment",
+                "How the command's whole tree is held under run: pidns, cgroup or subreaper",
+                prometheus_client::metrics::info::Info::new(vec![("level", level)]),
+            );
+        }
+        let is_leader = Gauge::default();
+        let view_current = Gauge::default();
+        let leader_changes = Counter::default();
+        let failover = Histogram::new(duration_buckets());
+        let handover = Histogram::new(duration_buckets());
+        let deadline_margin = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "is_leader",
+            "1 while this process leads, else 0",
+            is_leader.clone(),
+        );
+        registry.register(
+            "view_current",
+            "1 while in contact with the backend (the leader shown is fresh), else 0",
+            view_current.clone(),
+        );
+        registry.register(
+            "leader_changes",
+            "Times a new leader (or a new term of the same leader) was seen",
+            leader_changes.clone(),
+        );
+        registry.register(
+            "failover_seconds",
+            "Per change of leader: how long this process knew of no leader before the new one (0 when it was next in line)",
+            failover.clone(),
+        );
+        registry.register(
+            "handover_seconds",
+            "How long this process took to give up leadership when asked to resign",
+            handover.clone(),
+        );
+        let backend_renewals = Counter::default();
+        registry.register(
+            "backend_renewals",
+            "Renewals the backend answered (etcd keepalives, ZooKeeper syncs, Raft heartbeat rounds a majority acknowledged)",
+            backend_renewals.clone(),
+        );
+        let backend_errors = Counter::default();
+        registry.register(
+            "backend_errors",
+            "Failed requests and lost connections of the backend",
+            backend_errors.clone(),
+        );
+        let backend_wakeups = Counter::default();
+        registry.register(
+            "backend_wakeups",
+            "Times a waiting candidate was woken by a change of its predecessor",
+            backend_wakeups.clone(),
+        );
+        registry.register(
+            "deadline_margin_seconds",
+            "While leading: time left before the leadership deadline, at scrape time; else 0",
+            deadline_margin.clone(),
+        );
+        Metrics {
+            registry,
+            is_leader,
+            view_current,
+            leader_changes,
+            failover,
+            handover,
+            deadline_margin,
+            leaderless: Mutex::default(),
+            backend_renewals,
+            backend_errors,
+            backend_wakeups,
+            catch_up: Mutex::default(),
+        }
+    }
+
+    /// Accounts for the transition from `previous` to `next` seen at `now`.
+    pub fn record(&self, previous: &Leadership, next: &Leadership, now: BootInstant) {
+        self.is_leader.set(i64::from(next.is_self));
+        self.view_current.set(i64::from(next.current));
+        let known = |s: &Leadership| s.current && s.leader.is_some();
+        let mut leaderless = self.leaderless.lock().expect("not poisoned");
+        if known(next) {
+            if !next.same_leader(previous) {
+                self.leader_changes.inc();
+                // A direct change (the next candidate already in line) is
+                // a failover that left no leaderless time to see.
+                if leaderless.had_leader {
+                    let gap = leaderless.since.map_or(Duration::ZERO, |s| now - s);
+                    self.failover.observe(gap.as_secs_f64());
+                }
+            }
+            leaderless.had_leader = true;
+            leaderless.since = None;
+        } else if known(previous) && leaderless.since.is_none() {
+            leaderless.since = Some(now);
+        }
+    }
+
+    /// Accounts for one resignation of ours that took `took`.
+    pub fn record_handover(&self, took: Duration) {
+        self.handover.observe(took.as_secs_f64());
+    }
+
+    /// The text exposition, with the deadline margin of `now`.
+    pub fn render(&self, current: &Leadership, now: BootInstant) -> String {
+        let margin = current
+            .deadline
+            .filter(|_| current.is_self)
+            .map_or(0.0, |d| d.saturating_duration_since(now).as_secs_f64());
+        self.deadline_margin.set(margin);
+        let counts = crate::backend::counters::snapshot();
+        // Concurrent scrapes must not both add the same difference.
+        let _one_at_a_time = self.catch_up.lock().expect("not poisoned");
+        for (counter, total) in [
+            (&self.backend_renewals, counts.renewals),
+            (&self.backend_errors, counts.errors),
+            (&self.backend_wakeups, counts.wakeups),
+        ] {
+            // The counts only grow; catch the exported counter up.
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+        let mut text = String::new();
+        encode(&mut text, &self.registry).expect("writing to a String cannot fail");
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(text: &str, name: &str) -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in\n{text}"))
+    }
+
+    #[test]
+    fn a_failover_is_timed_from_losing_the_leader_to_the_next() {
+        let m = Metrics::new();
+        let t0 = BootInstant::now();
+        let a = Leadership::observed(Some(("a".into(), 1)));
+        let none = Leadership::observed(None);
+        let b = Leadership::observed(Some(("b".into(), 2)));
+        m.record(&Leadership::unknown(), &a, t0);
+        m.record(&a, &none, t0 + Duration::from_millis(100));
+        m.record(
+            &none,
+            &Leadership::unknown(),
+            t0 + Duration::from_millis(200),
+        );
+        m.record(&Leadership::unknown(), &b, t0 + Duration::from_millis(350));
+        let text = m.render(&b, t0);
+        assert_eq!(value(&text, "elect_leader_changes_total"), 2.0);
+        assert_eq!(value(&text, "elect_failover_seconds_count"), 1.0);
+        assert!((value(&text, "elect_failover_seconds_sum") - 0.25).abs() < 1e-9);
+        assert_eq!(value(&text, "elect_is_leader"), 0.0);
+        assert_eq!(value(&text, "elect_view_current"), 1.0);
+    }
+
+    #[test]
+    fn a_direct_change_is_a_failover_without_leaderless_time() {
+        let m = Metrics::new();
+        let t0 = BootInstant::now();
+        let a = Leadership::observed(Some(("a".into(), 1)));
+        let b = Leadership::observed(Some(("b".into(), 2)));
+        m.record(&Leadership::unknown(), &a, t0);
+        m.record(&a, &b, t0 + Duration::from_millis(5));
+        let text = m.render(&b, t0);
+        assert_eq!(value(&text, "elect_failover_seconds_count"), 1.0);
+        assert_eq!(value(&text, "elect_failover_seconds_sum"), 0.0);
+    }
+
+    #[test]
+    fn the_first_leader_seen_is_no_failover_and_renewals_are_no_change() {
+        let m = Metrics::new();
+        let t0 = BootInstant::now();
+        let us = Leadership::elected("a".into(), 3, t0 + Duration::from_secs(2));
+        let renewed = Leadership::elected("a".into(), 3, t0 + Duration::from_secs(3));
+        m.record(&Leadership::unknown(), &us, t0);
+        m.record(&us, &renewed, t0 + Duration::from_secs(1));
+        let text = m.render(&renewed, t0 + Duration::from_millis(2500));
+        assert_eq!(value(&text, "elect_leader_changes_total"), 1.0);
+        assert_eq!(value(&text, "elect_failover_seconds_count"), 0.0);
+        assert_eq!(value(&text, "elect_is_leader"), 1.0);
+        assert!((value(&text, "elect_deadline_margin_seconds") - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn handovers_are_recorded() {
+        let m = Metrics::new();
+        m.record_handover(Duration::from_millis(3));
+        let text = m.render(&Leadership::unknown(), BootInstant::now());
+        assert_eq!(value(&text, "elect_handover_seconds_count"), 1.0);
+        assert!(text.contains("# HELP elect_backend_errors"));
+    }
+
+    #[test]
+    fn the_containment_level_is_an_info_metric_under_run_only() {
+        let text = Metrics::with_containment(Some("pidns"))
+            .render(&Leadership::unknown(), BootInstant::now());
+        assert!(
+            text.lines()
+                .any(|l| l == "elect_containment_info{level=\"pidns\"} 1"),
+            "{text}"
+        );
+        let text = Metrics::new().render(&Leadership::unknown(), BootInstant::now());
+        assert!(!text.contains("containment"), "{text}");
+    }
+}

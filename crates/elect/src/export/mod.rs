@@ -1,0 +1,244 @@
+//! Making the current leader visible: lines on stdout, a leader file, and
+//! over HTTP with Prometheus metrics.
+//!
+//! Export only reads [`Leadership`] snapshots. A snapshot that tells the
+//! same story as the previous one (a renewal moving the deadline) is not
+//! reported again; the HTTP side always sees the latest one.
+
+#[cfg(feature = "http")]
+pub mod http;
+pub(crate) mod leader_file;
+pub mod lines;
+#[cfg(feature = "metrics")]
+pub mod metrics;
+#[cfg(not(feature = "metrics"))]
+mod no_metrics;
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use tokio::sync::watch;
+
+use crate::backend_kind::Backend;
+use crate::clock::BootInstant;
+use crate::leadership::Leadership;
+#[cfg(feature = "metrics")]
+pub use metrics::Metrics;
+#[cfg(not(feature = "metrics"))]
+pub use no_metrics::Metrics;
+
+/// How changes are reported on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Sentences for people.
+    Text,
+    /// One JSON object per line, each a full snapshot.
+    Json,
+}
+
+/// Where leadership is exported.
+#[derive(Debug, Clone)]
+pub struct OutputConfig {
+    /// The format of the lines on stdout.
+    pub format: Format,
+    /// Keep the current leader's id in this file.
+    pub leader_file: Option<std::path::PathBuf>,
+    /// Where to serve the HTTP endpoints, if anywhere.
+    #[cfg(feature = "http")]
+    pub http: Option<std::net::SocketAddr>,
+}
+
+impl Exported {
+    /// A channel that starts with an unknown leader.
+    pub fn channel() -> (watch::Sender<Exported>, watch::Receiver<Exported>) {
+        watch::channel(Exported {
+            leadership: Leadership::unknown(),
+            since: None,
+        })
+    }
+}
+
+/// What every output line names besides the snapshot.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// Which backend decides.
+    pub backend: Backend,
+    /// The election's name.
+    pub election: String,
+    /// Under `run`: the containment level holding the command's tree
+    /// (`pidns`, `cgroup`, `subreaper`).
+    pub containment: Option<&'static str>,
+}
+
+/// The latest snapshot with what the exporters add to it.
+#[derive(Debug, Clone)]
+pub struct Exported {
+    /// The latest snapshot.
+    pub leadership: Leadership,
+    /// When this process first saw the current leader (and term).
+    pub since: Option<SystemTime>,
+}
+
+/// Reports every change of view until the sender is dropped: a line on
+/// stdout, the leader file, the metrics, and `state` for the HTTP server.
+///
+/// Writing stdout and the leader file (an fsync and a rename) blocks, so
+/// they are written by a thread of their own, in order; a slow terminal or
+/// disk delays the line, never the election's runtime. Returns once the
+/// last line and file update are written.
+pub async fn run(
+    mut rx: watch::Receiver<Leadership>,
+    ctx: Context,
+    output: OutputConfig,
+    metrics: Arc<Metrics>,
+    state: watch::Sender<Exported>,
+) {
+    // Each change: the line, and the leader the file names (None: empty).
+    let (writes, pending) = std::sync::mpsc::channel::<(String, Option<String>)>();
+    let leader_file = output.leader_file.clone();
+    let writer = std::thread::spawn(move || {
+        let mut file = leader_file.map(leader_file::LeaderFile::new);
+        for (line, shown) in pending {
+            let mut stdout = std::io::stdout().lock();
+            // A closed stdout must not stop the election; the line is lost.
+            let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
+            drop(stdout);
+            if let Some(file) = file.as_mut() {
+                file.show(shown.as_deref());
+            }
+        }
+    });
+    let mut shown = Leadership::unknown();
+    loop {
+        let next = rx.borrow_and_update().clone();
+        state.send_modify(|exported| {
+            if !next.same_leader(&shown) {
+                exported.since = next.leader.as_ref().map(|_| SystemTime::now());
+            }
+            exported.leadership = next.clone();
+        });
+        if !next.same_view(&shown) {
+            metrics.record(&shown, &next, BootInstant::now());
+            let event = next.event_since(&shown);
+            let line = lines::render(
+                output.format,
+                &ctx,
+                &next,
+                event,
+                std::time::SystemTime::now(),
+            );
+            let in_file = next.leader.clone().filter(|_| next.current);
+            let _ = writes.send((line, in_file));
+            shown = next;
+        }
+        if rx.changed().await.is_err() {
+            // The backend is gone: whatever it last said is no longer fresh.
+            state.send_modify(|exported| exported.leadership.current = false);
+            break;
+        }
+    }
+    drop(writes);
+    let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+}
+
+/// The exporters of one election: lines, leader file, metrics and, when
+/// asked, the HTTP server. [`Exports::prepare`] binds the HTTP port before
+/// the backend is contacted, so a taken port fails before anything is
+/// created; [`Exports::start`] follows a backend's snapshots.
+pub struct Exports {
+    metrics: Arc<Metrics>,
+    #[cfg(feature = "http")]
+    listener: Option<tokio::net::TcpListener>,
+    ctx: Context,
+    output: OutputConfig,
+}
+
+/// The running exporters of [`Exports::start`].
+pub struct Running {
+    exporter: tokio::task::JoinHandle<()>,
+    #[cfg(feature = "http")]
+    server: Option<tokio::task::JoinHandle<()>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Exports {
+    /// Prepares the exporters of `output` for the election `ctx` names.
+    ///
+    /// # Errors
+    /// The HTTP address cannot be bound.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing is left behind.
+    pub async fn prepare(ctx: Context, output: OutputConfig) -> crate::Result<Exports> {
+        #[cfg(feature = "http")]
+        let listener = match output.http {
+            Some(addr) => Some(http::bind(addr).await?),
+            None => None,
+        };
+        Ok(Exports {
+            metrics: Arc::new(Metrics::with_containment(ctx.containment)),
+            #[cfg(feature = "http")]
+            listener,
+            ctx,
+            output,
+        })
+    }
+
+    /// Starts exporting what `leadership` says.
+    pub fn start(self, leadership: watch::Receiver<Leadership>) -> Running {
+        #[cfg_attr(not(feature = "http"), allow(unused_variables))]
+        let (state, exported) = Exported::channel();
+        #[cfg(feature = "http")]
+        let server = self.listener.map(|listener| {
+            tokio::spawn(http::serve(
+                listener,
+                exported,
+                self.metrics.clone(),
+                self.ctx.clone(),
+            ))
+        });
+        let exporter = tokio::spawn(run(
+            leadership,
+            self.ctx,
+            self.output,
+            self.metrics.clone(),
+            state,
+        ));
+        Running {
+            exporter,
+            #[cfg(feature = "http")]
+            server,
+            metrics: self.metrics,
+        }
+    }
+}
+
+impl Running {
+    /// The metrics being exported (e.g. to record a handover's time).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Waits for the exporter to write what the backend last said (it ends
+    /// when the backend's sender is gone), then stops serving HTTP.
+    ///
+    /// Errors: the exporter panicked.
+    pub async fn finish(self) -> Result<(), tokio::task::JoinError> {
+        let result = self.exporter.await;
+        #[cfg(feature = "http")]
+        if let Some(server) = self.server {
+            server.abort();
+        }
+        result
+    }
+
+    /// Stops at once.
+    pub fn abort(self) {
+        self.exporter.abort();
+        #[cfg(feature = "http")]
+        if let Some(server) = self.server {
+            server.abort();
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! `elect campaign`: campaign for leadership and report changes; resign
+//! on SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGTSTP.
+
+use anyhow::Context as _;
+use clap::{ArgMatches, Args};
+use elect::backend;
+use elect::config::ElectionConfig;
+use elect::export::{Exports, OutputConfig};
+use tokio::sync::watch;
+
+use crate::args::{CandidateArgs, ElectionArgs, ExportArgs, FormatArgs};
+use crate::sidecar::{context, on_workers, resign, shutdown_signals};
+use crate::usage::Result;
+
+#[derive(Debug, Args)]
+pub struct CampaignArgs {
+    #[command(flatten)]
+    election: ElectionArgs,
+    #[command(flatten)]
+    candidate: CandidateArgs,
+    #[command(flatten)]
+    export: ExportArgs,
+    #[command(flatten)]
+    format: FormatArgs,
+}
+
+/// A validated `elect campaign`.
+#[derive(Debug)]
+pub struct Request {
+    pub election: ElectionConfig,
+    pub output: OutputConfig,
+}
+
+impl CampaignArgs {
+    pub fn validate(self, matches: &ArgMatches, warnings: &mut Vec<String>) -> Result<Request> {
+        Ok(Request {
+            election: self
+                .election
+                .candidate_config(&self.candidate, matches, warnings)?,
+            output: self.export.output(self.format.format)?,
+        })
+    }
+}
+
+pub fn run(request: Request) -> anyhow::Result<u8> {
+    on_workers(campaign(request))
+}
+
+async fn campaign(Request { election, output }: Request) -> anyhow::Result<u8> {
+    let mut shutdown = shutdown_signals()?;
+    let exports = Exports::prepare(context(&election), output).await?;
+    // No work runs under our leadership, so nothing ever keeps us busy.
+    let (_idle, busy) = watch::channel(false);
+    let campaign = backend::campaign(&election, busy).await?;
+    let running = exports.start(campaign.leadership());
+    let mut leadership = campaign.leadership();
+    tokio::select! {
+        sig = shutdown.recv() => tracing::info!("{:?}: resigning", sig),
+        // The campaign task publishes until it ends; ending by itself is a failure.
+        _ = async { while leadership.changed().await.is_ok() {} } => {}
+    }
+    resign(campaign, running.metrics()).await?;
+    running.finish().await.context("exporter")?;
+    Ok(0)
+}

@@ -1,0 +1,569 @@
+//! One compared election in progress: its candidates as real processes,
+//! the instants they said `elected`, and for Raft-vote the fixed set of
+//! peers (each restarted on its own data after a fault).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use elect_lab::fault::{FencedStore, Proxy, Traffic};
+use elect_lab::process::{Line, Watched, descendants};
+use elect_lab::{interrupt, loopback_net};
+
+use super::contender::{Contender, RaftPeers, Role};
+use super::probe::Probe;
+use elect::Backend;
+
+/// Long enough for anything a healthy ensemble does; a wait past it is a
+/// failed run, not a slow sample.
+pub const SOON: Duration = Duration::from_secs(60);
+
+/// The cluster name every Raft-vote peer of a compared election shares.
+const RAFT_CLUSTER: &str = "elect-compare";
+
+/// How candidates reach the ensemble.
+pub enum Reach {
+    /// Straight to the members.
+    Direct,
+    /// Through fault proxies of their own, so one can be cut off.
+    Proxied,
+}
+
+/// A candidate slot.
+pub struct Slot {
+    pub id: String,
+    pub proc: Watched,
+    /// The proxies between this candidate and the ensemble (or the other
+    /// peers), when proxied.
+    pub proxies: Vec<Proxy>,
+    /// The endpoints this candidate was given.
+    pub endpoints: String,
+    /// Every line read so far.
+    lines: Vec<Line>,
+    /// How many of `lines` were looked at for `elected`.
+    checked: usize,
+}
+
+impl Slot {
+    fn new(id: String, proc: Watched, proxies: Vec<Proxy>, endpoints: String) -> Slot {
+        Slot {
+            id,
+            proc,
+            proxies,
+            endpoints,
+            lines: Vec::new(),
+            checked: 0,
+        }
+    }
+
+    fn pull(&mut self) {
+        self.lines.extend(self.proc.drain());
+    }
+
+    /// Whether it said it follows `leader`.
+    fn follows(&self, leader: &str) -> bool {
+        self.lines.iter().any(|l| {
+            l.json()
+                .is_some_and(|v| v["event"] == "leader" && v["leader"] == leader)
+        })
+    }
+}
+
+/// What a stretch of time cost the election, from the candidates' lines.
+pub struct Cost {
+    /// Tenures that ended: the larger of the losses the candidates said
+    /// and the elections they said (an implementation that says nothing
+    /// when it loses still shows the successor's election).
+    pub losses: usize,
+    /// Time without a known leader: from a loss to the next election, or
+    /// (elect) the longest any waiting candidate reported no current leader.
+    pub leaderless: Duration,
+    /// Who leads at the end, if anyone is known to.
+    pub leader: Option<usize>,
+}
+
+/// A running election.
+pub struct Arena<'a> {
+    pub contender: &'a Contender,
+    pub election: String,
+    /// etcd or ZooKeeper members (`host:port,...`); for Raft, unused.
+    endpoints: String,
+    probe: Option<&'a Probe>,
+    pub slots: Vec<Option<Slot>>,
+    next_id: usize,
+    /// The fenced store the leaders' commands write to (scenarios that run
+    /// a command).
+    pub store: Option<FencedStore>,
+    raft: Option<RaftPeers>,
+    /// Raft proxies: `matrix[i][j]` carries peer i's traffic to peer j.
+    raft_matrix: Vec<Vec<Option<Proxy>>>,
+    reach: Reach,
+    /// Rotate each candidate's endpoint list so candidate i lists member
+    /// i first (member-kill).
+    rotate: bool,
+    /// Campaign wake-ups logged by candidates that have exited.
+    retired_wakeups: usize,
+}
+
+impl<'a> Arena<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        contender: &'a Contender,
+        election: String,
+        endpoints: &str,
+        probe: Option<&'a Probe>,
+        raft_peers: usize,
+        store: bool,
+        reach: Reach,
+        rotate: bool,
+    ) -> anyhow::Result<Arena<'a>> {
+        let store = store
+            .then(FencedStore::start)
+            .transpose()
+            .context("starting the fenced store")?;
+        let mut arena = Arena {
+            contender,
+            election,
+            endpoints: endpoints.to_owned(),
+            probe,
+            slots: Vec::new(),
+            next_id: 0,
+            store,
+            raft: None,
+            raft_matrix: Vec::new(),
+            reach,
+            rotate,
+            retired_wakeups: 0,
+        };
+        if contender.backend == Backend::Raft {
+            arena.raft = Some(arena.raft_peers(raft_peers)?);
+        }
+        Ok(arena)
+    }
+
+    fn raft_peers(&mut self, n: usize) -> anyhow::Result<RaftPeers> {
+        let net = loopback_net();
+        let ids: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+        let real: Vec<String> = (0..n).map(|i| format!("{net}.{}:7000", i + 1)).collect();
+        let dir =
+            std::env::temp_dir().join(format!("elect-compare-raft-{net}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut endpoints = Vec::new();
+        for i in 0..n {
+            let mut row = Vec::new();
+            let mut list = Vec::new();
+            for j in 0..n {
+                if i == j || matches!(self.reach, Reach::Direct) {
+                    row.push(None);
+                    list.push(format!("{}={}", ids[j], real[j]));
+                } else {
+                    // Peer i's own way to peer j, on an address of i's.
+                    let proxy = Proxy::start(&format!("{net}.{}:0", 101 + i), &real[j])?;
+                    list.push(format!("{}={}", ids[j], proxy.addr));
+                    row.push(Some(proxy));
+                }
+            }
+            self.raft_matrix.push(row);
+            endpoints.push(list.join(","));
+        }
+        Ok(RaftPeers {
+            ids,
+            endpoints,
+            addresses: real,
+            dir,
+        })
+    }
+
+    /// Raft peer count, or `None` for etcd and ZooKeeper.
+    pub fn peers(&self) -> Option<usize> {
+        self.raft.as_ref().map(|r| r.ids.len())
+    }
+
+    /// Adds a new candidate (etcd and ZooKeeper) or starts the next peer
+    /// that is not running (Raft). Its slot index.
+    pub fn spawn(&mut self) -> anyhow::Result<usize> {
+        if let Some(raft) = &self.raft {
+            let i = self
+                .slots
+                .iter()
+                .position(Option::is_none)
+                .or_else(|| (self.slots.len() < raft.ids.len()).then_some(self.slots.len()))
+                .ok_or_else(|| anyhow!("every Raft peer already runs"))?;
+            return self.start_peer(i);
+        }
+        let id = format!("c{}", self.next_id);
+        self.next_id += 1;
+        let members: Vec<&str> = self.endpoints.split(',').collect();
+        let mut order: Vec<&str> = members.clone();
+        if self.rotate {
+            order.rotate_left((self.next_id - 1) % members.len());
+        }
+        let (endpoints, proxies) = match self.reach {
+            Reach::Direct => (order.join(","), Vec::new()),
+            Reach::Proxied => {
+                let host = loopback_net();
+                let proxies = order
+                    .iter()
+                    .map(|m| Proxy::start(&format!("{host}.1:0"), m))
+                    .collect::<std::io::Result<Vec<_>>>()?;
+                let list = proxies
+                    .iter()
+                    .map(|p| p.addr.clone())
+                    .collect::<Vec<_>>()
+                    .join(",");
+                (list, proxies)
+            }
+        };
+        let script = self.store.as_ref().map(FencedStore::writer_script);
+        let role = Role::with(script.as_deref());
+        let proc = self
+            .contender
+            .spawn(&self.election, &id, &endpoints, None, role)?;
+        self.slots
+            .push(Some(Slot::new(id, proc, proxies, endpoints)));
+        Ok(self.slots.len() - 1)
+    }
+
+    fn start_peer(&mut self, i: usize) -> anyhow::Result<usize> {
+        let raft = self.raft.as_ref().expect("raft");
+        let id = raft.ids[i].clone();
+        let endpoints = raft.endpoints[i].clone();
+        let dir: PathBuf = raft.dir.join(&id);
+        let script = self.store.as_ref().map(FencedStore::writer_script);
+        let role = Role::with(script.as_deref());
+        let proc = self
+            .contender
+            .spawn(RAFT_CLUSTER, &id, &endpoints, Some(&dir), role)?;
+        let slot = Slot::new(id, proc, Vec::new(), endpoints);
+        if i < self.slots.len() {
+            self.slots[i] = Some(slot);
+        } else {
+            self.slots.push(Some(slot));
+        }
+        Ok(i)
+    }
+
+    /// The live slots' indices.
+    pub fn live(&self) -> Vec<usize> {
+        (0..self.slots.len())
+            .filter(|&i| self.slots[i].is_some())
+            .collect()
+    }
+
+    /// The next candidate (other than `skip`) to say `elected`: its slot,
+    /// the instant, and its fencing token where reported. Lines before
+    /// that are read and dropped.
+    pub fn wait_elected(
+        &mut self,
+        skip: Option<usize>,
+        within: Duration,
+    ) -> anyhow::Result<(usize, Instant, Option<u64>)> {
+        let until = Instant::now() + within;
+        loop {
+            for (i, slot) in self.slots.iter_mut().enumerate() {
+                let Some(slot) = slot else { continue };
+                slot.pull();
+                while slot.checked < slot.lines.len() {
+                    let line = &slot.lines[slot.checked];
+                    slot.checked += 1;
+                    if Some(i) != skip && self.contender.elected(line, &slot.id) {
+                        return Ok((i, line.at, self.contender.token(line)));
+                    }
+                }
+            }
+            if interrupt::requested() {
+                bail!("interrupted");
+            }
+            if Instant::now() >= until {
+                bail!(
+                    "no candidate of {} on {} said elected within {within:?}{}",
+                    self.contender.imp.name(),
+                    self.contender.backend.name(),
+                    self.stderr_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// Waits until `n` candidates are queued (the ensemble holds their
+    /// keys or znodes), or for Raft until peer `peer` follows the peer in
+    /// slot `leader`.
+    pub fn wait_queued(&mut self, n: usize, peer: Option<(usize, usize)>) -> anyhow::Result<()> {
+        if self.raft.is_some() {
+            let Some((i, leader)) = peer else {
+                return Ok(());
+            };
+            let leader_id = self.slots[leader]
+                .as_ref()
+                .map(|s| s.id.clone())
+                .context("the leader's slot")?;
+            let until = Instant::now() + SOON;
+            loop {
+                let slot = self.slots[i].as_mut().context("a running peer")?;
+                slot.pull();
+                if slot.follows(&leader_id) {
+                    return Ok(());
+                }
+                if interrupt::requested() {
+                    bail!("interrupted");
+                }
+                if Instant::now() >= until {
+                    let id = slot.id.clone();
+                    bail!(
+                        "{id} did not follow {leader_id} within {SOON:?}{}",
+                        self.stderr_tail()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let probe = self.probe.expect("a probe for etcd and ZooKeeper");
+        let election = self.election.clone();
+        elect_lab::poll(SOON, || (probe.queued(&election) == Some(n)).then_some(())).ok_or_else(
+            || {
+                anyhow!(
+                    "{n} candidates were not queued in {election} within {SOON:?} (saw {:?}){}",
+                    probe.queued(&election),
+                    self.stderr_tail()
+                )
+            },
+        )
+    }
+
+    /// The slot that comes next after `leader` if it goes: for Raft the
+    /// first in the order of succession the leader's heartbeats carry (as
+    /// it answers a status query), for etcd and ZooKeeper the next in the
+    /// queue, which is the order the candidates were spawned in.
+    pub fn first_in_line(&self, leader: usize) -> anyhow::Result<usize> {
+        let Some(raft) = &self.raft else {
+            return self
+                .live()
+                .into_iter()
+                .find(|&i| i > leader)
+                .context("no candidate queued behind the leader");
+        };
+        let peer = (raft.ids[leader].as_str(), raft.addresses[leader].as_str());
+        let status = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(async {
+                tokio::time::timeout(
+                    SOON,
+                    elect::backend::raft::transport::status_of(RAFT_CLUSTER, "compare", peer, None),
+                )
+                .await
+            })
+            .context("the leader did not answer a status query")?
+            .context("asking the leader for its order of succession")?;
+        let first = status
+            .successors
+            .first()
+            .with_context(|| format!("{} has published no order of succession", peer.0))?;
+        raft.ids
+            .iter()
+            .position(|id| id == first)
+            .with_context(|| format!("{first} is not a peer"))
+    }
+
+    /// What the time since `since` cost, `leader` leading at its start.
+    /// Every line read is marked as looked at.
+    pub fn cost_since(&mut self, since: Instant, leader: usize) -> Cost {
+        let mut events: Vec<(usize, Line)> = Vec::new();
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            let Some(slot) = slot else { continue };
+            slot.pull();
+            slot.checked = slot.lines.len();
+            events.extend(
+                slot.lines
+                    .iter()
+                    .filter(|l| l.at >= since)
+                    .map(|l| (i, l.clone())),
+            );
+        }
+        events.sort_by_key(|(_, l)| l.at);
+        let now = Instant::now();
+        let (mut elected, mut lost) = (0, 0);
+        let mut current = Some(leader);
+        let mut gap_from: Option<Instant> = None;
+        let mut leaderless = Duration::ZERO;
+        // elect's waiting candidates: since when each has reported no
+        // current leader, and the total per candidate.
+        let mut unknown_from: std::collections::BTreeMap<usize, Instant> = Default::default();
+        let mut unknown_total: std::collections::BTreeMap<usize, Duration> = Default::default();
+        for (i, line) in &events {
+            let id = self.slots[*i].as_ref().map_or("", |s| s.id.as_str());
+            if self.contender.lost(line, id) {
+                lost += 1;
+                if current == Some(*i) {
+                    current = None;
+                    gap_from = Some(line.at);
+                }
+            } else if self.contender.elected(line, id) {
+                elected += 1;
+                if let Some(from) = gap_from.take() {
+                    leaderless += line.at - from;
+                }
+                current = Some(*i);
+            }
+            if let Some(event) = line
+                .json()
+                .and_then(|v| v["event"].as_str().map(str::to_owned))
+            {
+                match event.as_str() {
+                    "unknown" | "none" if Some(*i) != current => {
+                        unknown_from.entry(*i).or_insert(line.at);
+                    }
+                    _ => {
+                        if let Some(from) = unknown_from.remove(i) {
+                            *unknown_total.entry(*i).or_default() += line.at - from;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(from) = gap_from {
+            leaderless += now - from;
+        }
+        for (i, from) in unknown_from {
+            *unknown_total.entry(i).or_default() += now - from;
+        }
+        let observed = unknown_total.values().max().copied().unwrap_or_default();
+        Cost {
+            losses: elected.max(lost),
+            leaderless: leaderless.max(observed),
+            leader: current,
+        }
+    }
+
+    /// Frees the slots of candidates (etcd and ZooKeeper) that exited on
+    /// their own; what each said last, for the notes.
+    pub fn reap_exited(&mut self) -> Vec<String> {
+        if self.raft.is_some() {
+            return Vec::new();
+        }
+        let mut gone = Vec::new();
+        for slot in &mut self.slots {
+            let Some(s) = slot else { continue };
+            if let Some(code) = s.proc.try_exit() {
+                s.proc.wait_stderr_read(Duration::from_secs(1));
+                let last = s
+                    .proc
+                    .stderr()
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+                    .to_owned();
+                gone.push(format!("{} exited ({code}): {last}", s.proc.name));
+                self.retired_wakeups += wakeups(s);
+                *slot = None;
+            }
+        }
+        gone
+    }
+
+    /// Signals slot `i`'s process.
+    pub fn signal(&self, i: usize, sig: nix::sys::signal::Signal) {
+        if let Some(s) = &self.slots[i] {
+            s.proc.signal(sig);
+        }
+    }
+
+    /// Waits for slot `i` to exit and frees it.
+    pub fn reap(&mut self, i: usize) -> anyhow::Result<()> {
+        if let Some(mut slot) = self.slots[i].take() {
+            if slot.proc.wait_exit(SOON).is_none() {
+                bail!("{} did not exit within {SOON:?}", slot.proc.name);
+            }
+            // Its last wake-ups may still be in the pipe.
+            slot.proc.wait_stderr_read(Duration::from_secs(1));
+            self.retired_wakeups += wakeups(&slot);
+        }
+        Ok(())
+    }
+
+    /// Campaign wake-ups elect candidates logged so far (exited ones too).
+    pub fn wakeups(&self) -> usize {
+        self.retired_wakeups + self.slots.iter().flatten().map(wakeups).sum::<usize>()
+    }
+
+    /// Cuts slot `i` off (everything through its proxies stops), or heals.
+    pub fn cut(&self, i: usize, cut: bool) {
+        let traffic = if cut {
+            Traffic::Blackhole
+        } else {
+            Traffic::Pass
+        };
+        if let Some(s) = &self.slots[i] {
+            for p in &s.proxies {
+                p.set(traffic);
+            }
+        }
+        for (a, row) in self.raft_matrix.iter().enumerate() {
+            for (b, proxy) in row.iter().enumerate() {
+                if let Some(p) = proxy.as_ref().filter(|_| a == i || b == i) {
+                    p.set(traffic);
+                }
+            }
+        }
+    }
+
+    /// The endpoints slot `i` lists first (member-kill's victim).
+    pub fn first_member(&self, i: usize) -> Option<String> {
+        let s = self.slots[i].as_ref()?;
+        s.endpoints.split(',').next().map(str::to_owned)
+    }
+
+    /// Host pids of slot `i`'s process and all its descendants.
+    pub fn tree(&self, i: usize) -> Vec<i32> {
+        let Some(s) = &self.slots[i] else {
+            return Vec::new();
+        };
+        let mut pids = vec![s.proc.pid()];
+        pids.extend(descendants(s.proc.pid()));
+        pids
+    }
+
+    fn stderr_tail(&self) -> String {
+        let mut text = String::new();
+        for s in self.slots.iter().flatten() {
+            let err = s.proc.stderr();
+            let tail: Vec<&str> = err.lines().rev().take(5).collect();
+            if !tail.is_empty() {
+                text.push_str(&format!("\n  {}: ", s.proc.name));
+                text.push_str(&tail.into_iter().rev().collect::<Vec<_>>().join("\n    "));
+            }
+        }
+        text
+    }
+
+    /// Stops every candidate (SIGTERM, so each resigns) and waits.
+    pub fn stop_all(&mut self) {
+        for s in self.slots.iter().flatten() {
+            s.proc.signal(nix::sys::signal::Signal::SIGCONT);
+            s.proc.signal(nix::sys::signal::Signal::SIGTERM);
+        }
+        for s in self.slots.iter_mut().flatten() {
+            if s.proc.wait_exit(Duration::from_secs(10)).is_none() {
+                s.proc.signal(nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        self.slots.clear();
+    }
+}
+
+impl Drop for Arena<'_> {
+    fn drop(&mut self) {
+        self.stop_all();
+        if let Some(raft) = &self.raft {
+            let _ = std::fs::remove_dir_all(&raft.dir);
+        }
+    }
+}
+
+fn wakeups(slot: &Slot) -> usize {
+    slot.proc
+        .stderr()
+        .matches(super::contender::WAKEUP_LINE)
+        .count()
+}

@@ -1,0 +1,239 @@
+//! Rows: one per backend x implementation x scenario (x candidates, for
+//! scale), printed as a table or as JSON lines.
+
+use std::time::Duration;
+
+use elect_lab::stats::{Summary, ms};
+use serde::Serialize;
+
+use super::probe::Counters;
+
+/// One measured combination; the JSON line `--format json` prints.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub backend: &'static str,
+    pub implementation: &'static str,
+    pub scenario: &'static str,
+    pub trials: usize,
+    pub ttl_ms: f64,
+    pub candidates: usize,
+    /// Every sample, in the order taken.
+    pub samples_ms: Vec<f64>,
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+    pub mean_ms: Option<f64>,
+    /// The mean as a multiple of the TTL.
+    pub mean_ttl: Option<f64>,
+    /// The p99 as a multiple of the TTL.
+    pub p99_ttl: Option<f64>,
+    /// Leader changes the scenario caused.
+    pub failovers: usize,
+    /// The largest overlap of two leaders' tenures in the fenced store
+    /// (`null` when no overlap was seen, or no fenced command ran).
+    pub max_overlap_ms: Option<f64>,
+    /// Whether a fenced command ran, so overlap and stale writes were checked.
+    pub fenced: bool,
+    /// Writes from a deposed leader the fenced store accepted (`null` when
+    /// no fenced command ran).
+    pub stale_writes_accepted: Option<usize>,
+    /// Waiting candidates woken per leader change: for elect, the campaign
+    /// wake-ups its candidates logged; for the peers' recipes (whose
+    /// waiters are all their watchers), the servers' notifications.
+    pub wakeups_per_change: Option<f64>,
+    /// Watch notifications the servers delivered per leader change, to
+    /// waiters and to everyone who follows the leader.
+    pub notifications_per_change: Option<f64>,
+    /// Requests the servers received per leader change (keepalives in the
+    /// same window included).
+    pub requests_per_change: Option<f64>,
+    /// Raft terms per leader change.
+    pub terms_per_change: Option<f64>,
+    /// Operations scenarios: times leadership was lost (or handed over
+    /// beyond the one a Raft-vote leader's own restart needs) while the
+    /// leader's session or lease lived.
+    pub spurious_losses: Option<usize>,
+    /// Operations scenarios, elect: times the leader's command was started
+    /// again (from the fenced store's tenures).
+    pub command_restarts: Option<usize>,
+    /// Operations scenarios: time spent without a known leader (elect: as
+    /// the waiting candidates reported it; the recipes: from a loss to the
+    /// next election).
+    pub leaderless_ms: Option<f64>,
+    /// Resident memory per candidate (scale).
+    pub rss_kib_per_candidate: Option<f64>,
+    /// `null`, or what broke safety.
+    pub safety_violation: Option<String>,
+    pub notes: Vec<String>,
+}
+
+impl Row {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        backend: &'static str,
+        implementation: &'static str,
+        scenario: &'static str,
+        ttl: Duration,
+        candidates: usize,
+        samples: &[Duration],
+        changes: usize,
+        counters: Option<Counters>,
+    ) -> Row {
+        let summary = Summary::of(samples);
+        let t = ttl.as_secs_f64();
+        let per_change = |v: f64| (changes > 0).then(|| round(v / changes as f64, 2));
+        Row {
+            backend,
+            implementation,
+            scenario,
+            trials: samples.len(),
+            ttl_ms: ms(ttl),
+            candidates,
+            samples_ms: samples.iter().map(|d| round(ms(*d), 3)).collect(),
+            p50_ms: summary.map(|s| round(ms(s.p50), 3)),
+            p99_ms: summary.map(|s| round(ms(s.p99), 3)),
+            max_ms: summary.map(|s| round(ms(s.max), 3)),
+            mean_ms: summary.map(|s| round(ms(s.mean), 3)),
+            mean_ttl: summary.map(|s| round(s.mean.as_secs_f64() / t, 3)),
+            p99_ttl: summary.map(|s| round(s.p99.as_secs_f64() / t, 3)),
+            failovers: changes,
+            max_overlap_ms: None,
+            fenced: false,
+            stale_writes_accepted: None,
+            wakeups_per_change: counters.and_then(|c| per_change(c.notifications)),
+            notifications_per_change: counters.and_then(|c| per_change(c.notifications)),
+            requests_per_change: counters.and_then(|c| per_change(c.requests)),
+            terms_per_change: None,
+            spurious_losses: None,
+            command_restarts: None,
+            leaderless_ms: None,
+            rss_kib_per_candidate: None,
+            safety_violation: None,
+            notes: Vec::new(),
+        }
+    }
+}
+
+impl Row {
+    /// Sets wake-ups per change from a count of campaign wake-ups.
+    pub fn set_wakeups(&mut self, wakeups: f64, changes: usize) {
+        self.wakeups_per_change = (changes > 0).then(|| round(wakeups / changes as f64, 2));
+    }
+}
+
+fn round(v: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    (v * f).round() / f
+}
+
+fn cell(v: Option<f64>, unit: &str) -> String {
+    match v {
+        Some(v) if v >= 100.0 => format!("{v:.0}{unit}"),
+        Some(v) if v >= 10.0 => format!("{v:.1}{unit}"),
+        Some(v) => format!("{v:.2}{unit}"),
+        None => "-".into(),
+    }
+}
+
+/// The header and cells of the side-by-side table.
+pub fn table(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    let header = vec![
+        "backend",
+        "implementation",
+        "scenario",
+        "n",
+        "trials",
+        "p50",
+        "p99",
+        "max",
+        "mean",
+        "mean/TTL",
+        "changes",
+        "overlap",
+        "stale",
+        "wake/chg",
+        "notif/chg",
+        "req/chg",
+    ];
+    let cells = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.backend.to_owned(),
+                r.implementation.to_owned(),
+                r.scenario.to_owned(),
+                r.candidates.to_string(),
+                r.trials.to_string(),
+                cell(r.p50_ms, "ms"),
+                cell(r.p99_ms, "ms"),
+                cell(r.max_ms, "ms"),
+                cell(r.mean_ms, "ms"),
+                cell(r.mean_ttl, ""),
+                r.failovers.to_string(),
+                if r.fenced {
+                    cell(r.max_overlap_ms.or(Some(0.0)), "ms")
+                } else {
+                    "-".into()
+                },
+                r.stale_writes_accepted
+                    .map_or("-".into(), |n| n.to_string()),
+                cell(r.wakeups_per_change, ""),
+                cell(r.notifications_per_change, ""),
+                cell(r.requests_per_change, ""),
+            ]
+        })
+        .collect();
+    (header, cells)
+}
+
+/// The table as aligned text.
+pub fn text_table(rows: &[Row]) -> String {
+    let (header, cells) = table(rows);
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |row: Vec<String>| {
+        row.iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                if i < 3 {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    let mut out = line(header.iter().map(|h| h.to_string()).collect());
+    out.push('\n');
+    for row in cells {
+        out.push_str(&line(row));
+        out.push('\n');
+    }
+    out
+}
+
+/// The table in Markdown.
+pub fn markdown_table(rows: &[Row]) -> String {
+    let (header, cells) = table(rows);
+    let mut out = format!("| {} |\n", header.join(" | "));
+    out.push_str(&format!(
+        "|{}\n",
+        header
+            .iter()
+            .enumerate()
+            .map(|(i, _)| if i < 3 { "---|" } else { "---:|" })
+            .collect::<String>()
+    ));
+    for row in cells {
+        out.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    out
+}

@@ -1,0 +1,247 @@
+//! What the ensemble itself can tell about an election: how many
+//! candidates are queued (keys under the prefix, children of the znode),
+//! and the server-side counters behind wake-ups and requests per leader
+//! change. Read from the servers, so the peers' tools are measured exactly
+//! as elect is.
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use elect_lab::{etcd, zk};
+
+use elect::Backend;
+
+/// Cluster-wide counters at one instant.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Counters {
+    /// Watch notifications delivered: etcd's `etcd_debugging_mvcc_events_total`
+    /// (events sent to watchers); ZooKeeper's watches triggered
+    /// (`mntr`'s `zk_sum_node_*_watch_count`).
+    pub notifications: f64,
+    /// Requests the servers received: etcd's
+    /// `grpc_server_msg_received_total`; ZooKeeper's `zk_packets_received`.
+    pub requests: f64,
+}
+
+impl std::ops::Sub for Counters {
+    type Output = Counters;
+    fn sub(self, rhs: Counters) -> Counters {
+        Counters {
+            notifications: self.notifications - rhs.notifications,
+            requests: self.requests - rhs.requests,
+        }
+    }
+}
+
+/// Probes one ensemble.
+pub struct Probe {
+    backend: Backend,
+    /// Where the ZooKeeper client connects (plain ports).
+    endpoints: String,
+    /// Plain-HTTP (etcd) or plain (ZooKeeper) addresses of the members,
+    /// for metrics, counts and four-letter words.
+    members: Vec<String>,
+    /// A secured etcd: counting goes through a TLS client as root, since
+    /// the JSON gateway is behind TLS and auth.
+    etcd: Option<(tokio::runtime::Runtime, etcd_client::Client)>,
+    /// ZooKeeper: a runtime and a client, replaced after any failure (a
+    /// member killed under it may leave it stuck or its session expired).
+    zk: Option<(
+        tokio::runtime::Runtime,
+        RefCell<Option<zookeeper_client::Client>>,
+    )>,
+}
+
+impl Probe {
+    /// For the etcd or ZooKeeper ensemble whose plain addresses are
+    /// `plain` (`host:port,...`); a secured etcd is counted through
+    /// `secure` at its TLS `endpoints`.
+    pub fn new(
+        backend: Backend,
+        endpoints: &str,
+        plain: &str,
+        secure: Option<&elect_lab::Security>,
+    ) -> anyhow::Result<Probe> {
+        let members: Vec<String> = plain
+            .split(',')
+            .map(|e| e.trim().trim_start_matches("http://").to_owned())
+            .collect();
+        let mut probe = Probe {
+            backend,
+            endpoints: plain.to_owned(),
+            members,
+            etcd: None,
+            zk: None,
+        };
+        if let (Backend::Etcd, Some(security)) = (backend, secure) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let client = rt
+                .block_on(connect_etcd_as_root(endpoints, security))
+                .context("connecting to the secured etcd to count candidates")?;
+            probe.etcd = Some((rt, client));
+        }
+        if backend == Backend::Zk {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let client =
+                connect_zk(&rt, plain).context("connecting to ZooKeeper to count candidates")?;
+            probe.zk = Some((rt, RefCell::new(Some(client))));
+        }
+        Ok(probe)
+    }
+
+    /// How many candidates are queued in `election` (`None` if the
+    /// ensemble did not answer).
+    pub fn queued(&self, election: &str) -> Option<usize> {
+        match (&self.zk, self.backend) {
+            (Some((rt, slot)), _) => {
+                if slot.borrow().is_none() {
+                    *slot.borrow_mut() = connect_zk(rt, &self.endpoints).ok();
+                }
+                let guard = slot.borrow();
+                let client = guard.as_ref()?;
+                let answer = rt.block_on(async {
+                    tokio::time::timeout(Duration::from_secs(2), client.list_children(election))
+                        .await
+                });
+                drop(guard);
+                match answer {
+                    Ok(Ok(children)) => Some(children.len()),
+                    Ok(Err(zookeeper_client::Error::NoNode)) => Some(0),
+                    _ => {
+                        *slot.borrow_mut() = None;
+                        None
+                    }
+                }
+            }
+            (None, Backend::Etcd) => match &self.etcd {
+                Some((rt, client)) => rt.block_on(async {
+                    let prefix = format!("{election}/");
+                    let options = etcd_client::GetOptions::new()
+                        .with_prefix()
+                        .with_count_only();
+                    let mut kv = client.kv_client();
+                    let answer =
+                        tokio::time::timeout(Duration::from_secs(2), kv.get(prefix, Some(options)))
+                            .await;
+                    match answer {
+                        Ok(Ok(r)) => Some(r.count() as usize),
+                        _ => None,
+                    }
+                }),
+                None => self.members.iter().find_map(|m| etcd_count(m, election)),
+            },
+            _ => None,
+        }
+    }
+
+    /// The counters summed over every member that answers.
+    pub fn counters(&self) -> Counters {
+        let mut c = Counters::default();
+        for m in &self.members {
+            match self.backend {
+                Backend::Etcd => {
+                    let metrics = etcd::metrics(m);
+                    c.notifications += metrics
+                        .get("etcd_debugging_mvcc_events_total")
+                        .copied()
+                        .unwrap_or(0.0);
+                    c.requests += metrics
+                        .get("grpc_server_msg_received_total")
+                        .copied()
+                        .unwrap_or(0.0);
+                }
+                Backend::Zk => {
+                    let mntr = zk::mntr(m);
+                    c.notifications += [
+                        "zk_sum_node_created_watch_count",
+                        "zk_sum_node_deleted_watch_count",
+                        "zk_sum_node_changed_watch_count",
+                        "zk_sum_node_children_watch_count",
+                    ]
+                    .iter()
+                    .filter_map(|k| mntr.get(*k))
+                    .sum::<f64>();
+                    c.requests += mntr.get("zk_packets_received").copied().unwrap_or(0.0);
+                }
+                Backend::Raft => {}
+            }
+        }
+        c
+    }
+}
+
+/// A TLS client of a secured lab's etcd, authenticated as root.
+async fn connect_etcd_as_root(
+    endpoints: &str,
+    security: &elect_lab::Security,
+) -> anyhow::Result<etcd_client::Client> {
+    use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
+    let read = |p: &std::path::Path| std::fs::read(p).with_context(|| p.display().to_string());
+    let tls = TlsOptions::new()
+        .ca_certificate(Certificate::from_pem(read(&security.ca)?))
+        .identity(Identity::from_pem(
+            read(&security.client.cert)?,
+            read(&security.client.key)?,
+        ));
+    let root = std::fs::read_to_string(&security.root_password_file)?;
+    let options = ConnectOptions::new()
+        .with_tls(tls)
+        .with_user("root", root)
+        .with_auto_token_refresh(true)
+        .with_connect_timeout(Duration::from_secs(5));
+    let urls: Vec<String> = endpoints
+        .split(',')
+        .map(|e| format!("https://{e}"))
+        .collect();
+    Ok(etcd_client::Client::connect(urls, Some(options)).await?)
+}
+
+fn connect_zk(
+    rt: &tokio::runtime::Runtime,
+    endpoints: &str,
+) -> anyhow::Result<zookeeper_client::Client> {
+    Ok(rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            zookeeper_client::Client::connect(endpoints),
+        )
+        .await
+    })??)
+}
+
+/// Keys under `<election>/` on the etcd member at `member`, counted by a
+/// serializable range through etcd's JSON gateway.
+fn etcd_count(member: &str, election: &str) -> Option<usize> {
+    let prefix = format!("{election}/");
+    let mut end = prefix.clone().into_bytes();
+    *end.last_mut()? += 1;
+    let body = format!(
+        "{{\"key\":\"{}\",\"range_end\":\"{}\",\"count_only\":true}}",
+        STANDARD.encode(prefix.as_bytes()),
+        STANDARD.encode(&end)
+    );
+    let (code, response) = elect_lab::http_request(
+        member,
+        "POST",
+        "/v3/kv/range",
+        &body,
+        Duration::from_secs(2),
+    );
+    if code != 200 {
+        return None;
+    }
+    // `count` is an int64, which the gateway writes as a string, and left
+    // out when zero.
+    response
+        .split("\"count\":\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .map_or(Some(0), |n| n.parse().ok())
+}

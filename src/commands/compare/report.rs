@@ -1,0 +1,302 @@
+//! `--report DIR`: charts (SVG, plotters) and one self-contained HTML page
+//! that inlines them beside the table, the exact command and the versions
+//! of everything measured. `rows.json` holds the rows as printed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use plotters::prelude::*;
+
+use super::Unavailable;
+use super::output::{Row, markdown_table, table};
+use crate::palette::COLORS;
+
+/// Writes the report; the page's path.
+pub fn write(
+    dir: &Path,
+    rows: &[Row],
+    unavailable: &[Unavailable],
+    command: &str,
+) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let mut charts = Vec::new();
+    for scenario in [
+        "handover",
+        "failover",
+        "failover-next",
+        "election",
+        "freeze",
+        "cutoff",
+    ] {
+        let series: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.scenario == scenario && !r.samples_ms.is_empty())
+            .collect();
+        if series.is_empty() {
+            continue;
+        }
+        let file = dir.join(format!("{scenario}.svg"));
+        distribution(&file, scenario, &series)?;
+        charts.push((
+            format!("{scenario}: distribution of times to the successor's `elected`"),
+            file,
+        ));
+    }
+    let scale: Vec<&Row> = rows.iter().filter(|r| r.scenario == "scale").collect();
+    if !scale.is_empty() {
+        let file = dir.join("scale.svg");
+        scale_curve(&file, &scale)?;
+        charts.push((
+            "scale: handover p50, wake-ups per leader change and memory per candidate against candidates".into(),
+            file,
+        ));
+    }
+    let json: String = rows
+        .iter()
+        .map(|r| serde_json::to_string(r).expect("rows serialize") + "\n")
+        .collect();
+    std::fs::write(dir.join("rows.json"), json)?;
+    std::fs::write(
+        dir.join("report.md"),
+        markdown(rows, unavailable, command, &charts),
+    )?;
+    let page = dir.join("report.html");
+    std::fs::write(&page, html(rows, unavailable, command, &charts)?)?;
+    Ok(page)
+}
+
+fn label(r: &Row) -> String {
+    format!("{} {}", r.backend, r.implementation)
+}
+
+/// Empirical CDFs of the samples, one line per backend and implementation.
+fn distribution(file: &Path, scenario: &str, rows: &[&Row]) -> anyhow::Result<()> {
+    let max = rows
+        .iter()
+        .flat_map(|r| r.samples_ms.iter().copied())
+        .fold(0.0f64, f64::max)
+        .max(0.001);
+    let root = SVGBackend::new(file, (800, 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("{scenario}: fraction of trials done by time t"),
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d((0.01f64..max * 1.1).log_scale(), 0f64..1.0)?;
+    chart
+        .configure_mesh()
+        .x_desc("ms (log scale)")
+        .y_desc("fraction of trials")
+        .draw()?;
+    for (i, r) in rows.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let mut s = r.samples_ms.clone();
+        s.sort_by(f64::total_cmp);
+        let n = s.len() as f64;
+        let points: Vec<(f64, f64)> = s
+            .iter()
+            .enumerate()
+            .map(|(k, &x)| (x.max(0.01), (k + 1) as f64 / n))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+            .label(label(r))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// One measure of a row, for a chart.
+type Pick = fn(&Row) -> Option<f64>;
+
+/// Handover p50, wake-ups per change and memory per candidate against N.
+fn scale_curve(file: &Path, rows: &[&Row]) -> anyhow::Result<()> {
+    let root = SVGBackend::new(file, (1200, 420)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let panels = root.split_evenly((1, 3));
+    let max_n = rows.iter().map(|r| r.candidates).max().unwrap_or(3) as f64;
+    let backends: Vec<&str> = {
+        let mut b: Vec<&str> = rows.iter().map(|r| r.backend).collect();
+        b.dedup();
+        b
+    };
+    let picks: [(&str, Pick); 3] = [
+        ("handover p50 (ms)", |r| r.p50_ms),
+        ("wake-ups per leader change", |r| r.wakeups_per_change),
+        ("memory per candidate (KiB)", |r| r.rss_kib_per_candidate),
+    ];
+    for (area, (title, pick)) in panels.iter().zip(picks) {
+        let ymax = rows.iter().filter_map(|r| pick(r)).fold(1.0f64, f64::max);
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(46)
+            .build_cartesian_2d((2f64..max_n * 1.5).log_scale(), 0f64..ymax * 1.2)?;
+        chart.configure_mesh().x_desc("candidates").draw()?;
+        for (i, b) in backends.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let points: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|r| r.backend == *b)
+                .filter_map(|r| Some((r.candidates as f64, pick(r)?)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
+                .label(b.to_string())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            chart.draw_series(
+                points
+                    .into_iter()
+                    .map(|p| Circle::new(p, 4, color.filled())),
+            )?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// What was measured, with which versions.
+fn versions() -> Vec<(String, String)> {
+    let first_line = |program: &str, args: &[&str]| -> String {
+        Command::new(program)
+            .args(args)
+            .output()
+            .ok()
+            .map(|o| {
+                let text = if o.stdout.is_empty() {
+                    o.stderr
+                } else {
+                    o.stdout
+                };
+                String::from_utf8_lossy(&text)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_owned()
+            })
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "not found".into())
+    };
+    let package = |name: &str| first_line("dpkg-query", &["-W", "-f", "${Version}", name]);
+    vec![
+        ("elect".into(), env!("CARGO_PKG_VERSION").into()),
+        ("etcd".into(), first_line("etcd", &["--version"])),
+        ("etcdctl".into(), first_line("etcdctl", &["version"])),
+        ("zookeeper (Debian package)".into(), package("zookeeper")),
+        ("java".into(), first_line("java", &["-version"])),
+        ("python3-kazoo".into(), package("python3-kazoo")),
+        (
+            "libcurator-recipes-java".into(),
+            package("libcurator-recipes-java"),
+        ),
+        ("kernel".into(), first_line("uname", &["-sr"])),
+        (
+            "cpus".into(),
+            std::thread::available_parallelism().map_or("?".into(), |n| n.to_string()),
+        ),
+    ]
+}
+
+fn markdown(
+    rows: &[Row],
+    unavailable: &[Unavailable],
+    command: &str,
+    charts: &[(String, PathBuf)],
+) -> String {
+    let mut out = format!("# elect compare\n\n```\n{command}\n```\n\n");
+    out.push_str(&markdown_table(rows));
+    for u in unavailable {
+        out.push_str(&format!(
+            "\nnot run: {} {}{}: {}\n",
+            u.backend,
+            u.implementation,
+            u.scenario.map(|s| format!(" {s}")).unwrap_or_default(),
+            u.reason
+        ));
+    }
+    for (title, file) in charts {
+        let name = file.file_name().unwrap_or_default().to_string_lossy();
+        out.push_str(&format!("\n## {title}\n\n![{title}]({name})\n"));
+    }
+    out.push_str("\n## Versions\n\n");
+    for (what, v) in versions() {
+        out.push_str(&format!("- {what}: {v}\n"));
+    }
+    out
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn html(
+    rows: &[Row],
+    unavailable: &[Unavailable],
+    command: &str,
+    charts: &[(String, PathBuf)],
+) -> anyhow::Result<String> {
+    let (header, cells) = table(rows);
+    let mut out = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>elect compare</title>\
+         <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
+         td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}\
+         td:nth-child(-n+3),th:nth-child(-n+3){text-align:left}pre{background:#f4f4f4;padding:8px}</style>\
+         </head><body><h1>elect compare</h1>",
+    );
+    out.push_str(&format!("<pre>{}</pre><table><tr>", escape(command)));
+    for h in header {
+        out.push_str(&format!("<th>{h}</th>"));
+    }
+    out.push_str("</tr>");
+    for row in cells {
+        out.push_str("<tr>");
+        for c in row {
+            out.push_str(&format!("<td>{}</td>", escape(&c)));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>");
+    for u in unavailable {
+        out.push_str(&format!(
+            "<p>not run: {} {}{}: {}</p>",
+            u.backend,
+            escape(u.implementation),
+            u.scenario.map(|s| format!(" {s}")).unwrap_or_default(),
+            escape(&u.reason)
+        ));
+    }
+    for (title, file) in charts {
+        let svg = std::fs::read_to_string(file)?;
+        out.push_str(&format!("<h2>{}</h2>{svg}", escape(title)));
+    }
+    out.push_str("<h2>Versions</h2><ul>");
+    for (what, v) in versions() {
+        out.push_str(&format!("<li>{}: {}</li>", escape(&what), escape(&v)));
+    }
+    out.push_str("</ul></body></html>\n");
+    Ok(out)
+}

@@ -1,0 +1,68 @@
+//! `elect leader`: print the current leader once; exit 3 when there is none.
+
+use clap::Args;
+use elect::backend;
+use elect::config::ElectionConfig;
+use elect::export::{Format, lines};
+
+use crate::args::{ElectionArgs, FormatArgs};
+use crate::sidecar::{context, on_workers};
+use crate::usage::Result;
+
+/// The exit code when no one leads.
+pub const NO_LEADER: u8 = 3;
+
+#[derive(Debug, Args)]
+pub struct LeaderArgs {
+    #[command(flatten)]
+    election: ElectionArgs,
+    #[command(flatten)]
+    format: FormatArgs,
+}
+
+/// A validated `elect leader`.
+#[derive(Debug)]
+pub struct Request {
+    pub election: ElectionConfig,
+    pub format: Format,
+}
+
+impl LeaderArgs {
+    pub fn validate(self) -> Result<Request> {
+        Ok(Request {
+            election: self.election.follower_config()?,
+            format: self.format.format.into(),
+        })
+    }
+}
+
+pub fn run(request: Request) -> anyhow::Result<u8> {
+    on_workers(leader(request))
+}
+
+async fn leader(Request { election, format }: Request) -> anyhow::Result<u8> {
+    let snapshot = backend::leader(&election).await?;
+    let event = snapshot.event_since(&elect::Leadership::unknown());
+    match format {
+        Format::Text => {
+            if let Some(id) = &snapshot.leader {
+                println!("{id}");
+            }
+        }
+        Format::Json => println!(
+            "{}",
+            lines::render(
+                format,
+                &context(&election),
+                &snapshot,
+                event,
+                std::time::SystemTime::now()
+            )
+        ),
+    }
+    Ok(if snapshot.leader.is_some() {
+        0
+    } else {
+        NO_LEADER
+    })
+}

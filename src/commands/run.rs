@@ -1,0 +1,185 @@
+//! `elect run -- CMD`: run CMD only while this process leads; kill its
+//! whole tree when leadership may be lost.
+
+use std::ffi::OsString;
+
+use anyhow::Context as _;
+use clap::{ArgMatches, Args, ValueEnum};
+use elect::backend;
+use elect::config::ElectionConfig;
+use elect::export::{self, Exports, OutputConfig};
+use elect::supervise::{self, ChildConfig, ChildEnv, Containment, Finish, Restart};
+use nix::sys::signal::Signal;
+use tokio::signal::unix::SignalKind;
+use tokio::sync::watch;
+
+use crate::args::{CandidateArgs, ElectionArgs, ExportArgs, FormatArgs};
+use crate::sidecar::{SHUTDOWN_SIGNALS, context, on_workers, resign, signals};
+use crate::usage::{Result, UsageError, parse_duration};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    election: ElectionArgs,
+    #[command(flatten)]
+    candidate: CandidateArgs,
+    #[command(flatten)]
+    export: ExportArgs,
+    #[command(flatten)]
+    format: FormatArgs,
+
+    /// Time between SIGTERM and SIGKILL when leadership is lost or elect is
+    /// stopped (at most 24h); never extends past the leadership deadline.
+    #[arg(long, env = "ELECT_GRACE", default_value = "5s")]
+    grace: String,
+
+    /// Whether the command is started again when it exits while this
+    /// process leads (with backoff from 100 ms to 10 s).
+    #[arg(long, env = "ELECT_RESTART", value_enum, default_value = "never")]
+    restart: RestartArg,
+
+    /// Exit (code 1) once leadership is lost and the command is dead,
+    /// instead of campaigning again.
+    #[arg(long, env = "ELECT_EXIT_ON_LOSS")]
+    exit_on_loss: bool,
+
+    /// How the command's whole tree is held, daemons included: pidns (a
+    /// PID namespace whose init is ours: everything dies with it), cgroup
+    /// (a cgroup v2 of its own), subreaper (the watchdog kills every
+    /// descendant); auto takes the strongest that works here and says why
+    /// it passed the others over. One that does not work here is exit 2.
+    #[arg(long, env = "ELECT_CONTAIN", value_enum, default_value = "auto")]
+    contain: ContainArg,
+
+    /// The command and its arguments (any bytes, passed as they are).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+/// `run --contain`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ContainArg {
+    /// The strongest that works here.
+    Auto,
+    /// A PID namespace whose init is ours.
+    Pidns,
+    /// A cgroup v2 of the command's own.
+    Cgroup,
+    /// The watchdog as subreaper, killing every descendant.
+    Subreaper,
+}
+
+impl From<ContainArg> for Containment {
+    fn from(arg: ContainArg) -> Containment {
+        match arg {
+            ContainArg::Auto => Containment::Auto,
+            ContainArg::Pidns => Containment::PidNamespace,
+            ContainArg::Cgroup => Containment::Cgroup,
+            ContainArg::Subreaper => Containment::Subreaper,
+        }
+    }
+}
+
+/// `run --restart`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RestartArg {
+    /// Exit with the command's code (and resign).
+    Never,
+    /// Start it again, with backoff, after a non-zero exit or a signal.
+    OnFailure,
+    /// Start it again, with backoff, whatever its code.
+    Always,
+}
+
+impl From<RestartArg> for Restart {
+    fn from(r: RestartArg) -> Self {
+        match r {
+            RestartArg::Never => Restart::Never,
+            RestartArg::OnFailure => Restart::OnFailure,
+            RestartArg::Always => Restart::Always,
+        }
+    }
+}
+
+/// A validated `elect run`.
+#[derive(Debug)]
+pub struct Request {
+    pub election: ElectionConfig,
+    pub output: OutputConfig,
+    pub child: ChildConfig,
+}
+
+impl RunArgs {
+    pub fn validate(self, matches: &ArgMatches, warnings: &mut Vec<String>) -> Result<Request> {
+        let election = self
+            .election
+            .candidate_config(&self.candidate, matches, warnings)?;
+        let output = self.export.output(self.format.format)?;
+        let grace = parse_duration("--grace", &self.grace)?;
+        let child = ChildConfig::new(self.command)
+            .map_err(|_| UsageError::new("CMD", "the command to run is empty"))?
+            .with_grace(grace)?
+            .with_restart(self.restart.into())
+            .with_exit_on_loss(self.exit_on_loss)
+            .with_containment(self.contain.into());
+        Ok(Request {
+            election,
+            output,
+            child,
+        })
+    }
+}
+
+pub fn run(request: Request) -> anyhow::Result<u8> {
+    on_workers(run_while_leading(request))
+}
+
+async fn run_while_leading(
+    Request {
+        election,
+        output,
+        child,
+    }: Request,
+) -> anyhow::Result<u8> {
+    // The shutdown signals stop the command, then us; these are only
+    // passed on to the command.
+    let forwarded = [
+        (SignalKind::user_defined1(), Signal::SIGUSR1),
+        (SignalKind::user_defined2(), Signal::SIGUSR2),
+    ];
+    let mut shutdown = signals(&[SHUTDOWN_SIGNALS.as_slice(), &forwarded].concat())?;
+    let env = ChildEnv {
+        election: election.election().to_owned(),
+        backend: election.backend().name(),
+        watchdog: std::env::current_exe().context("finding elect's own executable")?,
+    };
+    // Before anything else: a containment that does not work here is bad
+    // usage (exit 2), and nothing has been campaigned for yet.
+    let resolved = child.containment().resolve(&env.watchdog)?;
+    tracing::info!("{}", resolved.describe());
+    let child = child.with_containment(resolved.level.into());
+    let exports = Exports::prepare(
+        export::Context {
+            containment: Some(resolved.level.name()),
+            ..context(&election)
+        },
+        output,
+    )
+    .await?;
+    let (busy_tx, busy) = watch::channel(false);
+    let campaign = backend::campaign(&election, busy).await?;
+    let running = exports.start(campaign.leadership());
+    let finish = supervise::run(&child, &env, campaign.leadership(), &busy_tx, &mut shutdown).await;
+    // The command's group is gone by now on every path; resigning is safe.
+    resign(campaign, running.metrics()).await?;
+    running.finish().await.context("exporter")?;
+    match finish? {
+        Finish::Exited(code) => Ok(code.clamp(0, 255) as u8),
+        Finish::Signalled(_) => Ok(0),
+        Finish::BackendGone => anyhow::bail!("the {} backend stopped", election.backend()),
+        Finish::Lost => anyhow::bail!("leadership lost; the command is dead (--exit-on-loss)"),
+        Finish::WatchdogKilled(sig) => anyhow::bail!(
+            "the watchdog was killed by signal {sig}; the command's group was killed, and we resigned"
+        ),
+    }
+}
