@@ -37,11 +37,17 @@ cargo nextest --version >/dev/null 2>&1 || cargo install --locked cargo-nextest
 
 deploy/fresh-build.sh
 cargo fmt --all -- --check
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 # The library's docs: every public item documented, no broken link, and
 # the doc examples compile and run (those needing a server are no_run).
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked --quiet
-cargo test --doc --locked --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+cargo test --workspace --doc --locked --quiet
+# The library alone, in the feature sets its users pick: each backend
+# alone (a build without etcd needs no protoc), the exports alone, none.
+for features in raft zk etcd http,metrics ""; do
+  cargo clippy -p elect --lib --no-default-features --features "$features" --locked --quiet -- -D warnings
+  RUSTDOCFLAGS="-D warnings" cargo doc -p elect --no-deps --no-default-features --features "$features" --locked --quiet
+done
 
 mode=${ELECT_TEST_MODE:-containers}
 export ELECT_TEST_MODE=$mode
@@ -74,5 +80,5 @@ case "$mode" in
 esac
 
 echo "running the suite in $mode mode"
-cargo nextest run --locked "$@"
+cargo nextest run --workspace --locked "$@"
 echo "suite passed in $mode mode; $(( $(date +%s) - started ))s in all"

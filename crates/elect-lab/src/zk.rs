@@ -136,7 +136,7 @@ pub fn serves_tls(endpoints: &str, security: &super::Security) -> bool {
     ) else {
         return false;
     };
-    let Ok(options) = tls.zookeeper_options() else {
+    let Ok(options) = elect::backend::zk_tls_options(&tls) else {
         return false;
     };
     let servers: Vec<String> = endpoints.split(',').map(str::to_owned).collect();

@@ -34,6 +34,15 @@ pub mod trace;
 /// processes by the ids the scenario gave them, not by index.
 pub type Pid = usize;
 
+/// The textbooks' three arrangements of ids 1..=n around a ring:
+/// increasing, decreasing, and shuffled by `seed`.
+#[cfg(test)]
+pub(crate) fn arrangements(n: usize, seed: &mut u64) -> [Vec<u64>; 3] {
+    let increasing: Vec<u64> = (1..=n as u64).collect();
+    let decreasing = increasing.iter().rev().copied().collect();
+    [increasing, decreasing, run::shuffled(n, seed)]
+}
+
 /// splitmix64: small, fast, the same everywhere; every random choice of
 /// the simulator and its scenarios draws from it.
 pub(crate) fn splitmix64(state: &mut u64) -> u64 {

@@ -166,15 +166,6 @@ pub struct Report {
     pub lanes: Vec<u64>,
 }
 
-/// The textbooks' three arrangements of ids 1..=n around a ring:
-/// increasing, decreasing, and shuffled by `seed`.
-#[cfg(test)]
-pub(crate) fn arrangements(n: usize, seed: &mut u64) -> [Vec<u64>; 3] {
-    let increasing: Vec<u64> = (1..=n as u64).collect();
-    let decreasing = increasing.iter().rev().copied().collect();
-    [increasing, decreasing, shuffled(n, seed)]
-}
-
 /// Ids 1..=n, shuffled by `state` (Fisher-Yates over splitmix64).
 pub fn shuffled(n: usize, state: &mut u64) -> Vec<u64> {
     let mut ids: Vec<u64> = (1..=n as u64).collect();

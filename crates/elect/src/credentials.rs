@@ -43,18 +43,6 @@ impl fmt::Debug for Tls {
     }
 }
 
-#[cfg(feature = "zk")]
-impl Tls {
-    /// These credentials as the TLS options of a ZooKeeper client
-    /// (`zookeeper_client`), with elect's crypto provider installed.
-    ///
-    /// # Errors
-    /// [`Error::Tls`] when the certificate or key does not parse.
-    pub fn zookeeper_options(&self) -> Result<zookeeper_client::TlsOptions> {
-        crate::backend::zk::tls_options(self)
-    }
-}
-
 impl Tls {
     /// Reads PEM files: `cacert` (one or more CA certificates), and a
     /// certificate and its private key, which go together.

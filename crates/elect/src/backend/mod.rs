@@ -21,6 +21,15 @@ pub(crate) mod report;
 #[cfg(feature = "zk")]
 pub(crate) mod zk;
 
+/// TLS credentials as the options of a ZooKeeper client
+/// (`zookeeper_client`), with elect's crypto provider installed: how the
+/// lab and users' tools talk to the same ensemble the way elect does.
+///
+/// # Errors
+/// [`Error::Tls`](crate::Error::Tls) when the certificate or key does not parse.
+#[cfg(feature = "zk")]
+pub use zk::tls_options as zk_tls_options;
+
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -66,9 +75,12 @@ impl Campaign {
     /// Leaves the election: our key/znode is deleted and the session ended,
     /// so a successor takes over in round trips rather than a TTL.
     ///
-    /// Errors: only if the campaign had already failed. Not cancel safe:
-    /// dropping the future leaves the resignation to finish in the
-    /// background.
+    /// # Errors
+    /// Only if the campaign had already failed.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropping the future leaves the resignation to
+    /// finish in the background.
     pub async fn resign(mut self) -> Result<()> {
         self.resign.cancel();
         let Some(task) = self.task.take() else {
@@ -118,10 +130,14 @@ impl Drop for Observation {
 /// work started under our leadership still runs (see
 /// [`crate::supervise`]); pass a constant `false` when there is none.
 ///
-/// Errors: [`Error::Config`](crate::Error::Config) naming `id` if a Raft
-/// candidate's id is not one of the peers; otherwise the service could not
-/// be reached within the connect timeout, or refused us. Cancel safety:
-/// dropping the future before it returns leaves nothing behind but what
+/// # Errors
+/// [`Error::Config`] naming `id` if a Raft candidate's id is not one of
+/// the peers; [`Error::NotBuiltIn`] if the backend's feature is off;
+/// otherwise the service could not be reached within the connect timeout,
+/// or refused us.
+///
+/// # Cancel safety
+/// Dropping the future before it returns leaves nothing behind but what
 /// the service cleans up by itself (an etcd lease or ZooKeeper session
 /// whose TTL runs out).
 #[cfg_attr(
@@ -146,7 +162,12 @@ pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Resu
 
 /// Follows the election without taking part.
 ///
-/// Errors: the service could not be reached within the connect timeout.
+/// # Errors
+/// [`Error::NotBuiltIn`] if the backend's feature is off; the service
+/// could not be reached within the connect timeout.
+///
+/// # Cancel safety
+/// Cancel safe: a dropped future leaves no observation running.
 pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
     cfg.validate()?;
     match cfg.backend {
@@ -163,7 +184,12 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 
 /// Reads the current leader once.
 ///
-/// Errors: the service could not be reached within the connect timeout.
+/// # Errors
+/// [`Error::NotBuiltIn`] if the backend's feature is off; the service
+/// could not be reached within the connect timeout.
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
 pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
     cfg.validate()?;
     match cfg.backend {

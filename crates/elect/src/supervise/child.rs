@@ -26,21 +26,13 @@ use tokio::time::sleep;
 use tracing::{debug, error, info, warn};
 
 use super::contain::Level;
-use super::watchdog::{self, Control, display_command, move_fds};
+use super::process::{display_command, exit_code};
+use super::watchdog::{self, Control, move_fds};
 use crate::clock::BootInstant;
 use crate::error::{Error, Result};
 
 /// How often the watchdog's exit is checked when no SIGCHLD arrives.
 const POLL: Duration = Duration::from_millis(20);
-
-/// How a process ended, as a shell would report it.
-pub fn exit_code(status: WaitStatus) -> Option<i32> {
-    match status {
-        WaitStatus::Exited(_, code) => Some(code),
-        WaitStatus::Signaled(_, sig, _) => Some(128 + sig as i32),
-        _ => None,
-    }
-}
 
 /// How the command's supervision ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,7 +28,7 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use super::contain;
-use super::watchdog::{DEAF_TO, display_command};
+use super::process::{DEAF_TO, display_command, exit_code};
 
 /// The hidden subcommand that runs the init.
 pub(crate) const SUBCOMMAND: &str = "__init";
@@ -160,7 +160,7 @@ pub(crate) fn main(args: &[OsString]) -> i32 {
                 Ok(WaitStatus::StillAlive) => break,
                 Ok(status) => {
                     if status.pid() == Some(child) {
-                        let exited = super::child::exit_code(status).unwrap_or(1);
+                        let exited = exit_code(status).unwrap_or(1);
                         code = Some(exited);
                         let _ = report.write_all(report_line(exited).as_bytes());
                     }

@@ -71,6 +71,7 @@
 pub(crate) mod child;
 pub mod contain;
 pub(crate) mod init;
+mod process;
 pub(crate) mod watchdog;
 
 pub use contain::{Containment, Level, Resolved};

@@ -43,6 +43,7 @@ use nix::unistd::Pid;
 
 use super::contain::{Cgroup, Level, Tree};
 use super::init;
+use super::process::{DEAF_TO, display_command, exit_code};
 use crate::clock::BootInstant;
 
 /// The hidden subcommand that runs the watchdog.
@@ -63,20 +64,6 @@ pub const REFUSED: i32 = 125;
 
 /// How often the group is reaped and checked when nothing else happens.
 const TICK: Duration = Duration::from_millis(20);
-
-/// Signals the watchdog and the guard ignore: what a terminal, a hang-up, a
-/// plain `kill` or job control would send. They act on `elect`'s word and
-/// the deadline only.
-pub(crate) const DEAF_TO: [Signal; 8] = [
-    Signal::SIGINT,
-    Signal::SIGQUIT,
-    Signal::SIGHUP,
-    Signal::SIGTERM,
-    Signal::SIGTSTP,
-    Signal::SIGTTIN,
-    Signal::SIGTTOU,
-    Signal::SIGPIPE,
-];
 
 /// The boot clock in the nanoseconds the control messages carry (see
 /// [`crate::clock`]: it counts through a suspend, so a machine resumed
@@ -365,15 +352,6 @@ fn start_in_namespace(command: &[OsString]) -> Result<Started, String> {
     Ok((Tree::Namespace { init }, init, Some(report)))
 }
 
-/// `CMD ARGS...` for messages.
-pub fn display_command(command: &[OsString]) -> String {
-    command
-        .iter()
-        .map(|a| a.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// The watchdog's end of the guard's pipe.
 struct Guard {
     pipe: std::fs::File,
@@ -641,7 +619,7 @@ impl Watchdog {
                 Ok(WaitStatus::StillAlive) | Err(_) => return,
                 Ok(status) => {
                     if status.pid() == Some(self.command) && self.exit.is_none() {
-                        self.exit = super::child::exit_code(status);
+                        self.exit = exit_code(status);
                     }
                 }
             }

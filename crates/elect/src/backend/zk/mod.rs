@@ -131,7 +131,7 @@ fn tls_refused(cfg: &ElectionConfig, e: zookeeper_client::Error) -> Error {
 }
 
 /// The client's TLS: the CA, and our certificate if the server wants one.
-pub(crate) fn tls_options(tls: &crate::credentials::Tls) -> Result<zookeeper_client::TlsOptions> {
+pub fn tls_options(tls: &crate::credentials::Tls) -> Result<zookeeper_client::TlsOptions> {
     // The client builds its rustls config with the process default.
     crate::credentials::crypto_provider();
     let text = |pem: &[u8]| String::from_utf8_lossy(pem).into_owned();
