@@ -72,6 +72,15 @@ fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
         for scenario in ["freeze", "cutoff", "churn"] {
             assert_eq!(row(backend, scenario)["stale_writes_accepted"], 0);
         }
+        if backend != "raft" {
+            // A hundred elections on one session: all elected, one wake-up
+            // for one leader change, the session's renewals only.
+            let r = row(backend, "elections");
+            assert_eq!(r["trials"], 100, "{r}");
+            assert_eq!(r["wakeups_per_change"], 1.0, "{r}");
+            let renewals = r["renewals_per_ttl"].as_f64().unwrap();
+            assert!(renewals > 0.0 && renewals < 60.0, "{r}");
+        }
         // Restarting the peers one at a time costs a Raft-vote leader
         // nothing. (etcd and ZooKeeper ride it out with the TTLs the README
         // measures, 3 s and 4 s; the quick run's 2 s leaves a loaded

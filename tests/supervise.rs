@@ -28,7 +28,7 @@ fn lead(token: u64, for_: Duration) -> Leadership {
 #[tokio::test]
 async fn runs_only_while_leading_and_reports_exit() {
     let (tx, rx) = watch::channel(Leadership::unknown());
-    let (busy, busy_rx) = watch::channel(false);
+    let (busy, busy_rx) = elect::work::channel();
     let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
     let cfg = sh("test \"$ELECT_FENCING_TOKEN\" = 7 && test \"$ELECT_LEADER_ID\" = me && exit 3");
     let env = env();
@@ -41,13 +41,13 @@ async fn runs_only_while_leading_and_reports_exit() {
     }
     tx.send_replace(lead(7, Duration::from_secs(30)));
     assert_eq!(sup.await.unwrap(), Finish::Exited(3));
-    assert!(!*busy_rx.borrow());
+    assert!(!busy_rx.is_running());
 }
 
 #[tokio::test]
 async fn demotion_kills_the_group_including_ignorers_by_the_deadline() {
     let (tx, rx) = watch::channel(lead(1, Duration::from_secs(30)));
-    let (busy, mut busy_rx) = watch::channel(false);
+    let (busy, mut busy_rx) = elect::work::channel();
     let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
     // The grandchild ignores SIGTERM; only SIGKILL at the deadline ends
     // it, long before the 30 s grace would.
@@ -56,13 +56,13 @@ async fn demotion_kills_the_group_including_ignorers_by_the_deadline() {
         .unwrap();
     let env = env();
     let task = async {
-        busy_rx.wait_for(|b| *b).await.unwrap();
+        busy_rx.started().await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         let mut demoted = Leadership::unknown();
         let kill_by = BootInstant::now() + Duration::from_millis(300);
         demoted.deadline = Some(kill_by);
         tx.send_replace(demoted);
-        busy_rx.wait_for(|b| !*b).await.unwrap();
+        busy_rx.stopped().await;
         let gone_at = BootInstant::now();
         assert!(gone_at >= kill_by, "killed before the deadline");
         assert!(
@@ -78,14 +78,14 @@ async fn demotion_kills_the_group_including_ignorers_by_the_deadline() {
 #[tokio::test]
 async fn an_unrenewed_deadline_stops_the_command_without_word_from_the_backend() {
     let (tx, rx) = watch::channel(lead(1, Duration::from_millis(300)));
-    let (busy, mut busy_rx) = watch::channel(false);
+    let (busy, mut busy_rx) = elect::work::channel();
     let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
     let cfg = sh("sleep 1000");
     let env = env();
     let started = Instant::now();
     let task = async {
-        busy_rx.wait_for(|b| *b).await.unwrap();
-        busy_rx.wait_for(|b| !*b).await.unwrap();
+        busy_rx.started().await;
+        busy_rx.stopped().await;
         assert!(started.elapsed() < Duration::from_secs(3));
         drop(tx);
     };
@@ -96,12 +96,12 @@ async fn an_unrenewed_deadline_stops_the_command_without_word_from_the_backend()
 #[tokio::test]
 async fn a_new_token_restarts_the_command() {
     let (tx, rx) = watch::channel(lead(1, Duration::from_secs(30)));
-    let (busy, mut busy_rx) = watch::channel(false);
+    let (busy, mut busy_rx) = elect::work::channel();
     let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
     let cfg = sh("test \"$ELECT_FENCING_TOKEN\" = 2 && exit 0; sleep 1000");
     let env = env();
     let task = async {
-        busy_rx.wait_for(|b| *b).await.unwrap();
+        busy_rx.started().await;
         tx.send_replace(lead(2, Duration::from_secs(30)));
     };
     let (finish, ()) = tokio::join!(run(&cfg, &env, rx, &busy, &mut sigs), task);
@@ -111,12 +111,12 @@ async fn a_new_token_restarts_the_command() {
 #[tokio::test]
 async fn signals_are_forwarded_and_the_code_is_128_plus_n() {
     let (_tx, rx) = watch::channel(lead(1, Duration::from_secs(30)));
-    let (busy, mut busy_rx) = watch::channel(false);
+    let (busy, mut busy_rx) = elect::work::channel();
     let (sig_tx, mut sigs) = mpsc::unbounded_channel();
     let cfg = sh("exec sleep 1000");
     let env = env();
     let task = async {
-        busy_rx.wait_for(|b| *b).await.unwrap();
+        busy_rx.started().await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         sig_tx.send(Signal::SIGTERM).unwrap();
     };
@@ -127,7 +127,7 @@ async fn signals_are_forwarded_and_the_code_is_128_plus_n() {
 #[tokio::test]
 async fn a_command_that_cannot_start_exits_127() {
     let (_tx, rx) = watch::channel(lead(1, Duration::from_secs(30)));
-    let (busy, _busy_rx) = watch::channel(false);
+    let (busy, _busy_rx) = elect::work::channel();
     let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
     let cfg = ChildConfig::new(["/nonexistent/command"]).unwrap();
     assert_eq!(
@@ -144,7 +144,7 @@ fn runs(path: &std::path::Path) -> usize {
 #[tokio::test]
 async fn on_failure_restarts_a_failing_command_with_backoff_and_stops_on_success() {
     let (_tx, rx) = watch::channel(lead(1, Duration::from_secs(60)));
-    let (busy, _busy_rx) = watch::channel(false);
+    let (busy, _busy_rx) = elect::work::channel();
     let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
     let dir = std::env::temp_dir().join(format!("elect-restart-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -171,7 +171,7 @@ async fn on_failure_restarts_a_failing_command_with_backoff_and_stops_on_success
 #[tokio::test]
 async fn always_restarts_until_sigterm_which_is_forwarded_and_ends_it() {
     let (_tx, rx) = watch::channel(lead(1, Duration::from_secs(60)));
-    let (busy, mut busy_rx) = watch::channel(false);
+    let (busy, mut busy_rx) = elect::work::channel();
     let (sig_tx, mut sigs) = mpsc::unbounded_channel();
     let dir = std::env::temp_dir().join(format!("elect-always-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -183,10 +183,10 @@ async fn always_restarts_until_sigterm_which_is_forwarded_and_ends_it() {
     let cfg = cfg.with_restart(Restart::Always);
     let task = async {
         for _ in 0..3 {
-            busy_rx.wait_for(|b| *b).await.unwrap();
-            busy_rx.wait_for(|b| !*b).await.unwrap();
+            busy_rx.started().await;
+            busy_rx.stopped().await;
         }
-        busy_rx.wait_for(|b| *b).await.unwrap();
+        busy_rx.started().await;
         // The fourth run has set its trap once it has written its line.
         while runs(&log) < 4 {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -203,7 +203,7 @@ async fn always_restarts_until_sigterm_which_is_forwarded_and_ends_it() {
 #[tokio::test]
 async fn usr1_usr2_reach_the_command_and_hup_quit_term_stop_it() {
     let (_tx, rx) = watch::channel(lead(1, Duration::from_secs(60)));
-    let (busy, mut busy_rx) = watch::channel(false);
+    let (busy, mut busy_rx) = elect::work::channel();
     let (sig_tx, mut sigs) = mpsc::unbounded_channel();
     let dir = std::env::temp_dir().join(format!("elect-fwd-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -214,7 +214,7 @@ async fn usr1_usr2_reach_the_command_and_hup_quit_term_stop_it() {
         log.display()
     ));
     let task = async {
-        busy_rx.wait_for(|b| *b).await.unwrap();
+        busy_rx.started().await;
         tokio::time::sleep(Duration::from_millis(200)).await;
         // USR1 and USR2 are only forwarded; HUP and QUIT stop the command
         // (it ignores them here), and each reaches it; TERM ends it.
@@ -243,19 +243,19 @@ async fn usr1_usr2_reach_the_command_and_hup_quit_term_stop_it() {
 #[tokio::test]
 async fn exit_on_loss_ends_supervision_once_the_command_is_dead() {
     let (tx, rx) = watch::channel(lead(1, Duration::from_secs(60)));
-    let (busy, mut busy_rx) = watch::channel(false);
+    let (busy, mut busy_rx) = elect::work::channel();
     let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
     let cfg = sh("sleep 1000");
     let cfg = cfg.with_exit_on_loss(true);
     let task = async {
-        busy_rx.wait_for(|b| *b).await.unwrap();
+        busy_rx.started().await;
         tx.send_replace(Leadership::unknown());
-        busy_rx.wait_for(|b| !*b).await.unwrap();
+        busy_rx.stopped().await;
         // Leading again must not start anything: supervision is over.
         tx.send_replace(lead(2, Duration::from_secs(60)));
     };
     let env = env();
     let (finish, ()) = tokio::join!(run(&cfg, &env, rx, &busy, &mut sigs), task);
     assert_eq!(finish.unwrap(), Finish::Lost);
-    assert!(!*busy_rx.borrow());
+    assert!(!busy_rx.is_running());
 }

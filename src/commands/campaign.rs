@@ -6,7 +6,7 @@ use clap::{ArgMatches, Args};
 use elect::backend;
 use elect::config::ElectionConfig;
 use elect::export::{Exports, OutputConfig};
-use tokio::sync::watch;
+use elect::work::WorkWatch;
 
 use crate::args::{CandidateArgs, ElectionArgs, ExportArgs, FormatArgs};
 use crate::sidecar::{context, on_workers, resign, shutdown_signals};
@@ -49,9 +49,8 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
 async fn campaign(Request { election, output }: Request) -> anyhow::Result<u8> {
     let mut shutdown = shutdown_signals()?;
     let exports = Exports::prepare(context(&election), output).await?;
-    // No work runs under our leadership, so nothing ever keeps us busy.
-    let (_idle, busy) = watch::channel(false);
-    let campaign = backend::campaign(&election, busy).await?;
+    // No work runs under our leadership: nothing for a successor to wait for.
+    let campaign = backend::campaign(&election, WorkWatch::none()).await?;
     let running = exports.start(campaign.leadership());
     let mut leadership = campaign.leadership();
     tokio::select! {

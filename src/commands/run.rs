@@ -11,7 +11,6 @@ use elect::export::{self, Exports, OutputConfig};
 use elect::supervise::{self, ChildConfig, ChildEnv, Containment, Finish, Restart};
 use nix::sys::signal::Signal;
 use tokio::signal::unix::SignalKind;
-use tokio::sync::watch;
 
 use crate::args::{CandidateArgs, ElectionArgs, ExportArgs, FormatArgs};
 use crate::sidecar::{SHUTDOWN_SIGNALS, context, on_workers, resign, signals};
@@ -166,10 +165,10 @@ async fn run_while_leading(
         output,
     )
     .await?;
-    let (busy_tx, busy) = watch::channel(false);
-    let campaign = backend::campaign(&election, busy).await?;
+    let (work, work_watch) = elect::work::channel();
+    let campaign = backend::campaign(&election, work_watch).await?;
     let running = exports.start(campaign.leadership());
-    let finish = supervise::run(&child, &env, campaign.leadership(), &busy_tx, &mut shutdown).await;
+    let finish = supervise::run(&child, &env, campaign.leadership(), &work, &mut shutdown).await;
     // The command's group is gone by now on every path; resigning is safe.
     resign(campaign, running.metrics()).await?;
     running.finish().await.context("exporter")?;

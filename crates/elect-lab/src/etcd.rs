@@ -230,7 +230,7 @@ pub(crate) fn enable_auth(endpoints: &str, security: &Security) -> Result<()> {
         client.auth_enable().await?;
         Ok::<_, etcd_client::Error>(())
     };
-    super::block_on(setup)?
+    crate::bridge::block_on(setup)?
         .map_err(|e| std::io::Error::other(format!("enabling etcd auth: {e}")))?;
     Ok(())
 }

@@ -14,7 +14,7 @@ extern "C" fn raise_flag(_: libc::c_int) {
 }
 
 /// Makes SIGINT, SIGTERM and SIGHUP raise the flag instead of ending the
-/// process. For programs whose every wait goes through [`super::poll`] or
+/// process. For programs whose every wait goes through [`super::poll()`] or
 /// checks [`requested`].
 pub fn install() {
     let action = SigAction::new(

@@ -17,24 +17,30 @@
 //! [`Lab::down`] leaves no process, container, network or directory.
 //! `elect compare`, the project's tests and its benchmarks all use it.
 
+pub mod bridge;
 pub mod docker;
 pub mod etcd;
 pub mod fault;
+pub mod host;
+pub mod http;
 pub mod interrupt;
 pub mod member;
 pub mod pki;
+pub mod poll;
 pub mod process;
 pub mod raft;
 pub mod stats;
 pub mod zk;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use host::{loopback_net, raise_fd_limit, which};
+pub use http::{http_get, http_request, sum_prometheus};
 pub use member::{Member, Role};
+pub use poll::poll;
 
 /// What the lab could not do.
 #[derive(Debug, thiserror::Error)]
@@ -220,7 +226,7 @@ impl Spec {
     /// `etcd` etcd members and `zk` ZooKeeper servers in `mode`, in a fresh
     /// directory under the system's temporary directory.
     pub fn new(mode: Mode, etcd: usize, zk: usize) -> Spec {
-        let id = unique_id();
+        let id = host::unique_id();
         Spec {
             mode,
             etcd,
@@ -309,7 +315,7 @@ impl Lab {
             .dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| format!("elect-lab-{}", unique_id()));
+            .unwrap_or_else(|| format!("elect-lab-{}", host::unique_id()));
         if spec.mode == Mode::Processes {
             if spec.etcd > 0 && which("etcd").is_none() {
                 return Err(Error::Missing {
@@ -635,171 +641,9 @@ pub fn is_service_leader(role: Role, client: &str) -> bool {
     }
 }
 
-/// A name no other lab (of this or a parallel process) has.
-fn unique_id() -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static SEQ: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .subsec_nanos();
-    format!(
-        "{}-{:x}{}",
-        std::process::id(),
-        nanos & 0xffff,
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// A loopback network of our own: `127.<a>.<b>.x`, chosen per call so
-/// parallel labs never share an address or a port.
-pub fn loopback_net() -> String {
-    let seed = (std::process::id() as u64).wrapping_mul(0x2545_F491_4F6C_DD1D)
-        ^ (std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .subsec_nanos() as u64)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let a = 1 + (seed % 250);
-    let b = 1 + ((seed >> 8) % 250);
-    format!("127.{a}.{b}")
-}
-
-/// Lifts this process's soft limit on open files to the hard one: members
-/// it starts inherit it, and a thousand candidates hold several thousand
-/// sockets on each side.
-pub fn raise_fd_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: plain syscalls on a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
-}
-
-/// Polls `probe` every 10 ms until it returns `Some`, for at most `within`
-/// (and not after an [`interrupt`]).
-pub fn poll<T>(within: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
-    let until = Instant::now() + within;
-    loop {
-        if let Some(v) = probe() {
-            return Some(v);
-        }
-        if Instant::now() >= until || interrupt::requested() {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Runs `future` to its end on a runtime of its own, in a thread of its
-/// own: the lab is synchronous and may be called from inside a runtime.
-///
-/// Errors: the runtime could not be built, or the future panicked.
-pub(crate) fn block_on<T: Send + 'static>(
-    future: impl std::future::Future<Output = T> + Send + 'static,
-) -> std::io::Result<T> {
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        Ok(runtime.block_on(future))
-    })
-    .join()
-    .map_err(|_| std::io::Error::other("a lab task panicked"))?
-}
-
-/// The full path of `program` on `PATH`.
-pub fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join(program))
-        .find(|p| p.is_file())
-}
-
-/// `GET path` from an HTTP/1.1 server at `addr`: the status code and body
-/// (status 0 when nothing answers).
-pub fn http_get(addr: &str, path: &str, timeout: Duration) -> (u16, String) {
-    http_request(addr, "GET", path, "", timeout)
-}
-
-/// One HTTP/1.1 request with `body` (JSON, for etcd's gateway): the status
-/// code and body (status 0 when nothing answers).
-pub fn http_request(
-    addr: &str,
-    method: &str,
-    path: &str,
-    body: &str,
-    timeout: Duration,
-) -> (u16, String) {
-    use std::io::{Read, Write};
-    let Ok(sock) = addr.parse::<std::net::SocketAddr>().or_else(|_| {
-        use std::net::ToSocketAddrs;
-        addr.to_socket_addrs()?
-            .next()
-            .ok_or_else(|| std::io::Error::other("no address"))
-    }) else {
-        return (0, String::new());
-    };
-    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&sock, timeout) else {
-        return (0, String::new());
-    };
-    let _ = stream.set_read_timeout(Some(timeout));
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: elect\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
-        body.len()
-    );
-    if stream.write_all(request.as_bytes()).is_err() {
-        return (0, String::new());
-    }
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
-}
-
-/// Prometheus text exposition summed by metric name (labels dropped).
-pub fn sum_prometheus(text: &str) -> BTreeMap<String, f64> {
-    let mut sums = BTreeMap::new();
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some((series, value)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let name = series.split('{').next().unwrap_or(series);
-        if let Ok(v) = value.parse::<f64>() {
-            *sums.entry(name.to_owned()).or_insert(0.0) += v;
-        }
-    }
-    sums
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn prometheus_text_sums_by_name() {
-        let text = "# HELP x\nx_total{a=\"1\"} 2\nx_total{a=\"2\"} 3\ny 1.5\n";
-        let sums = sum_prometheus(text);
-        assert_eq!(sums["x_total"], 5.0);
-        assert_eq!(sums["y"], 1.5);
-    }
 
     #[test]
     fn a_member_that_is_not_there_is_named_with_those_that_are() {

@@ -154,7 +154,7 @@ pub fn serves_tls(endpoints: &str, security: &super::Security) -> bool {
         }
         true
     };
-    super::block_on(sessions).unwrap_or(false)
+    crate::bridge::block_on(sessions).unwrap_or(false)
 }
 
 /// One four-letter-word exchange; empty on any failure.

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use elect::backend;
 use elect::config::ElectionConfig;
-use tokio::sync::watch;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -27,8 +26,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_ttl(Duration::from_secs(5))?;
     // No work of ours outlives a loss of leadership here, so nothing ever
     // asks the backend to hold on to it.
-    let (_idle, busy) = watch::channel(false);
-    let campaign = backend::campaign(&cfg, busy).await?;
+    let campaign = backend::campaign(&cfg, elect::work::WorkWatch::none()).await?;
     let mut leadership = campaign.leadership();
     loop {
         tokio::select! {

@@ -19,7 +19,7 @@ use elect::backend;
 use elect::config::ElectionConfig;
 use elect::supervise::{self, ChildConfig, ChildEnv, Finish};
 use nix::sys::signal::Signal;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 const PEERS: [(&str, &str); 3] = [
     ("a", "127.0.0.1:7401"),
@@ -43,8 +43,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_ttl(Duration::from_millis(500))?;
     let child = ChildConfig::new(command)?.with_grace(Duration::from_secs(2))?;
     tokio::runtime::Runtime::new()?.block_on(async {
-        let (busy_tx, busy) = watch::channel(false);
-        let campaign = backend::campaign(&cfg, busy).await?;
+        let (work, work_watch) = elect::work::channel();
+        let campaign = backend::campaign(&cfg, work_watch).await?;
         // Ctrl-C stops the command, then we resign.
         let (signals_tx, mut signals) = mpsc::unbounded_channel();
         tokio::spawn(async move {
@@ -58,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             watchdog: std::env::current_exe()?,
         };
         let finish =
-            supervise::run(&child, &env, campaign.leadership(), &busy_tx, &mut signals).await?;
+            supervise::run(&child, &env, campaign.leadership(), &work, &mut signals).await?;
         // The command's group is gone on every path: resigning is safe.
         campaign.resign().await?;
         println!("{id}: {finish:?}");

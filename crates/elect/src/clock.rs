@@ -114,7 +114,10 @@ impl fmt::Debug for BootInstant {
 }
 
 /// Waits until the boot clock reads `at`, however long the machine is
-/// suspended meanwhile. Cancel-safe, like tokio's sleeps.
+/// suspended meanwhile.
+///
+/// # Cancel safety
+/// Cancel safe, like tokio's sleeps.
 pub async fn sleep_until(at: BootInstant) {
     if BootInstant::now() >= at {
         return;
@@ -165,8 +168,11 @@ impl BootTimer {
         Self { fd }
     }
 
-    /// Waits until the boot clock reads `at`. Cancel-safe: a wait dropped
-    /// before it fired leaves the timer to be armed anew.
+    /// Waits until the boot clock reads `at`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a wait dropped before it fired leaves the timer to be
+    /// armed anew.
     pub async fn sleep_until(&mut self, at: BootInstant) {
         if BootInstant::now() >= at {
             return;

@@ -144,6 +144,20 @@ impl ElectionConfig {
         ))
     }
 
+    /// The same service and settings for another election (etcd: a key
+    /// prefix; zk: a znode path; raft: a cluster name): how one
+    /// `backend::Session` serves many elections.
+    ///
+    /// Errors: [`Error::Config`] naming `election`.
+    pub fn with_election(mut self, election: &str) -> Result<Self> {
+        self.election = match self.backend {
+            Backend::Etcd => etcd_election(election)?,
+            Backend::Zk => zk_path(election)?,
+            Backend::Raft => raft_cluster(election)?,
+        };
+        Ok(self)
+    }
+
     /// The value published while this process leads (default
     /// `hostname-pid`); for raft, the id of this peer.
     ///

@@ -83,6 +83,29 @@ pub enum Error {
         backend: Backend,
     },
 
+    /// A campaign ended (resigned, or its task stopped) before this
+    /// candidate was elected.
+    #[error("the campaign ended before this candidate was elected")]
+    CampaignEnded,
+
+    /// The session the election ran on ended (its etcd lease or ZooKeeper
+    /// session expired or was closed): every election on it ended with it.
+    #[error("{backend}: the session these elections shared ended")]
+    SessionEnded {
+        /// Which backend.
+        backend: Backend,
+    },
+
+    /// The backend cannot do what was asked (e.g. share one session among
+    /// Raft-vote elections, whose peers are the session).
+    #[error("{backend}: {what}")]
+    Unsupported {
+        /// Which backend.
+        backend: Backend,
+        /// What it cannot do.
+        what: &'static str,
+    },
+
     /// The wrapped command could not be started.
     #[error("cannot start {command:?}: {source}")]
     Spawn {

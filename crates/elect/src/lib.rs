@@ -45,12 +45,15 @@
 //! let cfg = ElectionConfig::etcd(["127.0.0.1:2379"], "jobs")?
 //!     .with_id("node-a")?
 //!     .with_ttl(Duration::from_secs(5))?;
-//! let (_idle, busy) = tokio::sync::watch::channel(false);
-//! let campaign = backend::campaign(&cfg, busy).await?;
-//! let mut leadership = campaign.leadership();
-//! leadership.wait_for(|l| l.is_self).await.ok();
-//! // ... lead, checking `leads_at(now)` against the local deadline ...
-//! campaign.resign().await?;
+//! let campaign = backend::campaign(&cfg, elect::work::WorkWatch::none()).await?;
+//! let term = campaign.elected().await?;
+//! tokio::select! {
+//!     // Leader-only work, writing under `term.token()`...
+//!     () = std::future::pending::<()>() => {}
+//!     // ...stopped at any loss, and at the local deadline at the latest.
+//!     () = term.lost() => {}
+//! }
+//! term.resign().await?;
 //! # Ok(()) }
 //! ```
 //!
@@ -84,6 +87,7 @@ pub mod error;
 pub mod export;
 pub mod leadership;
 pub mod supervise;
+pub mod work;
 
 pub use backend_kind::Backend;
 pub use clock::BootInstant;

@@ -10,7 +10,7 @@ use elect_lab::fault::{FencedStore, Proxy, Traffic};
 use elect_lab::process::{Line, Watched, descendants};
 use elect_lab::{interrupt, loopback_net};
 
-use super::contender::{Contender, RaftPeers, Role};
+use super::contender::{Contender, RaftPeers, Role, Spawned, WAKEUPS_METRIC};
 use super::probe::Probe;
 use elect::Backend;
 
@@ -38,6 +38,11 @@ pub struct Slot {
     pub proxies: Vec<Proxy>,
     /// The endpoints this candidate was given.
     pub endpoints: String,
+    /// Where an elect candidate serves `/metrics`.
+    metrics: Option<String>,
+    /// Its campaign wake-ups when last asked (a killed candidate can no
+    /// longer be).
+    wakeups: usize,
     /// Every line read so far.
     lines: Vec<Line>,
     /// How many of `lines` were looked at for `elected`.
@@ -45,12 +50,14 @@ pub struct Slot {
 }
 
 impl Slot {
-    fn new(id: String, proc: Watched, proxies: Vec<Proxy>, endpoints: String) -> Slot {
+    fn new(id: String, spawned: Spawned, proxies: Vec<Proxy>, endpoints: String) -> Slot {
         Slot {
             id,
-            proc,
+            proc: spawned.proc,
             proxies,
             endpoints,
+            metrics: spawned.metrics,
+            wakeups: 0,
             lines: Vec::new(),
             checked: 0,
         }
@@ -58,6 +65,20 @@ impl Slot {
 
     fn pull(&mut self) {
         self.lines.extend(self.proc.drain());
+    }
+
+    /// Asks the candidate's metrics for its campaign wake-ups so far
+    /// (keeping the last answer when it cannot say).
+    fn ask_wakeups(&mut self) -> usize {
+        if let Some(addr) = &self.metrics {
+            let (status, text) = elect_lab::http_get(addr, "/metrics", Duration::from_secs(1));
+            if status == 200
+                && let Some(n) = elect_lab::sum_prometheus(&text).get(WAKEUPS_METRIC)
+            {
+                self.wakeups = *n as usize;
+            }
+        }
+        self.wakeups
     }
 
     /// Whether it said it follows `leader`.
@@ -216,11 +237,11 @@ impl<'a> Arena<'a> {
         };
         let script = self.store.as_ref().map(FencedStore::writer_script);
         let role = Role::with(script.as_deref());
-        let proc = self
+        let spawned = self
             .contender
             .spawn(&self.election, &id, &endpoints, None, role)?;
         self.slots
-            .push(Some(Slot::new(id, proc, proxies, endpoints)));
+            .push(Some(Slot::new(id, spawned, proxies, endpoints)));
         Ok(self.slots.len() - 1)
     }
 
@@ -231,10 +252,10 @@ impl<'a> Arena<'a> {
         let dir: PathBuf = raft.dir.join(&id);
         let script = self.store.as_ref().map(FencedStore::writer_script);
         let role = Role::with(script.as_deref());
-        let proc = self
+        let spawned = self
             .contender
             .spawn(RAFT_CLUSTER, &id, &endpoints, Some(&dir), role)?;
-        let slot = Slot::new(id, proc, Vec::new(), endpoints);
+        let slot = Slot::new(id, spawned, Vec::new(), endpoints);
         if i < self.slots.len() {
             self.slots[i] = Some(slot);
         } else {
@@ -267,7 +288,11 @@ impl<'a> Arena<'a> {
                     let line = &slot.lines[slot.checked];
                     slot.checked += 1;
                     if Some(i) != skip && self.contender.elected(line, &slot.id) {
-                        return Ok((i, line.at, self.contender.token(line)));
+                        let (at, token) = (line.at, self.contender.token(line));
+                        // A leader wakes no more; it may be killed next,
+                        // after which it cannot be asked.
+                        slot.ask_wakeups();
+                        return Ok((i, at, token));
                     }
                 }
             }
@@ -344,18 +369,21 @@ impl<'a> Arena<'a> {
                 .context("no candidate queued behind the leader");
         };
         let peer = (raft.ids[leader].as_str(), raft.addresses[leader].as_str());
-        let status = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-            .block_on(async {
-                tokio::time::timeout(
-                    SOON,
-                    elect::backend::raft::transport::status_of(RAFT_CLUSTER, "compare", peer, None),
-                )
-                .await
-            })
-            .context("the leader did not answer a status query")?
-            .context("asking the leader for its order of succession")?;
+        let (id, address) = (peer.0.to_owned(), peer.1.to_owned());
+        let status = elect_lab::bridge::block_on(async move {
+            tokio::time::timeout(
+                SOON,
+                elect::backend::raft::transport::status_of(
+                    RAFT_CLUSTER,
+                    "compare",
+                    (&id, &address),
+                    None,
+                ),
+            )
+            .await
+        })?
+        .context("the leader did not answer a status query")?
+        .context("asking the leader for its order of succession")?;
         let first = status
             .successors
             .first()
@@ -455,7 +483,7 @@ impl<'a> Arena<'a> {
                     .unwrap_or_default()
                     .to_owned();
                 gone.push(format!("{} exited ({code}): {last}", s.proc.name));
-                self.retired_wakeups += wakeups(s);
+                self.retired_wakeups += s.wakeups;
                 *slot = None;
             }
         }
@@ -475,16 +503,21 @@ impl<'a> Arena<'a> {
             if slot.proc.wait_exit(SOON).is_none() {
                 bail!("{} did not exit within {SOON:?}", slot.proc.name);
             }
-            // Its last wake-ups may still be in the pipe.
-            slot.proc.wait_stderr_read(Duration::from_secs(1));
-            self.retired_wakeups += wakeups(&slot);
+            self.retired_wakeups += slot.wakeups;
         }
         Ok(())
     }
 
-    /// Campaign wake-ups elect candidates logged so far (exited ones too).
-    pub fn wakeups(&self) -> usize {
-        self.retired_wakeups + self.slots.iter().flatten().map(wakeups).sum::<usize>()
+    /// Campaign wake-ups of the elect candidates so far (exited ones too),
+    /// from their metrics.
+    pub fn wakeups(&mut self) -> usize {
+        self.retired_wakeups
+            + self
+                .slots
+                .iter_mut()
+                .flatten()
+                .map(Slot::ask_wakeups)
+                .sum::<usize>()
     }
 
     /// Cuts slot `i` off (everything through its proxies stops), or heals.
@@ -559,11 +592,4 @@ impl Drop for Arena<'_> {
             let _ = std::fs::remove_dir_all(&raft.dir);
         }
     }
-}
-
-fn wakeups(slot: &Slot) -> usize {
-    slot.proc
-        .stderr()
-        .matches(super::contender::WAKEUP_LINE)
-        .count()
 }

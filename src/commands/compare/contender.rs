@@ -11,6 +11,13 @@ use anyhow::Context as _;
 use elect::Backend;
 use elect_lab::process::{Line, Watched};
 
+/// A candidate started by [`Contender::spawn`].
+pub struct Spawned {
+    pub proc: Watched,
+    /// Where an elect candidate serves `/metrics` (its wake-up count).
+    pub metrics: Option<String>,
+}
+
 /// Whose code campaigns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Implementation {
@@ -39,13 +46,16 @@ impl Implementation {
     }
 }
 
-/// The log filter that makes elect candidates report each campaign
-/// wake-up ([`WAKEUP_LINE`]) and little else.
-const WAKEUP_LOG: &str =
-    "warn,elect::backend::etcd::campaign=debug,elect::backend::zk::campaign=debug";
+/// The metric an elect candidate's `--http` export counts its campaign
+/// wake-ups in.
+pub const WAKEUPS_METRIC: &str = "elect_backend_wakeups_total";
 
-/// What a campaign logs each time its wait on the predecessor ends.
-pub const WAKEUP_LINE: &str = "woke: predecessor changed";
+/// A port of 127.0.0.1 free now, for a candidate's `--http` export.
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
 
 /// The Curator baseline's driver, compiled at run time against Debian's
 /// libcurator-recipes-java.
@@ -212,18 +222,22 @@ impl Contender {
         endpoints: &str,
         peer_dir: Option<&Path>,
         role: Role<'_>,
-    ) -> anyhow::Result<Watched> {
+    ) -> anyhow::Result<Spawned> {
         let ttl = humantime::format_duration(self.ttl)
             .to_string()
             .replace(' ', "");
+        let mut metrics = None;
         let cmd = match self.imp {
             Implementation::Elect => {
                 let mut cmd = Command::new(&self.bin);
+                let export = format!("127.0.0.1:{}", free_port()?);
+                metrics = Some(export.clone());
                 cmd.args(["--backend", self.backend.name()])
                     .args(["--endpoints", endpoints, "--election", election])
                     .args(["--id", id, "--ttl", &ttl, "--format", "json"])
-                    // Campaign wake-ups are logged at debug: counted from stderr.
-                    .env("RUST_LOG", WAKEUP_LOG);
+                    // Campaign wake-ups are counted in its metrics.
+                    .args(["--http", &export])
+                    .env("RUST_LOG", "warn");
                 if let Some(dir) = peer_dir {
                     cmd.arg("--data-dir").arg(dir);
                 }
@@ -275,7 +289,10 @@ impl Contender {
                 cmd
             }
         };
-        Ok(Watched::spawn(&format!("{} {id}", self.imp.name()), cmd)?)
+        Ok(Spawned {
+            proc: Watched::spawn(&format!("{} {id}", self.imp.name()), cmd)?,
+            metrics,
+        })
     }
 
     /// Whether `line` from candidate `id` says it was elected.

@@ -17,6 +17,7 @@
 
 pub mod arena;
 pub mod contender;
+pub mod elections;
 pub mod output;
 pub mod probe;
 pub mod progress;
@@ -55,6 +56,9 @@ const MAX_SCALE_CANDIDATES: usize = 1000;
 /// The shortest etcd TTL the scale scenario runs with.
 const SCALE_ETCD_TTL: Duration = Duration::from_secs(10);
 
+/// The most elections the elections scenario runs on one session.
+const MAX_ELECTIONS: usize = 100_000;
+
 /// A validated `elect compare`.
 #[derive(Debug)]
 pub struct Plan {
@@ -65,6 +69,7 @@ pub struct Plan {
     ttl: BTreeMap<Backend, Duration>,
     raft_peers: usize,
     candidates: Option<usize>,
+    elections: usize,
     baselines: bool,
     mode: Mode,
     secure: bool,
@@ -97,7 +102,7 @@ pub struct CompareArgs {
     pub backends: String,
 
     /// Which scenarios, comma-separated: election, handover, failover,
-    /// failover-next, freeze, cutoff, member-kill, rolling-restart, service-leader-kill, compaction, churn, scale [default:
+    /// failover-next, freeze, cutoff, member-kill, rolling-restart, service-leader-kill, compaction, churn, scale, elections [default:
     /// all].
     #[arg(long, env = "ELECT_COMPARE_SCENARIOS")]
     pub scenarios: Option<String>,
@@ -126,6 +131,11 @@ pub struct CompareArgs {
     /// up to 1000 on etcd and ZooKeeper) [default: 3; scale: 3,30,300,1000].
     #[arg(long)]
     pub candidates: Option<usize>,
+
+    /// Elections on one session in the elections scenario (one process,
+    /// through the library), 1 to 100000 [default: 1000; --quick: 100].
+    #[arg(long)]
+    pub elections: Option<usize>,
 
     /// Also run the peers' own tools where installed: `etcdctl elect`,
     /// kazoo's Election, Curator's LeaderLatch.
@@ -175,7 +185,7 @@ impl CompareArgs {
                 "--scenarios",
                 text,
                 Scenario::parse,
-                "election, handover, failover, failover-next, freeze, cutoff, member-kill, rolling-restart, service-leader-kill, compaction, churn, scale",
+                "election, handover, failover, failover-next, freeze, cutoff, member-kill, rolling-restart, service-leader-kill, compaction, churn, scale, elections",
             )?,
         };
         scenarios.sort();
@@ -243,6 +253,14 @@ impl CompareArgs {
                 ));
             }
         }
+        if let Some(e) = args.elections
+            && !(1..=MAX_ELECTIONS).contains(&e)
+        {
+            return Err(UsageError::new(
+                "--elections",
+                format!("{e}: use 1 to {MAX_ELECTIONS}"),
+            ));
+        }
         if args.trials == Some(0) {
             return Err(UsageError::new("--trials", "0 trials measure nothing"));
         }
@@ -294,6 +312,9 @@ impl CompareArgs {
             ttl: ttls,
             raft_peers: args.raft_peers,
             candidates: args.candidates,
+            elections: args
+                .elections
+                .unwrap_or(if args.quick { 100 } else { 1000 }),
             baselines: args.baselines,
             mode,
             secure: args.secure,
@@ -646,6 +667,9 @@ fn run_plan(
                 let new_rows = if scenario == Scenario::Scale {
                     let probe = probe.as_ref().expect("etcd and zk have a probe");
                     scale_rows(plan, &contender, &endpoints, probe)?
+                } else if scenario == Scenario::Elections {
+                    let probe = probe.as_ref().expect("etcd and zk have a probe");
+                    vec![elections_row(plan, &contender, &endpoints, probe)?]
                 } else {
                     let setup = Setup {
                         contender: &contender,
@@ -687,7 +711,7 @@ fn runnable(
 ) -> Result<(), Option<&'static str>> {
     let (backend, imp) = (contender.backend, contender.imp);
     if let Err(reason) = scenario.supports(imp) {
-        return Err((scenario != Scenario::Scale).then_some(reason));
+        return Err((!scenario.in_process()).then_some(reason));
     }
     if scenario == Scenario::FailoverNext && backend == Backend::Raft {
         if raft_peers < 5 {
@@ -713,9 +737,9 @@ fn runnable(
                 "--secure runs elect only: the recipes run here without TLS",
             ));
         }
-        if scenario == Scenario::Scale {
+        if scenario.in_process() {
             return Err(Some(
-                "--secure: scale runs its candidates in-process without TLS",
+                "--secure: scale and elections run their candidates in-process without TLS",
             ));
         }
         if scenario == Scenario::Cutoff && backend == Backend::Zk {
@@ -742,7 +766,47 @@ fn runnable(
             "the Raft-vote cluster is its peers: it does not grow with candidates",
         ));
     }
+    if scenario == Scenario::Elections && backend == Backend::Raft {
+        return Err(Some(
+            "a Raft-vote cluster serves one election: there is no session to share",
+        ));
+    }
     Ok(())
+}
+
+/// The row of the elections scenario: `plan.elections` elections on one
+/// session, one process.
+fn elections_row(
+    plan: &Plan,
+    contender: &Contender,
+    endpoints: &str,
+    probe: &Probe,
+) -> anyhow::Result<Row> {
+    let backend = contender.backend;
+    let e = plan.elections;
+    let progress = Progress::start(format!("{} elect elections e={e}", backend.name()), e);
+    let point = elections::run(backend, endpoints, contender.ttl, e, probe, &progress)
+        .with_context(|| format!("{} elections on one session ({e})", backend.name()))?;
+    let mut row = Row::new(
+        backend.name(),
+        contender.imp.name(),
+        Scenario::Elections.name(),
+        contender.ttl,
+        e,
+        &point.samples,
+        1,
+        None,
+    );
+    row.rss_kib_per_candidate = Some((point.rss_kib_per_election * 10.0).round() / 10.0);
+    row.renewals_per_ttl = Some((point.renewals_per_ttl * 10.0).round() / 10.0);
+    row.set_wakeups(point.wakeups as f64, 1);
+    row.notes.push(format!(
+        "{e} elections on one session; samples: each election's time to elect from the \
+         start; renewals per TTL for all of them; wake-ups of one leader change across \
+         every election"
+    ));
+    progress.finish(&summary(&row));
+    Ok(row)
 }
 
 /// One row of a process-based scenario.

@@ -60,8 +60,11 @@ pub struct Row {
     /// the waiting candidates reported it; the recipes: from a loss to the
     /// next election).
     pub leaderless_ms: Option<f64>,
-    /// Resident memory per candidate (scale).
+    /// Resident memory per candidate (scale), or per election (elections).
     pub rss_kib_per_candidate: Option<f64>,
+    /// Renewals answered per TTL (elections: the one session's, for every
+    /// election on it).
+    pub renewals_per_ttl: Option<f64>,
     /// `null`, or what broke safety.
     pub safety_violation: Option<String>,
     pub notes: Vec<String>,
@@ -108,6 +111,7 @@ impl Row {
             command_restarts: None,
             leaderless_ms: None,
             rss_kib_per_candidate: None,
+            renewals_per_ttl: None,
             safety_violation: None,
             notes: Vec::new(),
         }

@@ -4,6 +4,7 @@
 //! change. Read from the servers, so the peers' tools are measured exactly
 //! as elect is.
 
+use elect_lab::bridge::block_on;
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -46,13 +47,10 @@ pub struct Probe {
     members: Vec<String>,
     /// A secured etcd: counting goes through a TLS client as root, since
     /// the JSON gateway is behind TLS and auth.
-    etcd: Option<(tokio::runtime::Runtime, etcd_client::Client)>,
-    /// ZooKeeper: a runtime and a client, replaced after any failure (a
-    /// member killed under it may leave it stuck or its session expired).
-    zk: Option<(
-        tokio::runtime::Runtime,
-        RefCell<Option<zookeeper_client::Client>>,
-    )>,
+    etcd: Option<etcd_client::Client>,
+    /// ZooKeeper: a client, replaced after any failure (a member killed
+    /// under it may leave it stuck or its session expired).
+    zk: Option<RefCell<Option<zookeeper_client::Client>>>,
 }
 
 impl Probe {
@@ -77,21 +75,16 @@ impl Probe {
             zk: None,
         };
         if let (Backend::Etcd, Some(security)) = (backend, secure) {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let client = rt
-                .block_on(connect_etcd_as_root(endpoints, security))
-                .context("connecting to the secured etcd to count candidates")?;
-            probe.etcd = Some((rt, client));
+            let (endpoints, security) = (endpoints.to_owned(), security.clone());
+            let client =
+                block_on(async move { connect_etcd_as_root(&endpoints, &security).await })?
+                    .context("connecting to the secured etcd to count candidates")?;
+            probe.etcd = Some(client);
         }
         if backend == Backend::Zk {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
             let client =
-                connect_zk(&rt, plain).context("connecting to ZooKeeper to count candidates")?;
-            probe.zk = Some((rt, RefCell::new(Some(client))));
+                connect_zk(plain).context("connecting to ZooKeeper to count candidates")?;
+            probe.zk = Some(RefCell::new(Some(client)));
         }
         Ok(probe)
     }
@@ -100,20 +93,19 @@ impl Probe {
     /// ensemble did not answer).
     pub fn queued(&self, election: &str) -> Option<usize> {
         match (&self.zk, self.backend) {
-            (Some((rt, slot)), _) => {
+            (Some(slot), _) => {
                 if slot.borrow().is_none() {
-                    *slot.borrow_mut() = connect_zk(rt, &self.endpoints).ok();
+                    *slot.borrow_mut() = connect_zk(&self.endpoints).ok();
                 }
-                let guard = slot.borrow();
-                let client = guard.as_ref()?;
-                let answer = rt.block_on(async {
-                    tokio::time::timeout(Duration::from_secs(2), client.list_children(election))
+                let client = slot.borrow().clone()?;
+                let election = election.to_owned();
+                let answer = block_on(async move {
+                    tokio::time::timeout(Duration::from_secs(2), client.list_children(&election))
                         .await
                 });
-                drop(guard);
                 match answer {
-                    Ok(Ok(children)) => Some(children.len()),
-                    Ok(Err(zookeeper_client::Error::NoNode)) => Some(0),
+                    Ok(Ok(Ok(children))) => Some(children.len()),
+                    Ok(Ok(Err(zookeeper_client::Error::NoNode))) => Some(0),
                     _ => {
                         *slot.borrow_mut() = None;
                         None
@@ -121,20 +113,26 @@ impl Probe {
                 }
             }
             (None, Backend::Etcd) => match &self.etcd {
-                Some((rt, client)) => rt.block_on(async {
-                    let prefix = format!("{election}/");
-                    let options = etcd_client::GetOptions::new()
-                        .with_prefix()
-                        .with_count_only();
-                    let mut kv = client.kv_client();
-                    let answer =
-                        tokio::time::timeout(Duration::from_secs(2), kv.get(prefix, Some(options)))
-                            .await;
-                    match answer {
-                        Ok(Ok(r)) => Some(r.count() as usize),
-                        _ => None,
-                    }
-                }),
+                Some(client) => {
+                    let (client, prefix) = (client.clone(), format!("{election}/"));
+                    block_on(async move {
+                        let options = etcd_client::GetOptions::new()
+                            .with_prefix()
+                            .with_count_only();
+                        let mut kv = client.kv_client();
+                        let answer = tokio::time::timeout(
+                            Duration::from_secs(2),
+                            kv.get(prefix, Some(options)),
+                        )
+                        .await;
+                        match answer {
+                            Ok(Ok(r)) => Some(r.count() as usize),
+                            _ => None,
+                        }
+                    })
+                    .ok()
+                    .flatten()
+                }
                 None => self.members.iter().find_map(|m| etcd_count(m, election)),
             },
             _ => None,
@@ -203,17 +201,15 @@ async fn connect_etcd_as_root(
     Ok(etcd_client::Client::connect(urls, Some(options)).await?)
 }
 
-fn connect_zk(
-    rt: &tokio::runtime::Runtime,
-    endpoints: &str,
-) -> anyhow::Result<zookeeper_client::Client> {
-    Ok(rt.block_on(async {
+fn connect_zk(endpoints: &str) -> anyhow::Result<zookeeper_client::Client> {
+    let endpoints = endpoints.to_owned();
+    Ok(block_on(async move {
         tokio::time::timeout(
             Duration::from_secs(10),
-            zookeeper_client::Client::connect(endpoints),
+            zookeeper_client::Client::connect(&endpoints),
         )
         .await
-    })??)
+    })???)
 }
 
 /// Keys under `<election>/` on the etcd member at `member`, counted by a

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, anyhow, bail};
 use elect::backend::{self, Campaign};
 use elect::config::ElectionConfig;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 use super::arena::SOON;
 use super::probe::{Counters, Probe};
@@ -67,20 +67,19 @@ pub fn run(
     };
     rt.block_on(async {
         let (elected_tx, mut elected) = mpsc::unbounded_channel();
-        let (idle, _) = watch::channel(false);
-        let rss_before = rss_kib();
+
+        let rss_before = elect_lab::host::rss_kib();
         let mut next_id = 0;
         let mut campaigns: Vec<Option<Campaign>> = Vec::new();
         let spawn_batch = |count: usize, next_id: &mut usize| {
             let mut set = tokio::task::JoinSet::new();
             for _ in 0..count {
                 let cfg = base.clone().with_id(&format!("s{next_id}"));
-                let idle = idle.subscribe();
                 let i = *next_id;
                 *next_id += 1;
                 set.spawn(async move {
                     let campaign = match cfg {
-                        Ok(cfg) => backend::campaign(&cfg, idle).await,
+                        Ok(cfg) => backend::campaign(&cfg, elect::work::WorkWatch::none()).await,
                         Err(e) => Err(e),
                     };
                     (i, campaign)
@@ -99,7 +98,7 @@ pub fn run(
             }
         }
         tokio::task::block_in_place(|| queued(n))?;
-        let rss_kib_per_candidate = (rss_kib() - rss_before) as f64 / n as f64;
+        let rss_kib_per_candidate = (elect_lab::host::rss_kib() - rss_before) as f64 / n as f64;
         let before = tokio::task::block_in_place(|| probe.counters());
         let woken_before = elect::backend::counters::snapshot().wakeups;
         let (mut leader, _) = recv(&mut elected).await?;
@@ -169,16 +168,4 @@ async fn recv(
         .await
         .map_err(|_| anyhow!("no candidate was elected within {SOON:?}"))?
         .context("every candidate stopped")
-}
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
 }

@@ -52,10 +52,12 @@ pub enum Scenario {
     Churn,
     /// Many candidates in one process, through the library.
     Scale,
+    /// Many elections in one process on one session, through the library.
+    Elections,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 12] = [
+    pub const ALL: [Scenario; 13] = [
         Scenario::Election,
         Scenario::Handover,
         Scenario::Failover,
@@ -68,6 +70,7 @@ impl Scenario {
         Scenario::Compaction,
         Scenario::Churn,
         Scenario::Scale,
+        Scenario::Elections,
     ];
 
     pub fn name(self) -> &'static str {
@@ -84,6 +87,7 @@ impl Scenario {
             Scenario::Compaction => "compaction",
             Scenario::Churn => "churn",
             Scenario::Scale => "scale",
+            Scenario::Elections => "elections",
         }
     }
 
@@ -109,6 +113,8 @@ impl Scenario {
             ) => 2,
             (Scenario::Scale, false) => 20,
             (Scenario::Scale, true) => 5,
+            // One run of --elections elections.
+            (Scenario::Elections, _) => 1,
             (_, false) => 3,
             (_, true) => 1,
         }
@@ -138,6 +144,12 @@ impl Scenario {
     pub fn fenced(self, imp: Implementation) -> bool {
         matches!(self, Scenario::Freeze | Scenario::Cutoff | Scenario::Churn)
             || (self.operates() && imp == Implementation::Elect)
+    }
+
+    /// Whether it runs elect's library in this process (scale, elections)
+    /// rather than candidate processes.
+    pub fn in_process(self) -> bool {
+        matches!(self, Scenario::Scale | Scenario::Elections)
     }
 
     /// Whether it is one of the operations on the service (member restarts
@@ -219,6 +231,7 @@ pub fn run(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         | Scenario::Compaction => operation(setup, scenario)?,
         Scenario::Churn => churn(setup)?,
         Scenario::Scale => unreachable!("scale runs in-process: see scale.rs"),
+        Scenario::Elections => unreachable!("elections runs in-process: see elections.rs"),
     };
     // A killed member starts its counters from zero again.
     if let (Some(probe), Some(before), false) =
@@ -392,15 +405,15 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
     if setup.contender.backend == Backend::Raft && setup.trials > 0 {
         out.terms_per_change = Some(terms as f64 / setup.trials as f64);
     }
-    count_wakeups(&a, &mut out);
+    count_wakeups(&mut a, &mut out);
     if let Some(w) = out.wakeups.as_mut() {
         *w -= wakeups_before;
     }
     Ok(out)
 }
 
-/// Wake-ups the arena's elect candidates logged, where they log them.
-fn count_wakeups(a: &Arena<'_>, out: &mut Outcome) {
+/// Wake-ups the arena's elect candidates counted (etcd and ZooKeeper).
+fn count_wakeups(a: &mut Arena<'_>, out: &mut Outcome) {
     if a.contender.imp == Implementation::Elect && a.peers().is_none() {
         out.wakeups = Some(a.wakeups());
     }
@@ -462,7 +475,7 @@ fn freeze(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
     }
     out.changes = setup.trials;
     judge(&a, &mut out)?;
-    count_wakeups(&a, &mut out);
+    count_wakeups(&mut a, &mut out);
     Ok(out)
 }
 
@@ -491,7 +504,7 @@ fn cutoff(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
     }
     out.changes = setup.trials;
     judge(&a, &mut out)?;
-    count_wakeups(&a, &mut out);
+    count_wakeups(&mut a, &mut out);
     Ok(out)
 }
 
@@ -547,7 +560,7 @@ fn operation(setup: &Setup<'_>, scenario: Scenario) -> anyhow::Result<Outcome> {
         }
         setup.progress.inc();
     }
-    finish_operations(&a, out, ops)
+    finish_operations(&mut a, out, ops)
 }
 
 /// SIGTERM to the leader: the time to its successor's `elected` is a
@@ -597,7 +610,11 @@ impl Operations {
 
 /// The fenced store's verdict and the wake-ups, with what the operations
 /// cost.
-fn finish_operations(a: &Arena<'_>, mut out: Outcome, ops: Operations) -> anyhow::Result<Outcome> {
+fn finish_operations(
+    a: &mut Arena<'_>,
+    mut out: Outcome,
+    ops: Operations,
+) -> anyhow::Result<Outcome> {
     if a.store.is_some() {
         judge(a, &mut out)?;
     }
@@ -785,7 +802,7 @@ fn churn(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
             .push("the leader was never among those who left".into());
     }
     judge(&a, &mut out)?;
-    count_wakeups(&a, &mut out);
+    count_wakeups(&mut a, &mut out);
     Ok(out)
 }
 

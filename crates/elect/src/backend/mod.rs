@@ -18,8 +18,15 @@ pub(crate) mod etcd;
 pub mod raft;
 #[cfg_attr(not(any(feature = "etcd", feature = "zk")), allow(dead_code))]
 pub(crate) mod report;
+#[cfg(any(feature = "etcd", feature = "zk"))]
+mod session;
+mod term;
 #[cfg(feature = "zk")]
 pub(crate) mod zk;
+
+#[cfg(any(feature = "etcd", feature = "zk"))]
+pub use session::Session;
+pub use term::Term;
 
 /// TLS credentials as the options of a ZooKeeper client
 /// (`zookeeper_client`), with elect's crypto provider installed: how the
@@ -39,6 +46,7 @@ use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
+use crate::work::WorkWatch;
 
 /// A running candidacy.
 ///
@@ -126,9 +134,11 @@ impl Drop for Observation {
     }
 }
 
-/// Joins the election described by `cfg`. `busy` tells the backend whether
-/// work started under our leadership still runs (see
-/// [`crate::supervise`]); pass a constant `false` when there is none.
+/// Joins the election described by `cfg`. `work` tells the backend whether
+/// work started under our leadership still runs, so that after a loss it
+/// keeps what successors wait for until that work has stopped (see
+/// [`crate::work`]); pass [`WorkWatch::none`] when nothing needs waiting
+/// for.
 ///
 /// # Errors
 /// [`Error::Config`] naming `id` if a Raft candidate's id is not one of
@@ -144,17 +154,17 @@ impl Drop for Observation {
     not(any(feature = "etcd", feature = "zk", feature = "raft")),
     allow(unused_variables)
 )]
-pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Result<Campaign> {
+pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign> {
     // The default id (hostname-pid) is no Raft peer's.
     cfg.check_raft_membership()?;
     cfg.validate()?;
     match cfg.backend {
         #[cfg(feature = "etcd")]
-        Backend::Etcd => etcd::campaign(cfg, busy).await,
+        Backend::Etcd => etcd::campaign(cfg, work).await,
         #[cfg(feature = "zk")]
-        Backend::Zk => zk::campaign(cfg, busy).await,
+        Backend::Zk => zk::campaign(cfg, work).await,
         #[cfg(feature = "raft")]
-        Backend::Raft => raft::campaign(cfg, busy).await,
+        Backend::Raft => raft::campaign(cfg, work).await,
         #[allow(unreachable_patterns)]
         backend => Err(Error::NotBuiltIn { backend }),
     }

@@ -33,6 +33,12 @@ use crate::error::{Error, Result};
 
 /// Binds `--http` before anything else starts, so a taken port fails the
 /// command at once, before it campaigns.
+///
+/// # Errors
+/// [`Error::Io`] when the address cannot be bound.
+///
+/// # Cancel safety
+/// Cancel safe.
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
     TcpListener::bind(addr).await.map_err(|source| Error::Io {
         action: format!("--http: cannot listen on {addr}"),
@@ -48,6 +54,9 @@ struct Shared {
 }
 
 /// Serves until the task is dropped or aborted.
+///
+/// # Cancel safety
+/// Dropping the future stops serving; requests in flight are cut.
 pub async fn serve(
     listener: TcpListener,
     state: watch::Receiver<Exported>,

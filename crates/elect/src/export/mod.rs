@@ -87,6 +87,10 @@ pub struct Exported {
 /// they are written by a thread of their own, in order; a slow terminal or
 /// disk delays the line, never the election's runtime. Returns once the
 /// last line and file update are written.
+///
+/// # Cancel safety
+/// Dropping the future stops reporting; lines already handed to the
+/// writing thread are still written.
 pub async fn run(
     mut rx: watch::Receiver<Leadership>,
     ctx: Context,
@@ -223,7 +227,12 @@ impl Running {
     /// Waits for the exporter to write what the backend last said (it ends
     /// when the backend's sender is gone), then stops serving HTTP.
     ///
-    /// Errors: the exporter panicked.
+    /// # Errors
+    /// The exporter panicked.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the exporter goes on (dropping [`Running`] does not
+    /// stop it; [`Running::abort`] does).
     pub async fn finish(self) -> Result<(), tokio::task::JoinError> {
         let result = self.exporter.await;
         #[cfg(feature = "http")]

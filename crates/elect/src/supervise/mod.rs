@@ -65,8 +65,9 @@
 //!
 //! `examples/run_while_leading.rs` is a whole program that does so.
 //!
-//! It publishes `busy` (whether the command's group is alive) so the
-//! backend can hold on to what keeps successors out until the work is gone.
+//! It reports on a [`Work`] whether the command's group
+//! is alive, so the backend can hold on to what keeps successors out until
+//! the work is gone.
 
 pub(crate) mod child;
 pub mod contain;
@@ -89,6 +90,7 @@ use crate::clock::{self, BootInstant};
 use crate::config::MAX_DURATION;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
+use crate::work::Work;
 use child::{Child, Ended};
 
 /// The command [`run`] wraps, and how. Built with [`ChildConfig::new`] and
@@ -303,15 +305,17 @@ enum End {
 /// The containment asked for is resolved first (a throwaway process tries
 /// it) and logged.
 ///
-/// Errors: the containment asked for does not work here
-/// ([`Error::Config`] naming `contain`); the watchdog could not be
-/// started. Cancel safety: dropping the future kills the command's group at
-/// once.
+/// # Errors
+/// The containment asked for does not work here ([`Error::Config`] naming
+/// `contain`); the watchdog could not be started.
+///
+/// # Cancel safety
+/// Dropping the future kills the command's group at once.
 pub async fn run(
     cfg: &ChildConfig,
     env: &ChildEnv,
     mut leadership: watch::Receiver<Leadership>,
-    busy: &watch::Sender<bool>,
+    work: &Work,
     signals: &mut mpsc::UnboundedReceiver<Signal>,
 ) -> Result<Finish> {
     let (containment, exe) = (cfg.containment, env.watchdog.clone());
@@ -348,7 +352,7 @@ pub async fn run(
         let mut deadline = snapshot
             .deadline
             .expect("a leading snapshot has a deadline");
-        busy.send_replace(true);
+        work.running();
         let spawned = Child::spawn(
             &env.watchdog,
             &cfg.command,
@@ -361,7 +365,7 @@ pub async fn run(
         let mut child = match spawned {
             Ok(child) => child,
             Err(e) => {
-                busy.send_replace(false);
+                work.stopped();
                 return Err(e);
             }
         };
@@ -419,7 +423,7 @@ pub async fn run(
             End::Exited(code) => {
                 // The watchdog has already ended whatever the command left
                 // in its group: it exits only once the group is gone.
-                busy.send_replace(false);
+                work.stopped();
                 if shutting_down.is_some() || !cfg.restart.restarts(code) {
                     return Ok(Finish::Exited(code));
                 }
@@ -447,7 +451,7 @@ pub async fn run(
             End::Lost(kill_by) => {
                 info!("leadership lost: stopping the command");
                 stop(&mut child, cfg.grace, kill_by, &mut leadership).await;
-                busy.send_replace(false);
+                work.stopped();
                 // Leadership lost while a shutdown was under way: the
                 // shutdown still stands (it used to be forgotten, and elect
                 // campaigned again after SIGTERM).
@@ -466,11 +470,11 @@ pub async fn run(
                     &mut leadership,
                 )
                 .await;
-                busy.send_replace(false);
+                work.stopped();
                 return Ok(Finish::BackendGone);
             }
             End::WatchdogKilled(sig) => {
-                busy.send_replace(false);
+                work.stopped();
                 return Ok(Finish::WatchdogKilled(sig));
             }
         }

@@ -39,10 +39,12 @@ use super::observe::View;
 use crate::backend::backoff::Backoff;
 use crate::backend::counters::{PROCESS, warn_counted};
 use crate::backend::report::Reporter;
+use crate::backend_kind::Backend;
 use crate::clock::{BootInstant, sleep_until};
 use crate::config::ElectionConfig;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::leadership::Leadership;
+use crate::work::WorkWatch;
 
 /// Why a candidacy ended.
 #[derive(Debug)]
@@ -59,8 +61,10 @@ pub struct Candidate {
     renewers: Vec<Client>,
     cfg: ElectionConfig,
     reporter: Reporter<View>,
-    busy: watch::Receiver<bool>,
+    work: WorkWatch,
     resign: CancellationToken,
+    /// The key and create revision of the current candidacy.
+    current: Option<(String, i64)>,
 }
 
 impl Candidate {
@@ -70,7 +74,7 @@ impl Candidate {
         cfg: ElectionConfig,
         out: watch::Sender<Leadership>,
         view: watch::Receiver<View>,
-        busy: watch::Receiver<bool>,
+        work: WorkWatch,
         resign: CancellationToken,
     ) -> Self {
         Candidate {
@@ -78,8 +82,9 @@ impl Candidate {
             renewers,
             cfg,
             reporter: Reporter::new(out, view),
-            busy,
+            work,
             resign,
+            current: None,
         }
     }
 
@@ -111,9 +116,86 @@ impl Candidate {
         }
     }
 
+    /// Campaigns on a lease shared with other elections (a session) until
+    /// resignation or the lease's end. A candidacy that ends releases its
+    /// key (see [`Candidate::release`]) instead of revoking the lease.
+    ///
+    /// Errors: [`Error::SessionEnded`] once the lease is gone.
+    pub async fn run_shared(mut self, lease: std::sync::Arc<Lease>) -> Result<()> {
+        let ended = || Error::SessionEnded {
+            backend: Backend::Etcd,
+        };
+        loop {
+            match self.candidacy(&lease).await {
+                Outcome::Resigned { led } => {
+                    self.release(lease.id).await;
+                    if led {
+                        info!("resigned");
+                    }
+                    self.reporter.publish(Leadership::unknown());
+                    return Ok(());
+                }
+                Outcome::Lost { led, deadline } => {
+                    if led {
+                        warn_counted!("leadership lost");
+                        self.reporter.demoted(deadline);
+                        self.wait_until_idle(lease.ttl).await;
+                    }
+                    if lease.state().expired {
+                        self.reporter.publish(Leadership::unknown());
+                        return Err(ended());
+                    }
+                    self.release(lease.id).await;
+                    // A lapse of renewals: campaign again only once the
+                    // lease is proven alive again (or gone for good).
+                    let mut state = lease.watch();
+                    let proven = state
+                        .wait_for(|s| s.expired || s.deadline > BootInstant::now())
+                        .await
+                        .map(|s| !s.expired);
+                    if !matches!(proven, Ok(true)) {
+                        self.reporter.publish(Leadership::unknown());
+                        return Err(ended());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the current candidacy on a shared lease: one transaction
+    /// deletes our key (if it is still this candidacy's) and writes its
+    /// release marker, bound to the lease, which tells a successor waiting
+    /// on our lease that the work is over. Called only once the work has
+    /// stopped.
+    async fn release(&mut self, lease: i64) {
+        let Some((key, rev)) = self.current.take() else {
+            return;
+        };
+        let marker = layout::release_marker(&self.cfg.election, rev);
+        let bound = || Some(PutOptions::new().with_lease(lease));
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                key.as_str(),
+                CompareOp::Equal,
+                rev,
+            )])
+            .and_then([
+                TxnOp::put(marker.as_str(), "", bound()),
+                TxnOp::delete(key.as_str(), None),
+            ])
+            .or_else([TxnOp::put(marker.as_str(), "", bound())]);
+        let mut kv = self.client.kv_client();
+        match tokio::time::timeout(self.cfg.connect_timeout, kv.txn(txn)).await {
+            Ok(Ok(_)) => debug!(key, "released"),
+            Ok(Err(e)) => warn_counted!(key, "releasing our key: {e}; a successor waits a TTL"),
+            Err(_) => warn_counted!(key, "releasing our key timed out; a successor waits a TTL"),
+        }
+    }
+
     async fn candidacy(&mut self, lease: &Lease) -> Outcome {
         let client = self.client.clone();
         let key = layout::candidate_key(&self.cfg.election, lease.id);
+        let election = self.cfg.election.clone();
         let prefix = layout::prefix(&self.cfg.election);
         let id = self.cfg.id.clone();
         self.reporter.own_key = key.clone().into_bytes();
@@ -126,6 +208,7 @@ impl Candidate {
             Ok(rev) => rev,
             Err(outcome) => return outcome,
         };
+        self.current = Some((key.clone(), my_rev));
         let predecessor = match self
             .until_lost(&mut lease_state, wait_for_turn(&client, &prefix, my_rev))
             .await
@@ -135,7 +218,10 @@ impl Candidate {
         };
         if let Some(pred) = predecessor.filter(|p| granted_by_elect(p.lease))
             && let Err(outcome) = self
-                .until_lost(&mut lease_state, wait_for_lease_end(&client, pred))
+                .until_lost(
+                    &mut lease_state,
+                    wait_for_lease_end(&client, &election, pred),
+                )
                 .await
         {
             return outcome;
@@ -249,7 +335,7 @@ impl Candidate {
     /// Waits until the work started under our leadership has stopped, at
     /// most `limit`, so successors waiting on our lease get in promptly.
     async fn wait_until_idle(&mut self, limit: Duration) {
-        let idle = self.busy.wait_for(|busy| !busy);
+        let idle = self.work.stopped();
         if tokio::time::timeout(limit, idle).await.is_err() {
             warn_counted!(
                 "the wrapped command is still running after the lease TTL; releasing the lease anyway"
@@ -452,11 +538,22 @@ async fn wait_for_delete(client: &Client, key: &[u8], rev: i64) -> Result<bool> 
 
 /// Waits (at most one of its TTLs) until the lease of our last predecessor
 /// has ended, i.e. its holder has stopped acting as leader.
-async fn wait_for_lease_end(client: &Client, pred: CandidateKey) {
+async fn wait_for_lease_end(client: &Client, election: &str, pred: CandidateKey) {
     let started = Instant::now();
     let mut poll = Duration::from_millis(2);
     let mut limit = None;
+    let marker = layout::release_marker(election, pred.create_revision);
     loop {
+        // A lease shared by a session outlives the candidacy: its holder
+        // says the work is over with a release marker.
+        let released = client
+            .kv_client()
+            .get(marker.as_str(), Some(GetOptions::new().with_count_only()))
+            .await;
+        if released.is_ok_and(|r| r.count() > 0) {
+            let _ = client.kv_client().delete(marker.as_str(), None).await;
+            return;
+        }
         let ttl = client.lease_client().time_to_live(pred.lease, None).await;
         match ttl {
             Ok(resp) if resp.ttl() <= 0 => return,

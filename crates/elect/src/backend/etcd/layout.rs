@@ -9,6 +9,15 @@ pub fn prefix(election: &str) -> String {
     format!("{election}/")
 }
 
+/// The key that says the candidacy whose key had `create_revision` is
+/// over and its work has stopped, though its lease (a session's, shared
+/// with other elections) lives on: a successor waiting on that lease may
+/// go. Outside the election's prefix, so no candidate ever sees it as one
+/// (a NUL cannot be part of an election's name).
+pub fn release_marker(election: &str, create_revision: i64) -> String {
+    format!("{election}\u{0}released/{create_revision:x}")
+}
+
 /// The key a candidate holding `lease_id` campaigns with.
 pub fn candidate_key(election: &str, lease_id: i64) -> String {
     // Go formats the int64 lease id with %x; etcd never hands out negative ids.

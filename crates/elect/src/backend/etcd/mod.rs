@@ -21,12 +21,14 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use crate::backend::counters::warn_counted;
 use crate::backend::report::{self, Observed};
 use crate::backend::{Campaign, Observation};
 use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
+use crate::work::WorkWatch;
 
 const BACKEND: Backend = Backend::Etcd;
 
@@ -256,13 +258,12 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 
 /// Joins the election as a candidate.
 ///
-/// `busy` is `true` while work started under our leadership still runs;
-/// after losing leadership the campaign keeps its lease (which successors
-/// wait for) until `busy` turns `false`.
+/// After losing leadership the campaign keeps its lease (which successors
+/// wait for) until `work` says the work started under it has stopped.
 ///
 /// Errors: [`Error::Unreachable`] when the lease cannot be granted within
 /// the connect timeout. Later failures are retried.
-pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Result<Campaign> {
+pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign> {
     let client = connect(cfg).await?;
     let renewers = connect_each(cfg, &client).await?;
     let prefix = layout::prefix(&cfg.election);
@@ -278,7 +279,7 @@ pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Resu
         cfg.clone(),
         out,
         view_rx,
-        busy,
+        work,
         resign.clone(),
     );
     let task = tokio::spawn(async move {
@@ -288,4 +289,94 @@ pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Resu
         result
     });
     Ok(Campaign::new(leadership, resign, task))
+}
+
+/// One etcd lease that many elections share (Go's `concurrency.Session`):
+/// one keepalive loop through every member, so one leadership deadline for
+/// every election on it, and a candidate per election, each waiting only
+/// on its predecessor in its own election. A candidacy that ends releases
+/// its key instead of revoking the lease (see
+/// [`campaign::Candidate::run_shared`]); when the lease ends, every
+/// candidate on it ends with [`Error::SessionEnded`].
+pub(crate) struct SharedSession {
+    client: Client,
+    renewers: Vec<Client>,
+    lease: std::sync::Arc<lease::Lease>,
+    connect_timeout: Duration,
+    /// Cancelled by [`close`](Self::close): every candidate resigns.
+    closing: CancellationToken,
+    candidates: tokio_util::task::TaskTracker,
+}
+
+impl SharedSession {
+    /// Connects and grants the session's lease.
+    ///
+    /// Errors: [`Error::Unreachable`] when etcd does not grant it within
+    /// the connect timeout.
+    pub(crate) async fn open(cfg: &ElectionConfig) -> Result<SharedSession> {
+        let client = connect(cfg).await?;
+        let renewers = connect_each(cfg, &client).await?;
+        let lease = first_contact(cfg, lease::Lease::grant(&client, &renewers, cfg.ttl)).await?;
+        Ok(SharedSession {
+            client,
+            renewers,
+            lease: std::sync::Arc::new(lease),
+            connect_timeout: cfg.connect_timeout,
+            closing: CancellationToken::new(),
+            candidates: tokio_util::task::TaskTracker::new(),
+        })
+    }
+
+    /// Campaigns in `cfg`'s election on this session's lease: the token
+    /// that asks it to resign, and its task.
+    pub(crate) fn campaign(
+        &self,
+        cfg: ElectionConfig,
+        out: watch::Sender<Leadership>,
+        work: WorkWatch,
+    ) -> (CancellationToken, tokio::task::JoinHandle<Result<()>>) {
+        let resign = self.closing.child_token();
+        let asked = resign.clone();
+        let (client, renewers, lease) = (
+            self.client.clone(),
+            self.renewers.clone(),
+            self.lease.clone(),
+        );
+        let task = self.candidates.spawn(async move {
+            let prefix = layout::prefix(&cfg.election);
+            let first = observe::read_leader(&client, &prefix).await?;
+            let (view_tx, view_rx) = watch::channel(first.clone());
+            let candidate =
+                campaign::Candidate::new(client.clone(), renewers, cfg, out, view_rx, work, resign);
+            let follower = tokio::spawn(observe::follow(client, prefix, first, view_tx));
+            let result = candidate.run_shared(lease).await;
+            follower.abort();
+            result
+        });
+        (asked, task)
+    }
+
+    /// Whether the lease is still alive.
+    pub(crate) fn is_alive(&self) -> bool {
+        !self.lease.state().expired
+    }
+
+    /// Every candidate resigns (releasing its key), then the lease is
+    /// revoked.
+    pub(crate) async fn close(self) {
+        self.closing.cancel();
+        self.candidates.close();
+        let resigned = self.candidates.wait();
+        if tokio::time::timeout(self.connect_timeout, resigned)
+            .await
+            .is_err()
+        {
+            warn_counted!("candidates still resigning when the session closed");
+        }
+        match std::sync::Arc::try_unwrap(self.lease) {
+            Ok(lease) => lease.revoke(&self.client, self.connect_timeout).await,
+            // A candidate still holds it: the lease expires after its TTL.
+            Err(_) => warn_counted!("the session's lease is still in use; it will expire"),
+        }
+    }
 }

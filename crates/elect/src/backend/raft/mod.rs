@@ -28,6 +28,7 @@ use crate::backend::{Campaign, Observation};
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
+use crate::work::WorkWatch;
 use transport::{BoxStream, PeerTls, WireStatus};
 
 /// Peer id -> address, from validated `--endpoints` (`id=host:port`).
@@ -42,9 +43,14 @@ pub fn peer_addresses(cfg: &ElectionConfig) -> BTreeMap<String, String> {
 /// Starts this process as a peer: listens on its own address, loads its
 /// term and vote, and runs the election.
 ///
-/// Errors: the address cannot be bound, or the stored vote cannot be read.
-pub async fn campaign(cfg: &ElectionConfig, _busy: watch::Receiver<bool>) -> Result<Campaign> {
-    // `busy` is not needed here: the lease ends before anyone else can be
+/// # Errors
+/// The address cannot be bound, or the stored vote cannot be read.
+///
+/// # Cancel safety
+/// Dropping the future before it returns leaves nothing running; a vote
+/// it had written stays on disk, as a vote must.
+pub async fn campaign(cfg: &ElectionConfig, _work: WorkWatch) -> Result<Campaign> {
+    // `work` is not needed here: the lease ends before anyone else can be
     // elected, and the supervisor kills the command by then.
     let addresses = peer_addresses(cfg);
     let ids: Vec<String> = addresses.keys().cloned().collect();
@@ -162,8 +168,11 @@ async fn next_status(stream: &mut BoxStream) -> std::io::Result<Leadership> {
 
 /// Asks any peer who leads.
 ///
-/// Errors: [`Error::Unreachable`] when no peer answers within the connect
-/// timeout. Cancel safe.
+/// # Errors
+/// [`Error::Unreachable`] when no peer answers within the connect timeout.
+///
+/// # Cancel safety
+/// Cancel safe: it only asks.
 pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
     let mut stream = query(cfg, peer_tls(cfg)?.as_deref()).await?;
     timeout(cfg.connect_timeout, next_status(&mut stream))
@@ -174,7 +183,11 @@ pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
 
 /// Follows who leads through any peer, moving to another when it fails.
 ///
-/// Errors: [`Error::Unreachable`] when no peer answers at first.
+/// # Errors
+/// [`Error::Unreachable`] when no peer answers at first.
+///
+/// # Cancel safety
+/// Cancel safe: a dropped future leaves no observation running.
 pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
     // Built once: reconnections reuse it.
     let tls = peer_tls(cfg)?;

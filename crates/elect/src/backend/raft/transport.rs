@@ -84,6 +84,12 @@ impl PeerTls {
     }
 
     /// Dials peer `id` at `addr`: its certificate must name `id`.
+    ///
+    /// # Errors
+    /// The TLS handshake failed (a certificate refused either way).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the connection is dropped with the future.
     pub async fn connect(&self, id: &str, tcp: TcpStream) -> std::io::Result<BoxStream> {
         let name = ServerName::try_from(id.to_owned()).map_err(std::io::Error::other)?;
         let stream = self.connector.connect(name, tcp).await?;
@@ -163,7 +169,11 @@ pub struct WireStatus {
 /// the peer answers with its status, and again each time it changes
 /// (read them with [`next_status`]).
 ///
-/// Errors: the peer could not be reached.
+/// # Errors
+/// The peer could not be reached.
+///
+/// # Cancel safety
+/// Cancel safe: the connection is dropped with the future.
 pub async fn open_query(
     cluster: &str,
     from: &str,
@@ -182,7 +192,11 @@ pub async fn open_query(
 
 /// The next status on a stream from [`open_query`].
 ///
-/// Errors: the peer hung up, or sent something unreadable.
+/// # Errors
+/// The peer hung up, or sent something unreadable.
+///
+/// # Cancel safety
+/// Not cancel safe: a status half read is lost, and the stream with it.
 pub async fn next_status(stream: &mut BoxStream) -> std::io::Result<WireStatus> {
     loop {
         if let Body::Status(status) = read_frame(stream).await?.body {
@@ -193,7 +207,11 @@ pub async fn next_status(stream: &mut BoxStream) -> std::io::Result<WireStatus> 
 
 /// Asks a peer who leads, once: its status (see [`open_query`]).
 ///
-/// Errors: the peer could not be reached, or hung up before answering.
+/// # Errors
+/// The peer could not be reached, or hung up before answering.
+///
+/// # Cancel safety
+/// Cancel safe: the connection is dropped with the future.
 pub async fn status_of(
     cluster: &str,
     from: &str,
@@ -204,6 +222,12 @@ pub async fn status_of(
 }
 
 /// Writes one frame.
+///
+/// # Errors
+/// The stream failed.
+///
+/// # Cancel safety
+/// Not cancel safe: a frame half written leaves the stream unusable.
 pub async fn write_frame<S: AsyncWrite + Unpin + ?Sized>(
     stream: &mut S,
     frame: &Frame,
@@ -217,6 +241,12 @@ pub async fn write_frame<S: AsyncWrite + Unpin + ?Sized>(
 }
 
 /// Reads one frame.
+///
+/// # Errors
+/// The stream failed or ended, or the frame is not one of ours.
+///
+/// # Cancel safety
+/// Not cancel safe: a frame half read leaves the stream unusable.
 pub async fn read_frame<S: AsyncRead + Unpin + ?Sized>(stream: &mut S) -> std::io::Result<Frame> {
     let len = stream.read_u32().await?;
     if len > MAX_FRAME {
@@ -243,6 +273,10 @@ pub struct Server {
 
 /// Accepts connections: peer messages go to `inbound`, queries are
 /// answered from `status`.
+///
+/// # Cancel safety
+/// Dropping the future stops accepting; connections already accepted
+/// run on in their own tasks until their peers hang up.
 pub async fn serve(
     server: Server,
     inbound: mpsc::Sender<(String, Message)>,
@@ -388,6 +422,12 @@ pub fn connect_peers(
 }
 
 /// Opens a connection to peer `id` at `addr`, TLS when configured.
+///
+/// # Errors
+/// The peer could not be reached, or the TLS handshake failed.
+///
+/// # Cancel safety
+/// Cancel safe: the connection is dropped with the future.
 pub async fn dial(id: &str, addr: &str, tls: Option<&PeerTls>) -> std::io::Result<BoxStream> {
     let tcp = TcpStream::connect(addr).await?;
     let _ = tcp.set_nodelay(true);

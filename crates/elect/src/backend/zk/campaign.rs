@@ -50,6 +50,7 @@ use crate::config::ElectionConfig;
 use crate::credentials::User;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
+use crate::work::WorkWatch;
 
 /// How a stretch of leadership ended.
 enum Stint {
@@ -83,7 +84,7 @@ enum End {
 pub struct Candidate {
     cfg: ElectionConfig,
     out: watch::Sender<Leadership>,
-    busy: watch::Receiver<bool>,
+    work: WorkWatch,
     resign: CancellationToken,
 }
 
@@ -91,13 +92,13 @@ impl Candidate {
     pub fn new(
         cfg: ElectionConfig,
         out: watch::Sender<Leadership>,
-        busy: watch::Receiver<bool>,
+        work: WorkWatch,
         resign: CancellationToken,
     ) -> Self {
         Candidate {
             cfg,
             out,
-            busy,
+            work,
             resign,
         }
     }
@@ -122,7 +123,7 @@ impl Candidate {
                 client: &client,
                 cfg: &self.cfg,
                 reporter: Reporter::new(self.out.clone(), view_rx),
-                busy: self.busy.clone(),
+                work: self.work.clone(),
                 resign: &self.resign,
                 state: client.state_watcher(),
                 lease: lease_rx,
@@ -155,6 +156,105 @@ impl Candidate {
                 }
             }
         }
+    }
+}
+
+/// One ZooKeeper session that many elections share: one client, one sync
+/// loop proving the session alive (so one leadership deadline for every
+/// election on it), and a candidate per election, each watching only its
+/// predecessor in its own election. When the session ends, every
+/// candidate on it ends with [`Error::SessionEnded`].
+pub(crate) struct SharedSession {
+    client: Client,
+    lease: watch::Receiver<Option<BootInstant>>,
+    keeper: tokio::task::JoinHandle<()>,
+    connect_timeout: Duration,
+    /// Cancelled by [`close`](Self::close): every candidate resigns.
+    closing: CancellationToken,
+    candidates: tokio_util::task::TaskTracker,
+}
+
+impl SharedSession {
+    pub(crate) fn start(opened: Opened, connect_timeout: Duration) -> SharedSession {
+        let Opened { client, handshake } = opened;
+        let lease = SessionLease::new(client.session_timeout(), handshake);
+        let (lease_tx, lease_rx) = watch::channel(lease.deadline());
+        let keeper = tokio::spawn(keep_session(client.clone(), lease, lease_tx));
+        SharedSession {
+            client,
+            lease: lease_rx,
+            keeper,
+            connect_timeout,
+            closing: CancellationToken::new(),
+            candidates: tokio_util::task::TaskTracker::new(),
+        }
+    }
+
+    /// Campaigns in `cfg`'s election on this session until resignation
+    /// (our znode deleted) or the end of the session: the token that asks
+    /// it to resign, and its task.
+    pub(crate) fn campaign(
+        &self,
+        cfg: ElectionConfig,
+        out: watch::Sender<Leadership>,
+        work: WorkWatch,
+    ) -> (CancellationToken, tokio::task::JoinHandle<Result<()>>) {
+        let client = self.client.clone();
+        let lease = self.lease.clone();
+        let resign = self.closing.child_token();
+        let asked = resign.clone();
+        let task = self.candidates.spawn(async move {
+            let (view_tx, view_rx) = watch::channel(View::unknown());
+            let follower = tokio::spawn(observe::follow(
+                client.clone(),
+                cfg.election.clone(),
+                view_tx,
+            ));
+            let mut session = Session {
+                client: &client,
+                cfg: &cfg,
+                reporter: Reporter::new(out.clone(), view_rx),
+                work,
+                resign: &resign,
+                state: client.state_watcher(),
+                lease,
+            };
+            let end = session.campaign().await;
+            drop(session);
+            follower.abort();
+            let _ = follower.await;
+            out.send_replace(Leadership::unknown());
+            match end {
+                SessionEnd::Resigned => Ok(()),
+                SessionEnd::Refused(e) => Err(e),
+                SessionEnd::Ended => Err(Error::SessionEnded {
+                    backend: Backend::Zk,
+                }),
+            }
+        });
+        (asked, task)
+    }
+
+    /// Whether the session still lives.
+    pub(crate) fn is_alive(&self) -> bool {
+        !observe::is_terminal(self.client.state())
+    }
+
+    /// Closes the session: every candidate on it resigns first (their
+    /// znodes deleted), then the session ends.
+    pub(crate) async fn close(self) {
+        self.closing.cancel();
+        self.candidates.close();
+        let resigned = self.candidates.wait();
+        if tokio::time::timeout(self.connect_timeout, resigned)
+            .await
+            .is_err()
+        {
+            warn_counted!("candidates still resigning when the session closed");
+        }
+        self.keeper.abort();
+        let _ = self.keeper.await;
+        close(self.client, self.connect_timeout).await;
     }
 }
 
@@ -210,7 +310,7 @@ struct Session<'a> {
     client: &'a Client,
     cfg: &'a ElectionConfig,
     reporter: Reporter<View>,
-    busy: watch::Receiver<bool>,
+    work: WorkWatch,
     resign: &'a CancellationToken,
     state: StateWatcher,
     /// The deadline our session's syncs prove (see [`keep_session`]).
@@ -476,7 +576,7 @@ impl Session<'_> {
     /// work to stop, then remove our znode if it is still there, so the next
     /// candidacy never leaves a second one of ours behind.
     async fn after_loss(&mut self, path: &str) -> End {
-        let idle = self.busy.wait_for(|busy| !busy);
+        let idle = self.work.stopped();
         let _ = tokio::time::timeout(self.client.session_timeout(), idle).await;
         if !until_reconnected(&mut self.state).await {
             return End::SessionEnded;

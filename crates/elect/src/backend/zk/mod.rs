@@ -36,6 +36,7 @@ use crate::clock::BootInstant;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
+use crate::work::WorkWatch;
 use observe::View;
 
 const BACKEND: Backend = Backend::Zk;
@@ -260,11 +261,20 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 ///
 /// Errors: [`Error::Unreachable`] when the first session cannot be
 /// established. Later failures are retried.
-pub async fn campaign(cfg: &ElectionConfig, busy: watch::Receiver<bool>) -> Result<Campaign> {
+pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign> {
     let opened = first_contact(cfg).await?;
     let (out, leadership) = watch::channel(Leadership::unknown());
     let resign = CancellationToken::new();
-    let candidate = campaign::Candidate::new(cfg.clone(), out, busy, resign.clone());
+    let candidate = campaign::Candidate::new(cfg.clone(), out, work, resign.clone());
     let task = tokio::spawn(candidate.run(opened));
     Ok(Campaign::new(leadership, resign, task))
+}
+
+/// Opens a session for many elections (see [`campaign::SharedSession`]).
+///
+/// Errors: [`Error::Unreachable`] when no session is established within
+/// the connect timeout.
+pub(crate) async fn open_shared(cfg: &ElectionConfig) -> Result<campaign::SharedSession> {
+    let opened = first_contact(cfg).await?;
+    Ok(campaign::SharedSession::start(opened, cfg.connect_timeout))
 }

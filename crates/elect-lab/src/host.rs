@@ -1,0 +1,74 @@
+//! What the machine gives the lab: programs on `PATH`, addresses of its
+//! own on loopback, names no other lab has, and enough file descriptors.
+
+use std::path::{Path, PathBuf};
+
+/// A name no other lab (of this or a parallel process) has.
+pub(crate) fn unique_id() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos();
+    format!(
+        "{}-{:x}{}",
+        std::process::id(),
+        nanos & 0xffff,
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A loopback network of our own: `127.<a>.<b>.x`, chosen per call so
+/// parallel labs never share an address or a port.
+pub fn loopback_net() -> String {
+    let seed = (std::process::id() as u64).wrapping_mul(0x2545_F491_4F6C_DD1D)
+        ^ (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos() as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let a = 1 + (seed % 250);
+    let b = 1 + ((seed >> 8) % 250);
+    format!("127.{a}.{b}")
+}
+
+/// Lifts this process's soft limit on open files to the hard one: members
+/// it starts inherit it, and a thousand candidates hold several thousand
+/// sockets on each side.
+pub fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscalls on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+/// The full path of `program` on `PATH`.
+pub fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.is_file())
+}
+
+/// This process's resident memory, in KiB (0 where /proc does not say).
+pub fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
