@@ -784,14 +784,20 @@ fn elections_row(
 ) -> anyhow::Result<Row> {
     let backend = contender.backend;
     let e = plan.elections;
+    // As in scale: thousands of etcd candidates set up at once starve a
+    // 2 s lease's keepalives on two cores; etcd runs at 10 s or more.
+    let ttl = match backend {
+        Backend::Etcd => contender.ttl.max(SCALE_ETCD_TTL),
+        _ => contender.ttl,
+    };
     let progress = Progress::start(format!("{} elect elections e={e}", backend.name()), e);
-    let point = elections::run(backend, endpoints, contender.ttl, e, probe, &progress)
+    let point = elections::run(backend, endpoints, ttl, e, probe, &progress)
         .with_context(|| format!("{} elections on one session ({e})", backend.name()))?;
     let mut row = Row::new(
         backend.name(),
         contender.imp.name(),
         Scenario::Elections.name(),
-        contender.ttl,
+        ttl,
         e,
         &point.samples,
         1,
