@@ -48,6 +48,9 @@ for features in raft zk etcd http,metrics ""; do
   cargo clippy -p elect --lib --no-default-features --features "$features" --locked --quiet -- -D warnings
   RUSTDOCFLAGS="-D warnings" cargo doc -p elect --no-deps --no-default-features --features "$features" --locked --quiet
 done
+# Every crate of the workspace packages and builds as crates.io would
+# take it (nothing is uploaded).
+cargo publish --workspace --dry-run --locked --quiet
 
 mode=${ELECT_TEST_MODE:-containers}
 export ELECT_TEST_MODE=$mode
