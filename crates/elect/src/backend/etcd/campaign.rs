@@ -46,6 +46,12 @@ use crate::error::{Error, Result};
 use crate::leadership::Leadership;
 use crate::work::WorkWatch;
 
+/// How long a resigning leader waits for an elect successor to take its
+/// release marker before it revokes its lease: the successor takes it
+/// about one round trip after the handover; a slower one finds the lease
+/// gone, which says the same.
+const HANDOVER_WAIT: Duration = Duration::from_millis(500);
+
 /// Why a candidacy ended.
 #[derive(Debug)]
 enum Outcome {
@@ -93,6 +99,9 @@ impl Candidate {
         loop {
             match self.candidacy(&lease).await {
                 Outcome::Resigned { led } => {
+                    if led {
+                        self.hand_over(lease.id).await;
+                    }
                     lease.revoke(&self.client, self.cfg.connect_timeout).await;
                     if led {
                         info!("resigned");
@@ -162,16 +171,38 @@ impl Candidate {
         }
     }
 
-    /// Ends the current candidacy on a shared lease: one transaction
-    /// deletes our key (if it is still this candidacy's) and writes its
-    /// release marker, bound to the lease, which tells a successor waiting
-    /// on our lease that the work is over. Called only once the work has
-    /// stopped.
-    async fn release(&mut self, lease: i64) {
-        let Some((key, rev)) = self.current.take() else {
+    /// Resigns as leader, the work already stopped: our key and its
+    /// release marker in one transaction (see [`Candidate::release`]). An
+    /// elect successor that sees the marker leads without asking about our
+    /// lease, one round trip after its watch saw our key go; once it has
+    /// taken the marker (or after [`HANDOVER_WAIT`]) the caller revokes the
+    /// lease, marker and all. A failed release leaves the revoke to do it
+    /// all, as before.
+    async fn hand_over(&mut self, lease: i64) {
+        let Some((at, marker, Some(next))) = self.release(lease).await else {
             return;
         };
+        if granted_by_elect(next.lease) {
+            let taken = wait_for_delete(&self.client, marker.as_bytes(), at);
+            match tokio::time::timeout(HANDOVER_WAIT, taken).await {
+                Ok(_) => debug!("handover: the successor took the release marker"),
+                Err(_) => debug!("the successor did not take the release marker; revoking"),
+            }
+        }
+    }
+
+    /// Ends the current candidacy, its work stopped: one transaction
+    /// deletes our key (if it is still this candidacy's), writes its
+    /// release marker, bound to the lease, and reads who is next in line.
+    /// The marker tells a successor waiting on our lease (a session's,
+    /// or ours until we revoke it) that the work is over. Returns the
+    /// transaction's revision, the marker and the next candidate, or
+    /// `None` if the transaction failed (a successor then waits for the
+    /// lease).
+    async fn release(&mut self, lease: i64) -> Option<(i64, String, Option<CandidateKey>)> {
+        let (key, rev) = self.current.take()?;
         let marker = layout::release_marker(&self.cfg.election, rev);
+        let prefix = layout::prefix(&self.cfg.election);
         let bound = || Some(PutOptions::new().with_lease(lease));
         let txn = Txn::new()
             .when([Compare::create_revision(
@@ -182,21 +213,43 @@ impl Candidate {
             .and_then([
                 TxnOp::put(marker.as_str(), "", bound()),
                 TxnOp::delete(key.as_str(), None),
+                TxnOp::get(prefix.as_str(), Some(younger_than(rev))),
             ])
             .or_else([TxnOp::put(marker.as_str(), "", bound())]);
         let mut kv = self.client.kv_client();
-        match tokio::time::timeout(self.cfg.connect_timeout, kv.txn(txn)).await {
-            Ok(Ok(_)) => debug!(key, "released"),
-            Ok(Err(e)) => warn_counted!(key, "releasing our key: {e}; a successor waits a TTL"),
-            Err(_) => warn_counted!(key, "releasing our key timed out; a successor waits a TTL"),
-        }
+        let resp = match tokio::time::timeout(self.cfg.connect_timeout, kv.txn(txn)).await {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(e)) => {
+                warn_counted!(
+                    key,
+                    "releasing our key: {e}; a successor waits for the lease"
+                );
+                return None;
+            }
+            Err(_) => {
+                warn_counted!(
+                    key,
+                    "releasing our key timed out; a successor waits for the lease"
+                );
+                return None;
+            }
+        };
+        let at = resp.header().map_or(0, |h| h.revision());
+        debug!(
+            revision = at,
+            "released: key deleted, release marker written"
+        );
+        let next = resp.op_responses().into_iter().find_map(|op| match op {
+            etcd_client::TxnOpResponse::Get(get) => get.kvs().first().map(CandidateKey::from),
+            _ => None,
+        });
+        Some((at, marker, next))
     }
 
     async fn candidacy(&mut self, lease: &Lease) -> Outcome {
         let client = self.client.clone();
         let key = layout::candidate_key(&self.cfg.election, lease.id);
         let election = self.cfg.election.clone();
-        let prefix = layout::prefix(&self.cfg.election);
         let id = self.cfg.id.clone();
         self.reporter.own_key = key.clone().into_bytes();
         let mut lease_state = lease.watch();
@@ -209,37 +262,51 @@ impl Candidate {
             Err(outcome) => return outcome,
         };
         self.current = Some((key.clone(), my_rev));
-        let predecessor = match self
-            .until_lost(&mut lease_state, wait_for_turn(&client, &prefix, my_rev))
+        let ours = Ours {
+            key: &key,
+            lease: lease.id,
+            create_revision: my_rev,
+        };
+        let turn = match self
+            .until_lost(&mut lease_state, wait_for_turn(&client, &election, ours))
             .await
         {
-            Ok(p) => p,
+            Ok(turn) => turn,
             Err(outcome) => return outcome,
         };
-        if let Some(pred) = predecessor.filter(|p| granted_by_elect(p.lease))
-            && let Err(outcome) = self
-                .until_lost(
-                    &mut lease_state,
-                    wait_for_lease_end(&client, &election, pred),
-                )
-                .await
-        {
-            return outcome;
-        }
-        let confirmed_at = match self
-            .until_lost(&mut lease_state, confirm(&client, &key, lease.id, my_rev))
-            .await
-        {
-            Ok(Some(rev)) => rev,
-            Ok(None) => {
-                warn_counted!("our key vanished before we could lead; campaigning again");
-                let deadline = lease.state().deadline;
-                return Outcome::Lost {
-                    led: false,
-                    deadline,
-                };
+        let vanished = |lease: &Lease| {
+            warn_counted!("our key vanished before we could lead; campaigning again");
+            Outcome::Lost {
+                led: false,
+                deadline: lease.state().deadline,
             }
-            Err(outcome) => return outcome,
+        };
+        let confirmed_at = match turn {
+            Turn::KeyGone => return vanished(lease),
+            // The check that found no older key also confirmed ours.
+            Turn::Ours { confirmed_at } => confirmed_at,
+            // An elect predecessor whose key went without a release (an
+            // operator deleted it): its work may still run until its
+            // lease ends. Then our key is read back on its own.
+            Turn::AfterLeaseOf(pred) => {
+                if let Err(outcome) = self
+                    .until_lost(
+                        &mut lease_state,
+                        wait_for_lease_end(&client, &election, pred),
+                    )
+                    .await
+                {
+                    return outcome;
+                }
+                match self
+                    .until_lost(&mut lease_state, confirm(&client, &key, lease.id, my_rev))
+                    .await
+                {
+                    Ok(Some(rev)) => rev,
+                    Ok(None) => return vanished(lease),
+                    Err(outcome) => return outcome,
+                }
+            }
         };
         self.lead(&mut lease_state, lease.id, &key, my_rev, confirmed_at)
             .await
@@ -468,42 +535,174 @@ async fn create_key(client: &Client, key: &str, id: &str, lease: i64) -> i64 {
     .await
 }
 
-/// Waits until no key older than ours is left. Returns the last key we
-/// waited on, if any.
-async fn wait_for_turn(client: &Client, prefix: &str, my_rev: i64) -> Option<CandidateKey> {
-    let mut last = None;
+/// Our candidacy's key.
+#[derive(Clone, Copy)]
+struct Ours<'a> {
+    key: &'a str,
+    lease: i64,
+    create_revision: i64,
+}
+
+/// How waiting for our turn ended.
+#[derive(Debug)]
+enum Turn {
+    /// No older key is left and our key is ours, as of `confirmed_at` (the
+    /// revision of the read that said both).
+    Ours { confirmed_at: i64 },
+    /// No older key is left, but the last predecessor was an elect
+    /// candidate whose key went without a release: wait for its lease.
+    AfterLeaseOf(CandidateKey),
+    /// Our key is gone or not ours.
+    KeyGone,
+}
+
+/// Waits until no key older than ours is left, waiting only on our
+/// predecessor. When the predecessor goes, one transaction reads what we
+/// need to lead (our key still ours, the next older key, the predecessor's
+/// release marker), so a handover costs the successor one round trip
+/// after the watch event.
+async fn wait_for_turn(client: &Client, election: &str, ours: Ours<'_>) -> Turn {
+    let prefix = layout::prefix(election);
+    let (mut pred, mut rev) = retry("finding our predecessor", || {
+        older_key(client, &prefix, ours.create_revision)
+    })
+    .await;
     loop {
-        let older = GetOptions::new()
-            .with_prefix()
-            .with_sort(SortTarget::Create, SortOrder::Descend)
-            .with_max_create_revision(my_rev - 1)
-            .with_limit(1);
-        let (pred, rev) = retry("finding our predecessor", || async {
-            let resp = client
-                .kv_client()
-                .get(prefix, Some(older.clone()))
-                .await
-                .map_err(|e| etcd_error("finding our predecessor", e))?;
-            let rev = resp.header().map_or(0, |h| h.revision());
-            Ok((resp.kvs().first().map(CandidateKey::from), rev))
-        })
-        .await;
-        let Some(pred) = pred else {
-            return last;
+        let Some(p) = pred else {
+            // Nobody was ever ahead of us: our key is read back as usual.
+            return match confirm(client, ours.key, ours.lease, ours.create_revision).await {
+                Some(confirmed_at) => Turn::Ours { confirmed_at },
+                None => Turn::KeyGone,
+            };
         };
         // Deleted, cancelled or failed: in every case, look again.
-        match wait_for_delete(client, &pred.key, rev).await {
+        match wait_for_delete(client, &p.key, rev).await {
             Ok(_) => {
                 PROCESS.woken();
-                debug!(predecessor = %pred.id, "woke: predecessor changed")
+                debug!(predecessor = %p.id, "woke: predecessor changed")
             }
             Err(e) => {
                 warn_counted!("{e}; looking again");
                 sleep(Duration::from_millis(50)).await;
             }
         }
-        last = Some(pred);
+        let marker = layout::release_marker(election, p.create_revision);
+        let check = retry("checking our turn", || {
+            check_turn(client, &prefix, ours, &marker)
+        })
+        .await;
+        debug!("turn checked");
+        match check {
+            TurnCheck::KeyGone => return Turn::KeyGone,
+            TurnCheck::Older(key, at) => (pred, rev) = (Some(key), at),
+            TurnCheck::Clear { at, released } => {
+                if released {
+                    // The predecessor revokes its lease once the marker
+                    // is gone (or after a while): take it now.
+                    let (client, marker) = (client.clone(), marker.clone());
+                    tokio::spawn(async move {
+                        let _ = client.kv_client().delete(marker, None).await;
+                    });
+                }
+                return if released || !granted_by_elect(p.lease) {
+                    Turn::Ours { confirmed_at: at }
+                } else {
+                    Turn::AfterLeaseOf(p)
+                };
+            }
+        }
     }
+}
+
+/// The key just older than `my_rev`, and the revision of the read.
+async fn older_key(
+    client: &Client,
+    prefix: &str,
+    my_rev: i64,
+) -> Result<(Option<CandidateKey>, i64)> {
+    let resp = client
+        .kv_client()
+        .get(prefix, Some(older_than(my_rev)))
+        .await
+        .map_err(|e| etcd_error("finding our predecessor", e))?;
+    let rev = resp.header().map_or(0, |h| h.revision());
+    Ok((resp.kvs().first().map(CandidateKey::from), rev))
+}
+
+/// A range over the prefix for the oldest key younger than `my_rev`: the
+/// next in line.
+fn younger_than(my_rev: i64) -> GetOptions {
+    GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, SortOrder::Ascend)
+        .with_min_create_revision(my_rev + 1)
+        .with_limit(1)
+}
+
+/// A range over the prefix for the youngest key older than `my_rev`.
+fn older_than(my_rev: i64) -> GetOptions {
+    GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, SortOrder::Descend)
+        .with_max_create_revision(my_rev - 1)
+        .with_limit(1)
+}
+
+/// What [`check_turn`] read.
+enum TurnCheck {
+    KeyGone,
+    /// A key older than ours, which we now wait on, at the read's revision.
+    Older(CandidateKey, i64),
+    /// No older key; whether the predecessor's release marker is there.
+    Clear {
+        at: i64,
+        released: bool,
+    },
+}
+
+/// One linearizable transaction: if our key is still ours, the youngest
+/// key older than it and the count of `marker`.
+async fn check_turn(
+    client: &Client,
+    prefix: &str,
+    ours: Ours<'_>,
+    marker: &str,
+) -> Result<TurnCheck> {
+    let txn = Txn::new()
+        .when([
+            Compare::create_revision(ours.key, CompareOp::Equal, ours.create_revision),
+            Compare::lease(ours.key, CompareOp::Equal, ours.lease),
+        ])
+        .and_then([
+            TxnOp::get(prefix, Some(older_than(ours.create_revision))),
+            TxnOp::get(marker, Some(GetOptions::new().with_count_only())),
+        ]);
+    let resp = client
+        .kv_client()
+        .txn(txn)
+        .await
+        .map_err(|e| etcd_error("checking our turn", e))?;
+    if !resp.succeeded() {
+        return Ok(TurnCheck::KeyGone);
+    }
+    let at = resp.header().map_or(0, |h| h.revision());
+    let mut gets = resp.op_responses().into_iter().filter_map(|op| match op {
+        etcd_client::TxnOpResponse::Get(get) => Some(get),
+        _ => None,
+    });
+    let (Some(older), Some(marker)) = (gets.next(), gets.next()) else {
+        return Err(etcd_error(
+            "checking our turn",
+            "a transaction without its reads",
+        ));
+    };
+    Ok(match older.kvs().first() {
+        Some(kv) => TurnCheck::Older(CandidateKey::from(kv), at),
+        None => TurnCheck::Clear {
+            at,
+            released: marker.count() > 0,
+        },
+    })
 }
 
 /// Returns `true` once `key` is deleted after `rev`, `false` if the server
@@ -544,20 +743,20 @@ async fn wait_for_lease_end(client: &Client, election: &str, pred: CandidateKey)
     let mut limit = None;
     let marker = layout::release_marker(election, pred.create_revision);
     loop {
-        // A lease shared by a session outlives the candidacy: its holder
-        // says the work is over with a release marker.
-        let released = client
-            .kv_client()
-            .get(marker.as_str(), Some(GetOptions::new().with_count_only()))
-            .await;
-        if released.is_ok_and(|r| r.count() > 0) {
-            let _ = client.kv_client().delete(marker.as_str(), None).await;
-            return;
-        }
         let ttl = client.lease_client().time_to_live(pred.lease, None).await;
         match ttl {
             Ok(resp) if resp.ttl() <= 0 => return,
             Ok(resp) => {
+                // A lease shared by a session outlives the candidacy: its
+                // holder says the work is over with a release marker.
+                let released = client
+                    .kv_client()
+                    .get(marker.as_str(), Some(GetOptions::new().with_count_only()))
+                    .await;
+                if released.is_ok_and(|r| r.count() > 0) {
+                    let _ = client.kv_client().delete(marker.as_str(), None).await;
+                    return;
+                }
                 let granted = Duration::from_secs(resp.granted_ttl().max(0) as u64);
                 let limit = *limit.get_or_insert_with(|| {
                     info!(
