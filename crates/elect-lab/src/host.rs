@@ -72,3 +72,16 @@ pub fn rss_kib() -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// The sockets this process holds open (TCP connections and listeners
+/// among them), from `/proc/self/fd`.
+pub fn open_sockets() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|entries| {
+            entries
+                .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|target| target.to_string_lossy().starts_with("socket:"))
+                .count()
+        })
+        .unwrap_or(0)
+}

@@ -888,6 +888,7 @@ fn scale_rows(
             Some(point.counters),
         );
         row.rss_kib_per_candidate = Some((point.rss_kib_per_candidate * 10.0).round() / 10.0);
+        row.connections_per_candidate = Some((point.sockets_per_candidate * 10.0).round() / 10.0);
         row.set_wakeups(point.wakeups as f64, point.changes);
         progress.finish(&summary(&row));
         rows.push(row);

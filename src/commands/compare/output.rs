@@ -65,6 +65,8 @@ pub struct Row {
     /// Renewals answered per TTL (elections: the one session's, for every
     /// election on it).
     pub renewals_per_ttl: Option<f64>,
+    /// Connections (sockets) per candidate (scale).
+    pub connections_per_candidate: Option<f64>,
     /// `null`, or what broke safety.
     pub safety_violation: Option<String>,
     pub notes: Vec<String>,
@@ -112,6 +114,7 @@ impl Row {
             leaderless_ms: None,
             rss_kib_per_candidate: None,
             renewals_per_ttl: None,
+            connections_per_candidate: None,
             safety_violation: None,
             notes: Vec::new(),
         }

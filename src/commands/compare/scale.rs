@@ -24,6 +24,8 @@ pub struct ScalePoint {
     pub changes: usize,
     /// Resident memory this process gained per candidate, in KiB.
     pub rss_kib_per_candidate: f64,
+    /// Sockets this process opened per candidate (its connections).
+    pub sockets_per_candidate: f64,
 }
 
 /// Candidates started at once, so 1000 sessions do not all connect in the
@@ -69,6 +71,7 @@ pub fn run(
         let (elected_tx, mut elected) = mpsc::unbounded_channel();
 
         let rss_before = elect_lab::host::rss_kib();
+        let sockets_before = elect_lab::host::open_sockets();
         let mut next_id = 0;
         let mut campaigns: Vec<Option<Campaign>> = Vec::new();
         let spawn_batch = |count: usize, next_id: &mut usize| {
@@ -99,6 +102,8 @@ pub fn run(
         }
         tokio::task::block_in_place(|| queued(n))?;
         let rss_kib_per_candidate = (elect_lab::host::rss_kib() - rss_before) as f64 / n as f64;
+        let sockets_per_candidate =
+            elect_lab::host::open_sockets().saturating_sub(sockets_before) as f64 / n as f64;
         let before = tokio::task::block_in_place(|| probe.counters());
         let woken_before = elect::backend::counters::snapshot().wakeups;
         let (mut leader, _) = recv(&mut elected).await?;
@@ -139,6 +144,7 @@ pub fn run(
             wakeups: woken,
             changes: handovers,
             rss_kib_per_candidate,
+            sockets_per_candidate,
         })
     })
 }
