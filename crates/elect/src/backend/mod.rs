@@ -11,6 +11,8 @@
     allow(dead_code)
 )]
 pub(crate) mod backoff;
+#[cfg(any(feature = "etcd", feature = "zk"))]
+mod candidates;
 pub mod counters;
 #[cfg(feature = "etcd")]
 pub(crate) mod etcd;

@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use crate::backend::candidates::Candidates;
 use crate::backend::counters::warn_counted;
 use crate::backend::report::{self, Observed};
 use crate::backend::{Campaign, Observation};
@@ -303,9 +304,7 @@ pub(crate) struct SharedSession {
     renewers: Vec<Client>,
     lease: std::sync::Arc<lease::Lease>,
     connect_timeout: Duration,
-    /// Cancelled by [`close`](Self::close): every candidate resigns.
-    closing: CancellationToken,
-    candidates: tokio_util::task::TaskTracker,
+    candidates: Candidates,
 }
 
 impl SharedSession {
@@ -322,8 +321,7 @@ impl SharedSession {
             renewers,
             lease: std::sync::Arc::new(lease),
             connect_timeout: cfg.connect_timeout,
-            closing: CancellationToken::new(),
-            candidates: tokio_util::task::TaskTracker::new(),
+            candidates: Candidates::new(),
         })
     }
 
@@ -335,14 +333,12 @@ impl SharedSession {
         out: watch::Sender<Leadership>,
         work: WorkWatch,
     ) -> (CancellationToken, tokio::task::JoinHandle<Result<()>>) {
-        let resign = self.closing.child_token();
-        let asked = resign.clone();
         let (client, renewers, lease) = (
             self.client.clone(),
             self.renewers.clone(),
             self.lease.clone(),
         );
-        let task = self.candidates.spawn(async move {
+        self.candidates.spawn(|resign| async move {
             let prefix = layout::prefix(&cfg.election);
             let first = observe::read_leader(&client, &prefix).await?;
             let (view_tx, view_rx) = watch::channel(first.clone());
@@ -352,8 +348,7 @@ impl SharedSession {
             let result = candidate.run_shared(lease).await;
             follower.abort();
             result
-        });
-        (asked, task)
+        })
     }
 
     /// Whether the lease is still alive.
@@ -364,15 +359,7 @@ impl SharedSession {
     /// Every candidate resigns (releasing its key), then the lease is
     /// revoked.
     pub(crate) async fn close(self) {
-        self.closing.cancel();
-        self.candidates.close();
-        let resigned = self.candidates.wait();
-        if tokio::time::timeout(self.connect_timeout, resigned)
-            .await
-            .is_err()
-        {
-            warn_counted!("candidates still resigning when the session closed");
-        }
+        self.candidates.close(self.connect_timeout).await;
         match std::sync::Arc::try_unwrap(self.lease) {
             Ok(lease) => lease.revoke(&self.client, self.connect_timeout).await,
             // A candidate still holds it: the lease expires after its TTL.

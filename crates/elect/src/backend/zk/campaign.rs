@@ -42,6 +42,7 @@ use super::lease::SessionLease;
 use super::observe::{self, View, is_terminal, list_queue, until_disconnected, until_reconnected};
 use super::{Opened, zk_error};
 use crate::backend::backoff::Backoff;
+use crate::backend::candidates::Candidates;
 use crate::backend::counters::{PROCESS, warn_counted};
 use crate::backend::report::Reporter;
 use crate::backend_kind::Backend;
@@ -169,9 +170,7 @@ pub(crate) struct SharedSession {
     lease: watch::Receiver<Option<BootInstant>>,
     keeper: tokio::task::JoinHandle<()>,
     connect_timeout: Duration,
-    /// Cancelled by [`close`](Self::close): every candidate resigns.
-    closing: CancellationToken,
-    candidates: tokio_util::task::TaskTracker,
+    candidates: Candidates,
 }
 
 impl SharedSession {
@@ -185,8 +184,7 @@ impl SharedSession {
             lease: lease_rx,
             keeper,
             connect_timeout,
-            closing: CancellationToken::new(),
-            candidates: tokio_util::task::TaskTracker::new(),
+            candidates: Candidates::new(),
         }
     }
 
@@ -201,9 +199,7 @@ impl SharedSession {
     ) -> (CancellationToken, tokio::task::JoinHandle<Result<()>>) {
         let client = self.client.clone();
         let lease = self.lease.clone();
-        let resign = self.closing.child_token();
-        let asked = resign.clone();
-        let task = self.candidates.spawn(async move {
+        self.candidates.spawn(|resign| async move {
             let (view_tx, view_rx) = watch::channel(View::unknown());
             let follower = tokio::spawn(observe::follow(
                 client.clone(),
@@ -231,8 +227,7 @@ impl SharedSession {
                     backend: Backend::Zk,
                 }),
             }
-        });
-        (asked, task)
+        })
     }
 
     /// Whether the session still lives.
@@ -243,15 +238,7 @@ impl SharedSession {
     /// Closes the session: every candidate on it resigns first (their
     /// znodes deleted), then the session ends.
     pub(crate) async fn close(self) {
-        self.closing.cancel();
-        self.candidates.close();
-        let resigned = self.candidates.wait();
-        if tokio::time::timeout(self.connect_timeout, resigned)
-            .await
-            .is_err()
-        {
-            warn_counted!("candidates still resigning when the session closed");
-        }
+        self.candidates.close(self.connect_timeout).await;
         self.keeper.abort();
         let _ = self.keeper.await;
         close(self.client, self.connect_timeout).await;
