@@ -49,7 +49,10 @@ for features in raft zk etcd http,metrics ""; do
   RUSTDOCFLAGS="-D warnings" cargo doc -p elect --no-deps --no-default-features --features "$features" --locked --quiet
 done
 # Every crate of the workspace packages and builds as crates.io would
-# take it (nothing is uploaded).
+# take it (nothing is uploaded). Cargo verifies each against the others
+# through a local registry whose sources it extracts once per version and
+# keeps: the copies of an earlier run would be built instead of today's.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/elect-*
 cargo publish --workspace --dry-run --locked --quiet
 
 mode=${ELECT_TEST_MODE:-containers}
