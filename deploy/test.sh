@@ -48,12 +48,6 @@ for features in raft zk etcd http,metrics ""; do
   cargo clippy -p elect --lib --no-default-features --features "$features" --locked --quiet -- -D warnings
   RUSTDOCFLAGS="-D warnings" cargo doc -p elect --no-deps --no-default-features --features "$features" --locked --quiet
 done
-# Every crate of the workspace packages and builds as crates.io would
-# take it (nothing is uploaded). Cargo verifies each against the others
-# through a local registry whose sources it extracts once per version and
-# keeps: the copies of an earlier run would be built instead of today's.
-rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/elect-*
-cargo publish --workspace --dry-run --locked --quiet
 
 mode=${ELECT_TEST_MODE:-containers}
 export ELECT_TEST_MODE=$mode
@@ -87,4 +81,13 @@ esac
 
 echo "running the suite in $mode mode"
 cargo nextest run --workspace --locked "$@"
+
+# Every crate of the workspace packages and builds as crates.io would
+# take it (nothing is uploaded). Cargo verifies each against the others
+# through a local registry whose sources and builds it keeps per version:
+# those of an earlier run would be used instead of today's, so they go
+# first (last in this script: the suite's builds go with them).
+cargo clean --quiet -p elect -p elect-lab -p elect-sim -p elect-cli
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/elect-*
+cargo publish --workspace --dry-run --locked --quiet
 echo "suite passed in $mode mode; $(( $(date +%s) - started ))s in all"
