@@ -85,3 +85,11 @@ pub fn open_sockets() -> usize {
         })
         .unwrap_or(0)
 }
+
+/// A TCP port of 127.0.0.1 that is free now (bound, then released for the
+/// caller's process to bind).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}

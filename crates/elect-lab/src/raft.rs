@@ -161,9 +161,7 @@ impl LocalPeers {
         let mut endpoints = Vec::new();
         for id in &ids {
             // A free port, released just before the peer binds it.
-            let port = std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port();
+            let port = crate::host::free_port()?;
             endpoints.push(format!("{id}=127.0.0.1:{port}"));
         }
         Ok(LocalPeers {
@@ -200,11 +198,6 @@ impl LocalPeers {
             .env("RUST_LOG", log);
         self.peers[i] = Some(crate::process::Watched::spawn(&self.ids[i], cmd)?);
         Ok(())
-    }
-
-    /// Peer `i`, while it is started.
-    pub fn peer(&mut self, i: usize) -> Option<&mut crate::process::Watched> {
-        self.peers[i].as_mut()
     }
 
     /// Lines every peer printed since the last call, in the order they

@@ -50,13 +50,6 @@ impl Implementation {
 /// wake-ups in.
 pub const WAKEUPS_METRIC: &str = "elect_backend_wakeups_total";
 
-/// A port of 127.0.0.1 free now, for a candidate's `--http` export.
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 /// The Curator baseline's driver, compiled at run time against Debian's
 /// libcurator-recipes-java.
 const LATCH_DRIVER: &str = include_str!("LatchDriver.java");
@@ -230,7 +223,7 @@ impl Contender {
         let cmd = match self.imp {
             Implementation::Elect => {
                 let mut cmd = Command::new(&self.bin);
-                let export = format!("127.0.0.1:{}", free_port()?);
+                let export = format!("127.0.0.1:{}", elect_lab::host::free_port()?);
                 metrics = Some(export.clone());
                 cmd.args(["--backend", self.backend.name()])
                     .args(["--endpoints", endpoints, "--election", election])

@@ -103,17 +103,12 @@ impl Candidate {
                         self.hand_over(lease.id).await;
                     }
                     lease.revoke(&self.client, self.cfg.connect_timeout).await;
-                    if led {
-                        info!("resigned");
-                    }
-                    self.reporter.publish(Leadership::unknown());
+                    self.resigned(led);
                     return Ok(());
                 }
                 Outcome::Lost { led, deadline } => {
                     if led {
-                        warn_counted!("leadership lost");
-                        self.reporter.demoted(deadline);
-                        self.wait_until_idle(lease.ttl).await;
+                        self.step_down(deadline, lease.ttl).await;
                     }
                     lease.revoke(&self.client, self.cfg.connect_timeout).await;
                     match self.grant_again().await {
@@ -123,6 +118,22 @@ impl Candidate {
                 }
             }
         }
+    }
+
+    /// After losing leadership: says so, and waits (at most `ttl`) until
+    /// the work started under it has stopped.
+    async fn step_down(&mut self, deadline: BootInstant, ttl: Duration) {
+        warn_counted!("leadership lost");
+        self.reporter.demoted(deadline);
+        self.wait_until_idle(ttl).await;
+    }
+
+    /// After resigning: nobody is known to lead, as far as we can say.
+    fn resigned(&mut self, led: bool) {
+        if led {
+            info!("resigned");
+        }
+        self.reporter.publish(Leadership::unknown());
     }
 
     /// Campaigns on a lease shared with other elections (a session) until
@@ -138,17 +149,12 @@ impl Candidate {
             match self.candidacy(&lease).await {
                 Outcome::Resigned { led } => {
                     self.release(lease.id).await;
-                    if led {
-                        info!("resigned");
-                    }
-                    self.reporter.publish(Leadership::unknown());
+                    self.resigned(led);
                     return Ok(());
                 }
                 Outcome::Lost { led, deadline } => {
                     if led {
-                        warn_counted!("leadership lost");
-                        self.reporter.demoted(deadline);
-                        self.wait_until_idle(lease.ttl).await;
+                        self.step_down(deadline, lease.ttl).await;
                     }
                     if lease.state().expired {
                         self.reporter.publish(Leadership::unknown());
