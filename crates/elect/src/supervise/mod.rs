@@ -353,6 +353,9 @@ pub async fn run(
             .deadline
             .expect("a leading snapshot has a deadline");
         work.running();
+        // The exporters were woken by the same snapshot: let them report
+        // the election before the fork and exec below take a core.
+        tokio::task::yield_now().await;
         let spawned = Child::spawn(
             &env.watchdog,
             &cfg.command,

@@ -63,6 +63,8 @@ pub const STATUS_FD: RawFd = 4;
 pub const REFUSED: i32 = 125;
 
 /// How often the group is reaped and checked when nothing else happens.
+/// The command's own end wakes the watchdog at once (see
+/// [`Watchdog::supervise`]); what it left behind is checked every tick.
 const TICK: Duration = Duration::from_millis(20);
 
 /// The boot clock in the nanoseconds the control messages carry (see
@@ -238,6 +240,7 @@ pub fn main(args: &[OsString]) -> i32 {
     let code = Watchdog {
         tree,
         command: pid,
+        ended: pidfd_open(pid),
         report,
         grace,
         deadline,
@@ -350,6 +353,15 @@ fn start_in_namespace(command: &[OsString]) -> Result<Started, String> {
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
     );
     Ok((Tree::Namespace { init }, init, Some(report)))
+}
+
+/// A pidfd of `pid`: readable once the process has exited. `None` where
+/// the kernel has none (before Linux 5.3).
+fn pidfd_open(pid: Pid) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
+    // SAFETY: a non-negative return is a fresh fd that only we own.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// The watchdog's end of the guard's pipe.
@@ -483,6 +495,9 @@ struct Watchdog {
     /// The child whose exit is the command's: the command itself, or the
     /// namespace's init (which exits with the command's code).
     command: Pid,
+    /// A pidfd of `command`, readable once it has exited, until it is
+    /// reaped (`None` where the kernel has none: the tick then notices).
+    ended: Option<OwnedFd>,
     /// The init's reports (`pidns`): the command's code as soon as it ends.
     report: Option<std::fs::File>,
     grace: u64,
@@ -512,19 +527,37 @@ impl Watchdog {
                 return self.exit.unwrap_or(1);
             }
             let wait = self.next_wake(now);
-            let Some(r) = reader.as_mut() else {
-                std::thread::sleep(wait);
-                continue;
-            };
-            let ready = {
-                let mut fds = [PollFd::new(r.get_ref().as_fd(), PollFlags::POLLIN)];
-                let timeout = PollTimeout::try_from(wait.as_millis().max(1) as i32)
-                    .unwrap_or(PollTimeout::MAX);
-                matches!(poll(&mut fds, timeout), Ok(n) if n > 0)
-            };
-            if !ready {
+            // Woken by a control message, or by the command's end, not a
+            // tick later: a resignation waits for that end. The pidfd
+            // until the command (or the init) is reaped; under pidns the
+            // init's report until it has said the code.
+            let mut fds = Vec::with_capacity(3);
+            if let Some(r) = reader.as_ref() {
+                fds.push(PollFd::new(r.get_ref().as_fd(), PollFlags::POLLIN));
+            }
+            let report = self.report.as_ref().filter(|_| self.exit.is_none());
+            let ends = [
+                self.ended.as_ref().map(AsFd::as_fd),
+                report.map(AsFd::as_fd),
+            ];
+            fds.extend(
+                ends.into_iter()
+                    .flatten()
+                    .map(|fd| PollFd::new(fd, PollFlags::POLLIN)),
+            );
+            let timeout =
+                PollTimeout::try_from(wait.as_millis().max(1) as i32).unwrap_or(PollTimeout::MAX);
+            if poll(&mut fds, timeout).is_err() {
                 continue;
             }
+            let control_ready = reader.is_some()
+                && fds[0]
+                    .revents()
+                    .is_some_and(|r| r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP));
+            drop(fds);
+            let Some(r) = reader.as_mut().filter(|_| control_ready) else {
+                continue;
+            };
             line.clear();
             match r.read_line(&mut line) {
                 Ok(0) | Err(_) => {
@@ -617,11 +650,14 @@ impl Watchdog {
         loop {
             match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::StillAlive) | Err(_) => return,
-                Ok(status) => {
-                    if status.pid() == Some(self.command) && self.exit.is_none() {
+                Ok(status) if status.pid() == Some(self.command) => {
+                    if self.exit.is_none() {
                         self.exit = exit_code(status);
                     }
+                    // Reaped: its pidfd would read ready from now on.
+                    self.ended = None;
                 }
+                Ok(_) => {}
             }
         }
     }
