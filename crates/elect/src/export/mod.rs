@@ -13,9 +13,11 @@ pub mod lines;
 pub mod metrics;
 #[cfg(not(feature = "metrics"))]
 mod no_metrics;
+mod stdout;
 
 use std::io::Write;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::SystemTime;
 
 use tokio::sync::watch;
@@ -85,8 +87,10 @@ pub struct Exported {
 ///
 /// Writing stdout and the leader file (an fsync and a rename) blocks, so
 /// they are written by a thread of their own, in order; a slow terminal or
-/// disk delays the line, never the election's runtime. Returns once the
-/// last line and file update are written.
+/// disk delays the line, never the election's runtime. A line that stdout's
+/// pipe can take at once, with none waiting before it, is written here
+/// instead, without waking that thread (the private `stdout` module says
+/// when). Returns once the last line and file update are written.
 ///
 /// # Cancel safety
 /// Dropping the future stops reporting; lines already handed to the
@@ -98,21 +102,33 @@ pub async fn run(
     metrics: Arc<Metrics>,
     state: watch::Sender<Exported>,
 ) {
-    // Each change: the line, and the leader the file names (None: empty).
-    let (writes, pending) = std::sync::mpsc::channel::<(String, Option<String>)>();
+    // Each change: the line unless already written, and the leader the
+    // file names (None: empty).
+    let (writes, pending) = std::sync::mpsc::channel::<(Option<String>, Option<String>)>();
     let leader_file = output.leader_file.clone();
-    let writer = std::thread::spawn(move || {
-        let mut file = leader_file.map(leader_file::LeaderFile::new);
-        for (line, shown) in pending {
-            let mut stdout = std::io::stdout().lock();
-            // A closed stdout must not stop the election; the line is lost.
-            let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
-            drop(stdout);
-            if let Some(file) = file.as_mut() {
-                file.show(shown.as_deref());
+    let has_file = leader_file.is_some();
+    // Lines handed to the thread and not yet written: a line goes out
+    // here only when none is, so lines keep their order.
+    let queued = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let queued = queued.clone();
+        std::thread::spawn(move || {
+            let mut file = leader_file.map(leader_file::LeaderFile::new);
+            for (line, shown) in pending {
+                if let Some(line) = line {
+                    let mut stdout = std::io::stdout().lock();
+                    // A closed stdout must not stop the election; the line is lost.
+                    let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
+                    drop(stdout);
+                    queued.fetch_sub(1, Ordering::Release);
+                }
+                if let Some(file) = file.as_mut() {
+                    file.show(shown.as_deref());
+                }
             }
-        }
-    });
+        })
+    };
+    let direct = stdout::NonBlocking::open();
     let mut shown = Leadership::unknown();
     loop {
         let next = rx.borrow_and_update().clone();
@@ -133,7 +149,15 @@ pub async fn run(
                 std::time::SystemTime::now(),
             );
             let in_file = next.leader.clone().filter(|_| next.current);
-            let _ = writes.send((line, in_file));
+            let line = if queued.load(Ordering::Acquire) == 0 && direct.try_write(&line) {
+                None
+            } else {
+                queued.fetch_add(1, Ordering::Release);
+                Some(line)
+            };
+            if line.is_some() || has_file {
+                let _ = writes.send((line, in_file));
+            }
             shown = next;
         }
         if rx.changed().await.is_err() {
