@@ -5,9 +5,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use support::elect::{campaign, elect, leader_once};
+use support::elect::{Proc, campaign, elect, leader_once};
 use support::etcd::Cluster;
-use support::eventually;
+use support::{eventually, loopback_net, metric};
 
 const SOON: Duration = Duration::from_secs(10);
 
@@ -97,6 +97,117 @@ fn sigterm_to_the_leader_hands_over_within_a_second() {
     let (at, _) = b.wait_event("elected", SOON);
     let took = at - sent;
     assert!(took < Duration::from_secs(1), "handover took {took:?}");
+    assert_eq!(a.wait_exit(SOON), 0);
+}
+
+/// The metric a successor counts the terms it began with no read in.
+const LED_WITHOUT_READ: &str = "elect_backend_led_without_read_total";
+
+/// `elect campaign` serving its metrics on `http`.
+fn candidate_serving(etcd: &Cluster, election: &str, id: &str, http: &str) -> Proc {
+    elect(
+        id,
+        &etcd.endpoints,
+        &[
+            "campaign",
+            "--election",
+            election,
+            "--id",
+            id,
+            "--ttl",
+            "10",
+            "--http",
+            http,
+        ],
+    )
+}
+
+/// A resigning leader hands over in its resignation's transaction, which
+/// puts the next in line's key again unchanged: the successor leads on
+/// that event, with no read of its own, and nobody else's key is touched.
+#[test]
+fn a_resignation_hands_over_to_the_next_in_line_without_a_read_of_its_own() {
+    let etcd = Cluster::start();
+    let net = loopback_net();
+    let http: Vec<String> = (1..=3).map(|i| format!("{net}.{i}:4040")).collect();
+    let mut procs = Vec::new();
+    for (i, id) in ["a", "b", "c"].iter().enumerate() {
+        procs.push(candidate_serving(&etcd, "touch", id, &http[i]));
+        wait_for_candidates(&etcd, "touch", i + 1);
+    }
+    let (_, first) = procs[0].wait_event("elected", SOON);
+    let mut token = first["token"].as_u64().unwrap();
+    for i in 1..3 {
+        procs[i - 1].signal(Signal::SIGTERM);
+        let (_, elected) = procs[i].wait_event("elected", SOON);
+        let next = elected["token"].as_u64().unwrap();
+        assert!(next > token, "fencing tokens only grow");
+        token = next;
+        assert_eq!(procs[i - 1].wait_exit(SOON), 0);
+        assert_eq!(
+            metric(&http[i], LED_WITHOUT_READ),
+            1.0,
+            "the successor led on the handover"
+        );
+        let touched = etcd.versions("touch");
+        let expected: Vec<_> = ["a", "b", "c"][i..]
+            .iter()
+            .enumerate()
+            .map(|(k, id)| (id.to_string(), if k == 0 { 2 } else { 1 }))
+            .collect();
+        assert_eq!(touched, expected, "only the successor's key was put again");
+    }
+    procs[2].signal(Signal::SIGTERM);
+    assert_eq!(procs[2].wait_exit(SOON), 0);
+    assert!(etcd.candidates("touch").is_empty(), "no key left behind");
+    assert!(etcd.leases().is_empty(), "no lease left behind");
+}
+
+/// The leader keeps track of who is next while candidates come and go: a
+/// newcomer after it led alone, then the next in line leaving.
+#[test]
+fn the_leader_hands_over_to_whoever_is_next_when_it_resigns() {
+    let etcd = Cluster::start();
+    let net = loopback_net();
+    let http: Vec<String> = (1..=3).map(|i| format!("{net}.{i}:4040")).collect();
+    let mut a = candidate_serving(&etcd, "next", "a", &http[0]);
+    a.wait_event("elected", SOON);
+    let mut b = candidate_serving(&etcd, "next", "b", &http[1]);
+    wait_for_candidates(&etcd, "next", 2);
+    let mut c = candidate_serving(&etcd, "next", "c", &http[2]);
+    wait_for_candidates(&etcd, "next", 3);
+    b.signal(Signal::SIGTERM);
+    assert_eq!(b.wait_exit(SOON), 0);
+    wait_for_candidates(&etcd, "next", 2);
+    // The leader learns of b's departure from its watch on b's key, in
+    // milliseconds. (Had it not yet, the touch of b's gone key would fail
+    // and c would read its turn instead: slower, as sound.)
+    std::thread::sleep(Duration::from_secs(1));
+    a.signal(Signal::SIGTERM);
+    c.wait_event("elected", SOON);
+    assert_eq!(a.wait_exit(SOON), 0);
+    assert_eq!(metric(&http[2], LED_WITHOUT_READ), 1.0);
+    assert_eq!(etcd.versions("next"), vec![("c".to_string(), 2)]);
+}
+
+/// A waiting candidate whose key is deleted by hand learns it from its
+/// watch, queues again with a fresh lease and key, and leads in its turn.
+#[test]
+fn a_waiting_candidate_whose_key_is_deleted_queues_again() {
+    let etcd = Cluster::start();
+    let mut a = campaign(&etcd.endpoints, "deleted", "a", "10");
+    a.wait_event("elected", SOON);
+    let mut b = campaign(&etcd.endpoints, "deleted", "b", "10");
+    wait_for_candidates(&etcd, "deleted", 2);
+    let (key, _) = etcd.candidates("deleted").pop().unwrap();
+    etcd.etcdctl_ok(&["del", &key]);
+    eventually("b queued again under a new key", SOON, || {
+        let keys = etcd.candidates("deleted");
+        (keys.len() == 2 && keys[1].0 != key).then_some(())
+    });
+    assert!(!b.sees_event("elected", Duration::ZERO), "b waits its turn");
+    a.signal(Signal::SIGTERM);
+    b.wait_event("elected", SOON);
     assert_eq!(a.wait_exit(SOON), 0);
 }
 

@@ -60,6 +60,12 @@ fn etcdctl_and_elect_candidates_take_turns_in_creation_order() {
     go.wait_line("etcdctl elected", SOON, |l| l.text == "go");
     let (_, seen) = c.wait_event("leader", SOON);
     assert_eq!(seen["leader"], "go", "c sees etcdctl's candidate lead");
+    // elect hands over by putting an elect successor's key again; a Go
+    // candidate's key is left as Go made it (it reads its own turn).
+    assert_eq!(
+        etcd.versions("turns"),
+        vec![("go".to_string(), 1), ("c".to_string(), 1)]
+    );
 
     go.signal(Signal::SIGINT);
     let (_, elected) = c.wait_event("elected", SOON);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use support::elect::{Proc, elect, elect_zk};
-use support::{eventually, http_get, loopback_net};
+use support::{eventually, http_get, loopback_net, metric};
 
 const SOON: Duration = Duration::from_secs(20);
 
@@ -20,17 +20,6 @@ fn json(addr: &str, path: &str) -> (u16, Value) {
 
 fn status(addr: &str, path: &str) -> u16 {
     http_get(addr, path).0
-}
-
-/// The value of an unlabelled metric sample.
-fn metric(addr: &str, name: &str) -> f64 {
-    let (code, text) = http_get(addr, "/metrics");
-    assert_eq!(code, 200, "/metrics: {text}");
-    text.lines()
-        .find(|l| l.split_whitespace().next() == Some(name))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
 }
 
 fn candidate(endpoints: &str, id: &str, http: &str) -> Proc {

@@ -49,11 +49,14 @@ async fn elected(campaign: Campaign) -> Term {
 /// Three elections on session A, a second candidate for each on session
 /// B: A leads all three with tokens of their own; A's resignation in one
 /// election hands it to B within milliseconds (no TTL waited) and no
-/// other; closing A hands over the rest.
+/// other, and leaves nothing of A's behind though A's session lives on;
+/// closing A hands over the rest. `queued` counts an election's
+/// candidates, `stored` everything stored under its name.
 async fn elections_share_a_session(
     backend: Backend,
     endpoints: &str,
     queued: impl Fn(&str) -> usize,
+    stored: impl Fn(&str) -> usize,
 ) {
     let cfg = config(backend, endpoints, Duration::from_secs(4));
     let a = Session::open(&cfg).await.unwrap();
@@ -96,6 +99,11 @@ async fn elections_share_a_session(
         "a resignation on a shared session waited {took:?}: the release did not reach the successor"
     );
     assert_eq!(successor.id(), "b0");
+    support::eventually(
+        "nothing of the resigned candidacy left (etcd: its release marker)",
+        SOON,
+        || (stored(&name(backend, 0)) == 1).then_some(()),
+    );
     assert!(
         successor.token() > first_token,
         "tokens grow within an election"
@@ -176,6 +184,11 @@ fn etcd_elections_share_one_lease() {
         Backend::Etcd,
         &etcd.endpoints,
         |election| etcd.candidates(election).len(),
+        // Candidates' keys, and the release markers beside them.
+        |election| {
+            let keys = etcd.etcdctl_ok(&["get", election, "--prefix", "--keys-only"]);
+            keys.lines().filter(|l| !l.is_empty()).count()
+        },
     ));
     // Every key, marker and lease is gone.
     let left = etcd.etcdctl_ok(&["get", "sessions", "--prefix", "--keys-only"]);
@@ -189,6 +202,7 @@ fn zk_elections_share_one_session() {
     runtime().block_on(elections_share_a_session(
         Backend::Zk,
         &zk.endpoints,
+        |election| zk.children(election).len(),
         |election| zk.children(election).len(),
     ));
     for i in 0..3 {

@@ -97,18 +97,43 @@ impl Cluster {
 
     /// Keys under `<election>/`, oldest first, with their values.
     pub fn candidates(&self, election: &str) -> Vec<(String, String)> {
-        let out = self.etcdctl_ok(&[
-            "get",
-            "--prefix",
-            &format!("{election}/"),
-            "--sort-by=CREATE",
-            "--order=ASCEND",
-        ]);
+        let out = self.list(election, &[]);
         let lines: Vec<&str> = out.lines().collect();
         lines
             .chunks(2)
             .map(|kv| (kv[0].to_owned(), kv.get(1).unwrap_or(&"").to_string()))
             .collect()
+    }
+
+    /// The candidates under `<election>/`, oldest first: each one's value
+    /// and its key's version (1 until the key is put again).
+    pub fn versions(&self, election: &str) -> Vec<(String, i64)> {
+        use base64::Engine;
+        let out = self.list(election, &["-w", "json"]);
+        let resp: serde_json::Value = serde_json::from_str(&out).expect("etcdctl's JSON");
+        let kvs = resp["kvs"].as_array().cloned().unwrap_or_default();
+        kvs.iter()
+            .map(|kv| {
+                let value = base64::engine::general_purpose::STANDARD
+                    .decode(kv["value"].as_str().unwrap_or_default())
+                    .expect("base64 value");
+                let version = kv["version"].as_i64().expect("a version");
+                (String::from_utf8_lossy(&value).into_owned(), version)
+            })
+            .collect()
+    }
+
+    /// `etcdctl get` of the keys under `<election>/`, oldest first.
+    fn list(&self, election: &str, extra: &[&str]) -> String {
+        let prefix = format!("{election}/");
+        let args = [
+            "get",
+            "--prefix",
+            &prefix,
+            "--sort-by=CREATE",
+            "--order=ASCEND",
+        ];
+        self.etcdctl_ok(&[&args[..], extra].concat())
     }
 
     /// Ids of the leases that currently exist.

@@ -94,6 +94,18 @@ pub fn http_get(addr: &str, path: &str) -> (u16, String) {
     ::elect_lab::http_get(addr, path, Duration::from_secs(5))
 }
 
+/// The value of an unlabelled metric sample that `addr`'s `/metrics`
+/// serves.
+pub fn metric(addr: &str, name: &str) -> f64 {
+    let (code, text) = http_get(addr, "/metrics");
+    assert_eq!(code, 200, "/metrics: {text}");
+    text.lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+}
+
 /// The containment levels (`--contain`) this machine gives, strongest
 /// first; each one the machine refuses is named on stderr, with why.
 pub fn containment_levels() -> Vec<&'static str> {

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 pub use elect_lab::process::{alive, descendants, parent};
 
 /// Records when each of `pids` dies, exactly: one thread per pid blocks on
-/// a pidfd, which the kernel makes readable the moment the process exits.
+/// a pidfd, which the kernel makes readable the moment the process exits,
+/// and reads the clock at real-time priority where it may.
 pub struct DeathWatch {
     handles: Vec<std::thread::JoinHandle<Instant>>,
 }
@@ -20,6 +21,14 @@ impl DeathWatch {
                 let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
                 assert!(fd >= 0, "pid {pid} is not alive to be watched");
                 std::thread::spawn(move || {
+                    // At real-time priority where allowed (root, as in CI):
+                    // on a loaded machine a woken watcher could otherwise
+                    // wait milliseconds for a core before it reads the
+                    // clock, and report a death later than it happened.
+                    let param = libc::sched_param { sched_priority: 50 };
+                    // SAFETY: sets this thread's own policy; failure is
+                    // harmless (the ordinary policy stays).
+                    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
                     let mut pfd = libc::pollfd {
                         fd,
                         events: libc::POLLIN,

@@ -1,5 +1,6 @@
 //! What the backends do, counted as data: renewals answered, errors met,
-//! candidates woken by a change of their predecessor. The metrics export
+//! candidates woken by a change of their predecessor, successors that led
+//! without a read. The metrics export
 //! and `elect compare` read these counts; the logs stay for people and
 //! may change their wording freely.
 //!
@@ -14,6 +15,7 @@ pub struct Counters {
     renewals: AtomicU64,
     errors: AtomicU64,
     wakeups: AtomicU64,
+    led_without_read: AtomicU64,
 }
 
 /// This process's counts.
@@ -21,6 +23,7 @@ pub static PROCESS: Counters = Counters {
     renewals: AtomicU64::new(0),
     errors: AtomicU64::new(0),
     wakeups: AtomicU64::new(0),
+    led_without_read: AtomicU64::new(0),
 };
 
 /// This process's counts, read at once.
@@ -37,6 +40,11 @@ pub struct Snapshot {
     /// each candidate watching only its predecessor, about one per leader
     /// change (etcd and ZooKeeper).
     pub wakeups: u64,
+    /// Terms of ours that began at the event that ended our
+    /// predecessor's, with no request of our own after it (etcd: the
+    /// resigning leader touched our key; ZooKeeper: the next in line saw
+    /// the leader's znode deleted).
+    pub led_without_read: u64,
 }
 
 impl Counters {
@@ -46,6 +54,7 @@ impl Counters {
             renewals: self.renewals.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
             wakeups: self.wakeups.load(Ordering::Relaxed),
+            led_without_read: self.led_without_read.load(Ordering::Relaxed),
         }
     }
 
@@ -59,6 +68,10 @@ impl Counters {
 
     pub(crate) fn woken(&self) {
         self.wakeups.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn led_without_read(&self) {
+        self.led_without_read.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -38,6 +38,7 @@ pub struct Metrics {
     backend_renewals: Counter,
     backend_errors: Counter,
     backend_wakeups: Counter,
+    backend_led_without_read: Counter,
     catch_up: Mutex<()>,
 }
 
@@ -122,6 +123,12 @@ impl Metrics {
             "Times a waiting candidate was woken by a change of its predecessor",
             backend_wakeups.clone(),
         );
+        let backend_led_without_read = Counter::default();
+        registry.register(
+            "backend_led_without_read",
+            "Terms of ours that began at the event that ended our predecessor's, with no request of our own after it",
+            backend_led_without_read.clone(),
+        );
         registry.register(
             "deadline_margin_seconds",
             "While leading: time left before the leadership deadline, at scrape time; else 0",
@@ -139,6 +146,7 @@ impl Metrics {
             backend_renewals,
             backend_errors,
             backend_wakeups,
+            backend_led_without_read,
             catch_up: Mutex::default(),
         }
     }
@@ -185,6 +193,7 @@ impl Metrics {
             (&self.backend_renewals, counts.renewals),
             (&self.backend_errors, counts.errors),
             (&self.backend_wakeups, counts.wakeups),
+            (&self.backend_led_without_read, counts.led_without_read),
         ] {
             // The counts only grow; catch the exported counter up.
             counter.inc_by(total.saturating_sub(counter.get()));

@@ -21,19 +21,19 @@
 //! has stopped, and a new candidacy starts on a fresh lease.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{
-    Client, Compare, CompareOp, EventType, GetOptions, PutOptions, SortOrder, SortTarget, Txn,
-    TxnOp, WatchOptions,
-};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, LeaseClient, PutOptions, Txn, TxnOp};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use super::etcd_error;
-use super::layout::{self, CandidateKey};
+use super::handover::{self, LeaderWatch};
+use super::keywatch::{TurnWatch, Woken, wait_for_delete};
+use super::layout::{self, CandidateKey, Ours};
 use super::lease::{Lease, LeaseState, granted_by_elect};
 use super::observe::View;
 use crate::backend::backoff::Backoff;
@@ -61,22 +61,37 @@ enum Outcome {
     Lost { led: bool, deadline: BootInstant },
 }
 
+/// What a release's transaction did (see [`Candidate::release`]).
+struct Released {
+    /// Its revision.
+    at: i64,
+    /// Our release marker.
+    marker: String,
+    /// Whether it handed over to the successor by touching its key.
+    touched: bool,
+}
+
 pub struct Candidate {
-    client: Client,
+    /// Shared with the follower: a `Client` is 3.7 KiB, held in every
+    /// task that waits.
+    client: Arc<Client>,
     /// One client per endpoint, for lease keepalives.
-    renewers: Vec<Client>,
+    renewers: Vec<LeaseClient>,
     cfg: ElectionConfig,
     reporter: Reporter<View>,
     work: WorkWatch,
     resign: CancellationToken,
     /// The key and create revision of the current candidacy.
     current: Option<(String, i64)>,
+    /// While we lead: our key and the next in line, whom a resignation
+    /// hands over to.
+    leader_watch: Option<LeaderWatch>,
 }
 
 impl Candidate {
     pub fn new(
-        client: Client,
-        renewers: Vec<Client>,
+        client: Arc<Client>,
+        renewers: Vec<LeaseClient>,
         cfg: ElectionConfig,
         out: watch::Sender<Leadership>,
         view: watch::Receiver<View>,
@@ -91,6 +106,7 @@ impl Candidate {
             work,
             resign,
             current: None,
+            leader_watch: None,
         }
     }
 
@@ -148,7 +164,15 @@ impl Candidate {
         loop {
             match self.candidacy(&lease).await {
                 Outcome::Resigned { led } => {
-                    self.release(lease.id).await;
+                    let successor = self.elect_successor();
+                    if let Some(released) = self.release(lease.id, successor.as_ref()).await
+                        && released.touched
+                    {
+                        // The successor led without reading the marker,
+                        // and the session's lease lives on: nobody else
+                        // would remove it.
+                        self.remove(&released.marker).await;
+                    }
                     self.resigned(led);
                     return Ok(());
                 }
@@ -160,7 +184,7 @@ impl Candidate {
                         self.reporter.publish(Leadership::unknown());
                         return Err(ended());
                     }
-                    self.release(lease.id).await;
+                    self.release(lease.id, None).await;
                     // A lapse of renewals: campaign again only once the
                     // lease is proven alive again (or gone for good).
                     let mut state = lease.watch();
@@ -178,18 +202,26 @@ impl Candidate {
     }
 
     /// Resigns as leader, the work already stopped: our key and its
-    /// release marker in one transaction (see [`Candidate::release`]). An
-    /// elect successor that sees the marker leads without asking about our
-    /// lease, one round trip after its watch saw our key go; once it has
-    /// taken the marker (or after [`HANDOVER_WAIT`]) the caller revokes the
-    /// lease, marker and all. A failed release leaves the revoke to do it
-    /// all, as before.
+    /// release marker in one transaction (see [`Candidate::release`]),
+    /// which also hands over to the next in line by touching its key when
+    /// it is an elect candidate we know of (see the `handover` module);
+    /// the caller then revokes the lease, marker and all. Otherwise (the
+    /// elect candidate we knew as next had just left) the elect successor
+    /// that sees the marker leads without asking about our lease, one read
+    /// after its watch saw our key go, and the lease is kept until it has
+    /// taken the marker (or [`HANDOVER_WAIT`]). A failed release leaves the
+    /// revoke to do it all, as before.
     async fn hand_over(&mut self, lease: i64) {
-        let Some((at, marker, Some(next))) = self.release(lease).await else {
+        let successor = self.elect_successor();
+        let Some(released) = self.release(lease, successor.as_ref()).await else {
             return;
         };
-        if granted_by_elect(next.lease) {
-            let taken = wait_for_delete(&self.client, marker.as_bytes(), at);
+        if released.touched {
+            debug!(revision = released.at, "handed over to the next in line");
+            return;
+        }
+        if successor.is_some() {
+            let taken = wait_for_delete(&self.client, released.marker.as_bytes(), released.at);
             match tokio::time::timeout(HANDOVER_WAIT, taken).await {
                 Ok(_) => debug!("handover: the successor took the release marker"),
                 Err(_) => debug!("the successor did not take the release marker; revoking"),
@@ -197,33 +229,62 @@ impl Candidate {
         }
     }
 
+    /// Deletes a key we wrote, giving up after the connect timeout (a key
+    /// on a lease goes with it anyway).
+    async fn remove(&self, key: &str) {
+        let mut kv = self.client.kv_client();
+        let deleted = Box::pin(kv.delete(key, None));
+        match tokio::time::timeout(self.cfg.connect_timeout, deleted).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => debug!(key, "removing: {e}"),
+            Err(_) => debug!(key, "removing timed out"),
+        }
+    }
+
+    /// The next in line, if we lead and it is an elect candidate: whom a
+    /// resignation may hand over to. Stops following it.
+    fn elect_successor(&mut self) -> Option<CandidateKey> {
+        self.leader_watch
+            .take()
+            .and_then(|watch| watch.elect_successor())
+    }
+
     /// Ends the current candidacy, its work stopped: one transaction
     /// deletes our key (if it is still this candidacy's), writes its
-    /// release marker, bound to the lease, and reads who is next in line.
-    /// The marker tells a successor waiting on our lease (a session's,
-    /// or ours until we revoke it) that the work is over. Returns the
-    /// transaction's revision, the marker and the next candidate, or
-    /// `None` if the transaction failed (a successor then waits for the
-    /// lease).
-    async fn release(&mut self, lease: i64) -> Option<(i64, String, Option<CandidateKey>)> {
+    /// release marker, bound to the lease, and, given a `successor`, hands
+    /// over to it ([`handover::touch`]). The marker tells a successor
+    /// waiting on our lease (a session's, or ours until we revoke it) that
+    /// the work is over. `None` if the transaction failed (a successor then
+    /// waits for the lease).
+    ///
+    /// The transaction reads nothing: a range over the election's prefix
+    /// walks every key deleted there since etcd's last compaction (each
+    /// candidacy leaves one), and inside the commit it would delay the
+    /// handover for every waiter.
+    async fn release(&mut self, lease: i64, successor: Option<&CandidateKey>) -> Option<Released> {
         let (key, rev) = self.current.take()?;
+        debug!(
+            successor = successor.map(|s| s.id.as_str()),
+            "releasing our key"
+        );
         let marker = layout::release_marker(&self.cfg.election, rev);
-        let prefix = layout::prefix(&self.cfg.election);
         let bound = || Some(PutOptions::new().with_lease(lease));
+        let mut then = vec![
+            TxnOp::put(marker.as_str(), "", bound()),
+            TxnOp::delete(key.as_str(), None),
+        ];
+        then.extend(successor.map(handover::touch));
         let txn = Txn::new()
             .when([Compare::create_revision(
                 key.as_str(),
                 CompareOp::Equal,
                 rev,
             )])
-            .and_then([
-                TxnOp::put(marker.as_str(), "", bound()),
-                TxnOp::delete(key.as_str(), None),
-                TxnOp::get(prefix.as_str(), Some(younger_than(rev))),
-            ])
+            .and_then(then)
             .or_else([TxnOp::put(marker.as_str(), "", bound())]);
         let mut kv = self.client.kv_client();
-        let resp = match tokio::time::timeout(self.cfg.connect_timeout, kv.txn(txn)).await {
+        let resp = match tokio::time::timeout(self.cfg.connect_timeout, Box::pin(kv.txn(txn))).await
+        {
             Ok(Ok(resp)) => resp,
             Ok(Err(e)) => {
                 warn_counted!(
@@ -245,11 +306,11 @@ impl Candidate {
             revision = at,
             "released: key deleted, release marker written"
         );
-        let next = resp.op_responses().into_iter().find_map(|op| match op {
-            etcd_client::TxnOpResponse::Get(get) => get.kvs().first().map(CandidateKey::from),
-            _ => None,
-        });
-        Some((at, marker, next))
+        Some(Released {
+            at,
+            touched: handover::touched(&resp.op_responses()),
+            marker,
+        })
     }
 
     async fn candidacy(&mut self, lease: &Lease) -> Outcome {
@@ -314,8 +375,14 @@ impl Candidate {
                 }
             }
         };
-        self.lead(&mut lease_state, lease.id, &key, my_rev, confirmed_at)
-            .await
+        let outcome = self
+            .lead(&mut lease_state, lease.id, &key, my_rev, confirmed_at)
+            .await;
+        if !matches!(outcome, Outcome::Resigned { .. }) {
+            // Lost: nobody to hand over to.
+            self.leader_watch = None;
+        }
+        outcome
     }
 
     /// Leads until something says we may not.
@@ -337,9 +404,17 @@ impl Candidate {
             deadline,
         ));
         // Our own key is watched directly, so its deletion is acted on at
-        // the event rather than one read later through the observer.
-        let key_gone = own_key_gone(&client, key, lease, token);
-        tokio::pin!(key_gone);
+        // the event rather than one read later through the observer; the
+        // same watch keeps who is next for our resignation.
+        let watch = LeaderWatch::start(
+            self.client.clone(),
+            layout::prefix(&self.cfg.election),
+            key,
+            lease,
+            token,
+        );
+        let mut key_gone = watch.key_gone();
+        self.leader_watch = Some(watch);
         loop {
             tokio::select! {
                 _ = self.resign.cancelled() => return Outcome::Resigned { led: true },
@@ -356,7 +431,7 @@ impl Candidate {
                     self.reporter
                         .publish(Leadership::elected(self.cfg.id.clone(), token as u64, deadline));
                 }
-                () = &mut key_gone => {
+                Ok(_) = key_gone.wait_for(|gone| *gone) => {
                     warn_counted!("our key is gone from etcd (deleted or its lease revoked)");
                     break;
                 }
@@ -474,35 +549,12 @@ async fn loss_deadline(
     }
     let asked = tokio::time::timeout(
         state.deadline - now,
-        client.lease_client().time_to_live(lease, None),
+        Box::pin(client.lease_client().time_to_live(lease, None)),
     )
     .await;
     match asked {
         Ok(Ok(resp)) if resp.ttl() > 0 => state.deadline,
         _ => BootInstant::now(),
-    }
-}
-
-/// Returns once our key no longer exists with our lease and create
-/// revision. Watch failures are retried, re-reading the key each time.
-async fn own_key_gone(client: &Client, key: &str, lease: i64, my_rev: i64) {
-    let mut backoff = Backoff::new();
-    loop {
-        match confirm_once(client, key, lease, my_rev).await {
-            Ok(None) => return,
-            Ok(Some(rev)) => match wait_for_delete(client, key.as_bytes(), rev).await {
-                Ok(true) => return,
-                Ok(false) => backoff.reset(),
-                Err(e) => {
-                    warn_counted!("watching our key: {e}");
-                    backoff.wait().await;
-                }
-            },
-            Err(e) => {
-                warn_counted!("{e}");
-                backoff.wait().await;
-            }
-        }
     }
 }
 
@@ -518,9 +570,7 @@ async fn create_key(client: &Client, key: &str, id: &str, lease: i64) -> i64 {
         )])
         .or_else([TxnOp::get(key, None)]);
     retry("creating our key", || async {
-        let resp = client
-            .kv_client()
-            .txn(txn.clone())
+        let resp = Box::pin(client.kv_client().txn(txn.clone()))
             .await
             .map_err(|e| etcd_error("creating our key", e))?;
         if resp.succeeded() {
@@ -541,14 +591,6 @@ async fn create_key(client: &Client, key: &str, id: &str, lease: i64) -> i64 {
     .await
 }
 
-/// Our candidacy's key.
-#[derive(Clone, Copy)]
-struct Ours<'a> {
-    key: &'a str,
-    lease: i64,
-    create_revision: i64,
-}
-
 /// How waiting for our turn ended.
 #[derive(Debug)]
 enum Turn {
@@ -563,10 +605,12 @@ enum Turn {
 }
 
 /// Waits until no key older than ours is left, waiting only on our
-/// predecessor. When the predecessor goes, one transaction reads what we
-/// need to lead (our key still ours, the next older key, the predecessor's
-/// release marker), so a handover costs the successor one round trip
-/// after the watch event.
+/// predecessor. A resigning elect leader hands over by touching our key
+/// (see the `handover` module): we lead at that event with no request of
+/// our own. When the predecessor goes otherwise, one read tells what we
+/// need to lead (our key still ours, the next older key, the
+/// predecessor's release marker), served by a member from its own state
+/// (see [`check_turn_locally`]).
 async fn wait_for_turn(client: &Client, election: &str, ours: Ours<'_>) -> Turn {
     let prefix = layout::prefix(election);
     let (mut pred, mut rev) = retry("finding our predecessor", || {
@@ -581,23 +625,13 @@ async fn wait_for_turn(client: &Client, election: &str, ours: Ours<'_>) -> Turn 
                 None => Turn::KeyGone,
             };
         };
-        // Deleted, cancelled or failed: in every case, look again.
-        match wait_for_delete(client, &p.key, rev).await {
-            Ok(_) => {
-                PROCESS.woken();
-                debug!(predecessor = %p.id, "woke: predecessor changed")
-            }
-            Err(e) => {
-                warn_counted!("{e}; looking again");
-                sleep(Duration::from_millis(50)).await;
-            }
-        }
         let marker = layout::release_marker(election, p.create_revision);
-        let check = retry("checking our turn", || {
-            check_turn(client, &prefix, ours, &marker)
-        })
-        .await;
-        debug!("turn checked");
+        // Boxed: the watch stream and the read racing it are most of a
+        // waiting candidate's future (see `a_candidates_futures_stay_small`).
+        let check = match Box::pin(wait_on(client, &prefix, ours, &p, rev, &marker)).await {
+            Waited::HandedOver(at) => return Turn::Ours { confirmed_at: at },
+            Waited::Checked(check) => check,
+        };
         match check {
             TurnCheck::KeyGone => return Turn::KeyGone,
             TurnCheck::Older(key, at) => (pred, rev) = (Some(key), at),
@@ -620,38 +654,112 @@ async fn wait_for_turn(client: &Client, election: &str, ours: Ours<'_>) -> Turn 
     }
 }
 
+/// How waiting on one predecessor ended.
+enum Waited {
+    /// The resigning leader handed over to us, at this revision.
+    HandedOver(i64),
+    /// What a read of our turn found.
+    Checked(TurnCheck),
+}
+
+/// Waits on `pred` (named by a read at `rev`) and our own key until our
+/// turn may have changed, then says what it is: handed over, when the
+/// resigning leader touched our key, else what a read finds.
+async fn wait_on(
+    client: &Client,
+    prefix: &str,
+    ours: Ours<'_>,
+    pred: &CandidateKey,
+    rev: i64,
+    marker: &str,
+) -> Waited {
+    let woken = match TurnWatch::open(client, &pred.key, ours, rev).await {
+        Ok(mut watch) => match watch.next().await {
+            Ok(Woken::HandedOver(at)) => {
+                PROCESS.woken();
+                PROCESS.led_without_read();
+                debug!(predecessor = %pred.id, revision = at, "handed over");
+                return Waited::HandedOver(at);
+            }
+            Ok(Woken::OwnKeyGone) => return Waited::Checked(TurnCheck::KeyGone),
+            Ok(Woken::PredecessorGone(seen)) => {
+                PROCESS.woken();
+                debug!(predecessor = %pred.id, "woke: predecessor changed");
+                Some((watch, seen))
+            }
+            // Compacted: read afresh.
+            Ok(Woken::Cancelled) => None,
+            Err(e) => {
+                warn_counted!("{e}; looking again");
+                sleep(Duration::from_millis(50)).await;
+                None
+            }
+        },
+        Err(e) => {
+            warn_counted!("{e}; looking again");
+            sleep(Duration::from_millis(50)).await;
+            None
+        }
+    };
+    let Some((mut watch, seen)) = woken else {
+        return Waited::Checked(check_turn_linearizably(client, prefix, ours, marker).await);
+    };
+    // A leader that hands over touches our key in the transaction that
+    // deleted its own, so that event is right behind the deletion's on
+    // our stream. It is waited for while the read is in flight: both are
+    // sound, the first decides, and the touch is preferred when both are
+    // there.
+    let read = async {
+        match check_turn_locally(client, prefix, ours, marker, seen).await {
+            Some(check) => (check, "local"),
+            None => (
+                check_turn_linearizably(client, prefix, ours, marker).await,
+                "linearizable",
+            ),
+        }
+    };
+    tokio::select! {
+        biased;
+        Ok(Woken::HandedOver(at)) = watch.next() => {
+            PROCESS.led_without_read();
+            debug!(predecessor = %pred.id, revision = at, "handed over");
+            Waited::HandedOver(at)
+        }
+        (check, read) = read => {
+            debug!(read, "turn checked");
+            Waited::Checked(check)
+        }
+    }
+}
+
+/// [`check_turn`] until it answers.
+async fn check_turn_linearizably(
+    client: &Client,
+    prefix: &str,
+    ours: Ours<'_>,
+    marker: &str,
+) -> TurnCheck {
+    retry("checking our turn", || {
+        check_turn(client, prefix, ours, marker)
+    })
+    .await
+}
+
 /// The key just older than `my_rev`, and the revision of the read.
 async fn older_key(
     client: &Client,
     prefix: &str,
     my_rev: i64,
 ) -> Result<(Option<CandidateKey>, i64)> {
-    let resp = client
-        .kv_client()
-        .get(prefix, Some(older_than(my_rev)))
-        .await
-        .map_err(|e| etcd_error("finding our predecessor", e))?;
+    let resp = Box::pin(
+        client
+            .kv_client()
+            .get(prefix, Some(layout::older_than(my_rev))),
+    )
+    .await
+    .map_err(|e| etcd_error("finding our predecessor", e))?;
     let rev = resp.header().map_or(0, |h| h.revision());
     Ok((resp.kvs().first().map(CandidateKey::from), rev))
-}
-
-/// A range over the prefix for the oldest key younger than `my_rev`: the
-/// next in line.
-fn younger_than(my_rev: i64) -> GetOptions {
-    GetOptions::new()
-        .with_prefix()
-        .with_sort(SortTarget::Create, SortOrder::Ascend)
-        .with_min_create_revision(my_rev + 1)
-        .with_limit(1)
-}
-
-/// A range over the prefix for the youngest key older than `my_rev`.
-fn older_than(my_rev: i64) -> GetOptions {
-    GetOptions::new()
-        .with_prefix()
-        .with_sort(SortTarget::Create, SortOrder::Descend)
-        .with_max_create_revision(my_rev - 1)
-        .with_limit(1)
 }
 
 /// What [`check_turn`] read.
@@ -674,20 +782,83 @@ async fn check_turn(
     ours: Ours<'_>,
     marker: &str,
 ) -> Result<TurnCheck> {
-    let txn = Txn::new()
+    let txn = turn_txn(prefix, ours, marker, false);
+    let resp = Box::pin(client.kv_client().txn(txn))
+        .await
+        .map_err(|e| etcd_error("checking our turn", e))?;
+    read_turn(&resp)
+}
+
+/// How long [`check_turn_locally`] waits before the linearizable read is
+/// sent instead.
+const LOCAL_READ_WITHIN: Duration = Duration::from_millis(200);
+
+/// [`check_turn`]'s reads, served by one member from its own state,
+/// without the round among the members a linearizable read waits for:
+/// its answer if that member had applied `seen`, the revision at which
+/// our predecessor's key was deleted; otherwise `None`, and the caller
+/// reads linearizably.
+///
+/// Why that is as good as the linearizable read: a member only applies
+/// committed entries, in order, so what it answers at revision `at >=
+/// seen` is the state etcd was in at `at`, after the deletion. A
+/// linearizable read also answers the state at some revision after the
+/// deletion, only perhaps a later one, and nothing we conclude depends on
+/// which. No key older than ours can appear after `at` (a new key's
+/// create revision is above every existing one); the marker at `at` was
+/// written with the deletion, in the same transaction; and our key may go
+/// after either read alike, which the lease deadline and the follower's
+/// watch already answer for. A member that has not applied `seen` yet
+/// (`at < seen`) proves nothing.
+async fn check_turn_locally(
+    client: &Client,
+    prefix: &str,
+    ours: Ours<'_>,
+    marker: &str,
+    seen: i64,
+) -> Option<TurnCheck> {
+    let txn = turn_txn(prefix, ours, marker, true);
+    let mut kv = client.kv_client();
+    let read = Box::pin(kv.txn(txn));
+    // A member that is paused would hold the read until the connection's
+    // pings give up on it; the linearizable read may find another.
+    let resp = tokio::time::timeout(LOCAL_READ_WITHIN, read)
+        .await
+        .ok()?
+        .ok()?;
+    if !applied_at_least(&resp, seen) {
+        debug!(seen, "the member had not applied the deletion yet");
+        return None;
+    }
+    read_turn(&resp).ok()
+}
+
+/// Whether the member that served `resp` had applied revision `seen`.
+fn applied_at_least(resp: &etcd_client::TxnResponse, seen: i64) -> bool {
+    resp.header().is_some_and(|h| h.revision() >= seen)
+}
+
+/// If our key is still ours: the youngest key older than it and the count
+/// of `marker`. Serializable reads are served by the member from its own
+/// state; a transaction of nothing else is too.
+fn turn_txn(prefix: &str, ours: Ours<'_>, marker: &str, serializable: bool) -> Txn {
+    let read = |options: GetOptions| match serializable {
+        true => options.with_serializable(),
+        false => options,
+    };
+    Txn::new()
         .when([
             Compare::create_revision(ours.key, CompareOp::Equal, ours.create_revision),
             Compare::lease(ours.key, CompareOp::Equal, ours.lease),
         ])
         .and_then([
-            TxnOp::get(prefix, Some(older_than(ours.create_revision))),
-            TxnOp::get(marker, Some(GetOptions::new().with_count_only())),
-        ]);
-    let resp = client
-        .kv_client()
-        .txn(txn)
-        .await
-        .map_err(|e| etcd_error("checking our turn", e))?;
+            TxnOp::get(prefix, Some(read(layout::older_than(ours.create_revision)))),
+            TxnOp::get(marker, Some(read(GetOptions::new().with_count_only()))),
+        ])
+}
+
+/// What a [`turn_txn`] answered.
+fn read_turn(resp: &etcd_client::TxnResponse) -> Result<TurnCheck> {
     if !resp.succeeded() {
         return Ok(TurnCheck::KeyGone);
     }
@@ -711,36 +882,6 @@ async fn check_turn(
     })
 }
 
-/// Returns `true` once `key` is deleted after `rev`, `false` if the server
-/// cancelled the watch (compaction) and the key must be read again.
-async fn wait_for_delete(client: &Client, key: &[u8], rev: i64) -> Result<bool> {
-    let options = WatchOptions::new().with_start_revision(rev + 1);
-    let mut stream = client
-        .watch_client()
-        .watch(key, Some(options))
-        .await
-        .map_err(|e| etcd_error("watching a key", e))?;
-    loop {
-        let Some(resp) = stream
-            .message()
-            .await
-            .map_err(|e| etcd_error("watching a key", e))?
-        else {
-            return Err(etcd_error("watching a key", "stream closed"));
-        };
-        if resp.canceled() {
-            return Ok(false);
-        }
-        if resp
-            .events()
-            .iter()
-            .any(|e| e.event_type() == EventType::Delete)
-        {
-            return Ok(true);
-        }
-    }
-}
-
 /// Waits (at most one of its TTLs) until the lease of our last predecessor
 /// has ended, i.e. its holder has stopped acting as leader.
 async fn wait_for_lease_end(client: &Client, election: &str, pred: CandidateKey) {
@@ -749,18 +890,20 @@ async fn wait_for_lease_end(client: &Client, election: &str, pred: CandidateKey)
     let mut limit = None;
     let marker = layout::release_marker(election, pred.create_revision);
     loop {
-        let ttl = client.lease_client().time_to_live(pred.lease, None).await;
+        let ttl = Box::pin(client.lease_client().time_to_live(pred.lease, None)).await;
         match ttl {
             Ok(resp) if resp.ttl() <= 0 => return,
             Ok(resp) => {
                 // A lease shared by a session outlives the candidacy: its
                 // holder says the work is over with a release marker.
-                let released = client
-                    .kv_client()
-                    .get(marker.as_str(), Some(GetOptions::new().with_count_only()))
-                    .await;
+                let released = Box::pin(
+                    client
+                        .kv_client()
+                        .get(marker.as_str(), Some(GetOptions::new().with_count_only())),
+                )
+                .await;
                 if released.is_ok_and(|r| r.count() > 0) {
-                    let _ = client.kv_client().delete(marker.as_str(), None).await;
+                    let _ = Box::pin(client.kv_client().delete(marker.as_str(), None)).await;
                     return;
                 }
                 let granted = Duration::from_secs(resp.granted_ttl().max(0) as u64);
@@ -793,9 +936,7 @@ async fn confirm(client: &Client, key: &str, lease: i64, my_rev: i64) -> Option<
 }
 
 async fn confirm_once(client: &Client, key: &str, lease: i64, my_rev: i64) -> Result<Option<i64>> {
-    let resp = client
-        .kv_client()
-        .get(key, None)
+    let resp = Box::pin(client.kv_client().get(key, None))
         .await
         .map_err(|e| etcd_error("confirming our key", e))?;
     let ours = resp
@@ -826,7 +967,7 @@ where
 mod tests {
     use super::*;
 
-    fn view(key: Option<&str>, revision: i64) -> View {
+    pub(super) fn view(key: Option<&str>, revision: i64) -> View {
         View {
             leader: key.map(|k| CandidateKey {
                 key: k.as_bytes().to_vec(),

@@ -2,7 +2,7 @@
 //! `elect` see each other's candidates: `<election>/<lease id in lowercase
 //! hex>`, value = the candidate's id, leader = lowest create revision.
 
-use etcd_client::KeyValue;
+use etcd_client::{GetOptions, KeyValue, SortOrder, SortTarget};
 
 /// The range every candidate key of `election` lives under.
 pub fn prefix(election: &str) -> String {
@@ -45,6 +45,34 @@ impl From<&KeyValue> for CandidateKey {
             lease: kv.lease(),
         }
     }
+}
+
+/// Our candidacy's key, as we created it.
+#[derive(Debug, Clone, Copy)]
+pub struct Ours<'a> {
+    pub key: &'a str,
+    pub lease: i64,
+    pub create_revision: i64,
+}
+
+/// A range over the prefix for the oldest key younger than `rev`: the
+/// next in line after the key created at `rev`.
+pub fn younger_than(rev: i64) -> GetOptions {
+    GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, SortOrder::Ascend)
+        .with_min_create_revision(rev + 1)
+        .with_limit(1)
+}
+
+/// A range over the prefix for the youngest key older than `rev`: the
+/// predecessor of the key created at `rev`.
+pub fn older_than(rev: i64) -> GetOptions {
+    GetOptions::new()
+        .with_prefix()
+        .with_sort(SortTarget::Create, SortOrder::Descend)
+        .with_max_create_revision(rev - 1)
+        .with_limit(1)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use etcd_client::{Client, LeaseGrantOptions, LeaseKeepAliveStream, LeaseKeeper};
+use etcd_client::{Client, LeaseClient, LeaseGrantOptions};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, timeout};
@@ -69,13 +69,12 @@ impl Lease {
     ///
     /// Errors: the grant request failed. Cancel safety: a grant whose reply
     /// is lost leaves a lease that expires after `ttl` on its own.
-    pub async fn grant(client: &Client, renewers: &[Client], ttl: Duration) -> Result<Lease> {
+    pub async fn grant(client: &Client, renewers: &[LeaseClient], ttl: Duration) -> Result<Lease> {
         let mut lease_client = client.lease_client();
         let sent = BootInstant::now();
         let options = LeaseGrantOptions::new().with_id(fresh_lease_id());
         // A taken id (one chance in 2^47) fails the grant; the caller retries.
-        let resp = lease_client
-            .grant(ttl.as_secs() as i64, Some(options))
+        let resp = Box::pin(lease_client.grant(ttl.as_secs() as i64, Some(options)))
             .await
             .map_err(|e| etcd_error("lease grant", e))?;
         let granted = Duration::from_secs(resp.ttl().max(0) as u64);
@@ -123,7 +122,7 @@ impl Lease {
         loop {
             let mut lease_client = client.lease_client();
             let left = until.saturating_duration_since(Instant::now());
-            match timeout(left, lease_client.revoke(self.id)).await {
+            match timeout(left, Box::pin(lease_client.revoke(self.id))).await {
                 Ok(Ok(_)) => {
                     debug!(lease, "lease revoked");
                     return;
@@ -147,6 +146,43 @@ impl Lease {
     }
 }
 
+#[cfg(test)]
+impl Lease {
+    /// A lease that was never granted and that nothing keeps alive.
+    pub(crate) fn ungranted() -> (Lease, watch::Sender<LeaseState>) {
+        let (tx, state) = watch::channel(LeaseState {
+            deadline: BootInstant::now(),
+            expired: false,
+        });
+        let keeper = tokio::spawn(async {});
+        let ttl = Duration::from_secs(2);
+        (
+            Lease {
+                id: 1,
+                ttl,
+                state,
+                keeper,
+            },
+            tx,
+        )
+    }
+
+    /// One member's renewal loop for this lease, not started.
+    pub(crate) fn renewal(
+        &self,
+        client: LeaseClient,
+        state: watch::Sender<LeaseState>,
+    ) -> impl std::future::Future<Output = ()> + use<> {
+        let renewal = Renewal {
+            member: 0,
+            client,
+            id: self.id,
+            ttl: self.ttl,
+        };
+        renewal.run(BootInstant::now(), Arc::new(state))
+    }
+}
+
 impl Drop for Lease {
     fn drop(&mut self) {
         self.keeper.abort();
@@ -166,7 +202,7 @@ impl Drop for Lease {
 /// any minority fault. Renewals only ever move the server's expiry later,
 /// so the latest deadline any member acknowledged is sound.
 async fn keep_alive(
-    renewers: Vec<Client>,
+    renewers: Vec<LeaseClient>,
     id: i64,
     ttl: Duration,
     granted_at: BootInstant,
@@ -196,7 +232,7 @@ async fn keep_alive(
 /// One member's share of [`keep_alive`].
 struct Renewal {
     member: usize,
-    client: Client,
+    client: LeaseClient,
     id: i64,
     ttl: Duration,
 }
@@ -212,21 +248,27 @@ enum Ping {
 }
 
 impl Renewal {
-    /// Pings every TTL/3 on one stream to this member. A ping left
-    /// unanswered for TTL/6 drops the stream, since a reply that arrives
-    /// late must never be credited to a later ping: that would move the
-    /// deadline past the server's expiry. Failures retry on a fresh stream
-    /// after 50 ms, doubling up to TTL/6.
+    /// Pings every TTL/3, each ping on a stream of its own. A ping left
+    /// unanswered for TTL/6 is given up (its stream with it), so a reply
+    /// that arrives late can never be credited to a later ping: that would
+    /// move the deadline past the server's expiry. Failures retry after
+    /// 50 ms, doubling up to TTL/6.
+    ///
+    /// A stream per ping, rather than one kept open: an idle keepalive
+    /// stream holds about 16 KiB of gRPC buffers, three per candidate,
+    /// for a ping every TTL/3; opening one costs no extra round trip (the
+    /// ping travels with the stream's headers).
     async fn run(self, granted_at: BootInstant, state: Arc<watch::Sender<LeaseState>>) {
         let interval = self.ttl / 3;
         let answer_within = interval / 2;
         let mut next = granted_at + interval;
         let mut retry = Duration::ZERO;
-        let mut stream = None;
         loop {
             sleep_until(next).await;
             let sent = BootInstant::now();
-            let ping = match timeout(answer_within, self.ping(&mut stream)).await {
+            // Boxed: the request's future is large and lives only for the
+            // ping, where the task waiting between pings stays small.
+            let ping = match timeout(answer_within, Box::pin(self.ping())).await {
                 Ok(ping) => ping,
                 Err(_) => Ping::Failed("no reply in time".into()),
             };
@@ -247,7 +289,6 @@ impl Renewal {
                 Ping::Gone => return,
                 Ping::Failed(why) => {
                     debug!(member = self.member, "keepalive: {why}");
-                    stream = None;
                     retry = (retry * 2)
                         .max(Duration::from_millis(50))
                         .min(answer_within);
@@ -257,30 +298,16 @@ impl Renewal {
         }
     }
 
-    /// Sends one ping and waits for its acknowledgement. Opening a stream
-    /// is itself a ping (the client sends one and reads its reply).
-    async fn ping(&self, stream: &mut Option<(LeaseKeeper, LeaseKeepAliveStream)>) -> Ping {
-        let Some((keeper, responses)) = stream.as_mut() else {
-            return match self.client.lease_client().keep_alive(self.id).await {
-                Ok(opened) => {
-                    *stream = Some(opened);
-                    Ping::Renewed(self.ttl)
-                }
-                Err(etcd_client::Error::LeaseKeepAliveError(e)) if e.contains("not found") => {
-                    Ping::Gone
-                }
-                Err(e) => Ping::Failed(e.to_string()),
-            };
-        };
-        if let Err(e) = keeper.keep_alive().await {
-            return Ping::Failed(e.to_string());
-        }
-        match responses.message().await {
-            Ok(Some(resp)) if resp.ttl() > 0 => {
-                Ping::Renewed(Duration::from_secs(resp.ttl() as u64))
+    /// Sends one ping on a new stream and waits for its acknowledgement:
+    /// opening the stream sends the ping and reads its reply, which
+    /// renews the lease for its whole TTL.
+    async fn ping(&self) -> Ping {
+        match self.client.clone().keep_alive(self.id).await {
+            // Dropping the keeper and the stream closes it.
+            Ok(_opened) => Ping::Renewed(self.ttl),
+            Err(etcd_client::Error::LeaseKeepAliveError(e)) if e.contains("not found") => {
+                Ping::Gone
             }
-            Ok(Some(_)) => Ping::Gone,
-            Ok(None) => Ping::Failed("stream closed".into()),
             Err(e) => Ping::Failed(e.to_string()),
         }
     }

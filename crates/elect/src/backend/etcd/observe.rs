@@ -70,9 +70,7 @@ async fn read_first(client: &Client, prefix: &str, successors: i64) -> Result<(V
         .with_prefix()
         .with_sort(SortTarget::Create, SortOrder::Ascend)
         .with_limit(successors + 1);
-    let resp = client
-        .kv_client()
-        .get(prefix, Some(options))
+    let resp = Box::pin(client.kv_client().get(prefix, Some(options)))
         .await
         .map_err(|e| etcd_error("reading the leader", e))?;
     let mut keys = resp.kvs().iter().map(CandidateKey::from);
@@ -106,9 +104,7 @@ async fn read_leader_and_successors(
 /// is left and a listing must decide.
 async fn read_successor(client: &Client, known: &mut Successors) -> Result<Option<View>> {
     while let Some(next) = known.front() {
-        let resp = client
-            .kv_client()
-            .get(next.key.clone(), None)
+        let resp = Box::pin(client.kv_client().get(next.key.clone(), None))
             .await
             .map_err(|e| etcd_error("reading the leader", e))?;
         match resp.kvs().first().map(CandidateKey::from) {
@@ -130,7 +126,12 @@ async fn read_successor(client: &Client, known: &mut Successors) -> Result<Optio
 
 /// Keeps `out` current until the receiver side is dropped. Errors are
 /// retried with backoff; while they last the view is marked not current.
-pub async fn follow(client: Client, prefix: String, first: View, out: watch::Sender<View>) {
+pub async fn follow(
+    client: std::sync::Arc<Client>,
+    prefix: String,
+    first: View,
+    out: watch::Sender<View>,
+) {
     let mut view = first;
     let mut known = Successors::new();
     let mut backoff = Backoff::new();
@@ -223,9 +224,7 @@ async fn watch_until_change(
         Some(leader) => (leader.key.clone(), from),
         None => (prefix.as_bytes().to_vec(), from.with_prefix()),
     };
-    let mut stream = client
-        .watch_client()
-        .watch(key, Some(options))
+    let mut stream = Box::pin(client.watch_client().watch(key, Some(options)))
         .await
         .map_err(|e| etcd_error("watching the leader", e))?;
     loop {

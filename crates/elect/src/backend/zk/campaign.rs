@@ -682,15 +682,27 @@ async fn create_node(
 }
 
 /// Our znode among the election's children, by the uuid in its name
-/// (Curator's protected mode): asks until a listing answers, which, in
-/// our session's order, comes after any create of ours that was sent.
+/// (Curator's protected mode): asks until a synced listing answers.
+///
+/// A listing alone can miss a create whose reply was lost: the create went
+/// out on the old connection, and after the client moved the session to
+/// another member the create may still be on its way to the ZooKeeper
+/// leader (it passed the session check there before the move) while the
+/// new member answers the listing from its own state. The sync goes
+/// through the leader's pipeline behind that create, and the listing,
+/// sent right after it in the session's order, is served once the member
+/// has caught up with the sync: it sees the create if it happened at all.
+/// (A create that reaches the leader after the move is refused there:
+/// the session has moved.) Seen in the fault suite: a second znode of
+/// ours, queued behind the first and waiting on it forever.
 ///
 /// Errors: the session ended.
 async fn find_ours(client: &Client, election: &str, uuid: &str) -> Result<Option<String>> {
     let mine = format!("_c_{uuid}-");
     let mut backoff = Backoff::new();
     loop {
-        match client.list_children(election).await {
+        let (synced, listed) = tokio::join!(client.sync(election), client.list_children(election));
+        match synced.and(listed) {
             Ok(children) => return Ok(children.into_iter().find(|c| c.starts_with(&mine))),
             Err(ZkError::NoNode) => return Ok(None),
             Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed)) => {
@@ -819,6 +831,7 @@ async fn wait_for_turn(
             && event.event_type == EventType::NodeDeleted
             && confirmed.is_some_and(fresh)
         {
+            PROCESS.led_without_read();
             return Ok(Turn::Ours);
         }
     }

@@ -1,0 +1,487 @@
+//! How a candidate reaches etcd: one connection per member, shared by its
+//! requests and by its lease's renewals.
+//!
+//! The keepalive loop renews through every member at once (see
+//! [`super::lease`]), so it needs a client bound to each member; the
+//! requests need a client that balances over the members. Built with
+//! `etcd-client`'s `Client::connect`, each of those would open its own
+//! connections: six per candidate at three members. Here each member's
+//! connection is made once; every renewer is a client on one of them, and
+//! the requests' client balances over all of them ([`LeastLoaded`]: the
+//! power of two choices, by requests in flight, so a member that stopped
+//! answering is passed over once a request waits on it). Three connections
+//! per candidate at three members, the fewest that keep a renewal path
+//! through every member.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, LeaseClient, TlsOptions};
+use tonic::transport::{Channel, Endpoint};
+use tower::Service;
+use tower::util::BoxCloneSyncService;
+use tracing::debug;
+
+use super::{BACKEND, layout};
+use crate::config::ElectionConfig;
+use crate::error::{Error, Result};
+
+/// A candidate's clients, all over one connection per member.
+pub(crate) struct Connections {
+    /// Balances every request over the members. Shared (a `Client` is
+    /// 3.7 KiB) by the tasks of a candidate.
+    pub client: Arc<Client>,
+    /// One lease client per member, for the lease's renewals (in the
+    /// order of the configured endpoints).
+    pub renewers: Vec<LeaseClient>,
+}
+
+/// How often an idle connection is pinged: just above etcd's default
+/// `--grpc-keepalive-min-time` of 5 s, which it enforces.
+const KEEPALIVE_PING: Duration = Duration::from_secs(6);
+
+/// Opens the clients of one candidate: the balancing client and a lease
+/// client per member, on the same connections.
+pub(crate) async fn connect(cfg: &ElectionConfig) -> Result<Connections> {
+    let (client, members) = open(cfg).await?;
+    let mut renewers = Vec::with_capacity(members.len());
+    for member in members {
+        // Keepalives need no auth token (etcd checks none for
+        // LeaseKeepAlive), so the renewers do not authenticate: each
+        // authentication is a password check (bcrypt) on the server.
+        // Boxed: the future holds a whole `Client` (3.7 KiB).
+        let channel = etcd_client::Channel::Tonic(member);
+        let renewer = Box::pin(Client::from_channel(channel, Some(options(None))))
+            .await
+            .map_err(|e| refused(cfg, e))?;
+        renewers.push(renewer.lease_client());
+    }
+    Ok(Connections { client, renewers })
+}
+
+/// Opens the balancing client alone, for those who only read and watch
+/// (`leader`, `observe`).
+pub(crate) async fn connect_reader(cfg: &ElectionConfig) -> Result<Arc<Client>> {
+    Ok(open(cfg).await?.0)
+}
+
+/// The members' channels and the client balancing over them. The
+/// connections themselves are made lazily by the first request, which
+/// callers bound with [`first_contact`]; with a user, connecting
+/// authenticates at once, and that is the first contact.
+async fn open(cfg: &ElectionConfig) -> Result<(Arc<Client>, Vec<Channel>)> {
+    let until = tokio::time::Instant::now() + cfg.connect_timeout;
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let members = cfg
+            .endpoints
+            .iter()
+            .map(|url| member_channel(cfg, url))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| refused(cfg, e.into()))?;
+        // Boxed: the future holds a whole `Client` (3.7 KiB) and more;
+        // inline it would size every caller's future.
+        let connecting = Box::pin(Client::from_channel(
+            balanced(&members),
+            Some(options(cfg.user.as_ref())),
+        ));
+        match tokio::time::timeout_at(until, connecting).await {
+            Ok(Ok(client)) => return Ok((Arc::new(client), members)),
+            // The connection failed before the request could use it, and
+            // hyper says only that (its cause, often a refused TLS
+            // handshake, is gone): once more, to learn what it was.
+            Ok(Err(e)) if attempts == 1 && connection_not_ready(&e) => {
+                debug!(
+                    "first contact: {}; trying again to learn why",
+                    error_chain(&e)
+                );
+            }
+            Ok(Err(e)) => return Err(refused(cfg, e)),
+            Err(_) => return Err(unreachable(cfg, "no answer")),
+        }
+    }
+}
+
+/// One member's channel: a single HTTP/2 connection, made on first use and
+/// remade after it fails.
+fn member_channel(
+    cfg: &ElectionConfig,
+    url: &str,
+) -> std::result::Result<Channel, tonic::transport::Error> {
+    // HTTP/2 pings find a dead connection within ~9 s even while idle (the
+    // lease's renewals, with their own timeouts, are what keep leadership
+    // safe). etcd answers pings more often than its
+    // --grpc-keepalive-min-time (5 s by default) with a GOAWAY
+    // "too_many_pings", which broke every idle watch every few seconds when
+    // we pinged each second.
+    let mut endpoint = Endpoint::from_shared(url.to_string())?
+        .connect_timeout(cfg.connect_timeout)
+        .http2_keep_alive_interval(KEEPALIVE_PING)
+        .keep_alive_timeout(Duration::from_secs(3))
+        .keep_alive_while_idle(true);
+    if let Some(tls) = &cfg.tls {
+        crate::credentials::crypto_provider();
+        let mut client_tls = TlsOptions::new().ca_certificate(Certificate::from_pem(tls.ca_pem()));
+        if let Some((cert, key)) = tls.identity_pem() {
+            client_tls = client_tls.identity(Identity::from_pem(cert, key));
+        }
+        if let Some(name) = tls.server_name() {
+            client_tls = client_tls.domain_name(name);
+        }
+        endpoint = endpoint.tls_config(client_tls)?;
+    }
+    Ok(endpoint.connect_lazy())
+}
+
+/// A channel that sends each request to the less busy of two members
+/// picked at random, over the members' own connections.
+fn balanced(members: &[Channel]) -> etcd_client::Channel {
+    etcd_client::Channel::Custom(BoxCloneSyncService::new(LeastLoaded::new(members)))
+}
+
+/// The power of two choices over the members' channels, by requests in
+/// flight: each request goes to the member with fewer requests awaiting
+/// an answer of two picked at random, so a member that stopped answering
+/// is passed over once a request waits on it. A request counts until its
+/// answer's head arrives (a watch's stream then goes on uncounted), as
+/// tower's `PendingRequests` counted. A member whose connection failed (a
+/// request to it ended in a transport error: refused, reset) is passed
+/// over for [`PASS_OVER`] while another is left: a member that is down
+/// refuses at once, carries no load, and would otherwise take a third of
+/// the requests (observers then saw no leader for seconds of a member's
+/// restart).
+///
+/// Clones share the counts and pick on their own. Unlike tower's
+/// `Balance` it needs no `Buffer` in front (it is `Clone`), so a request
+/// goes straight to the member's channel: no worker task to hop through,
+/// and no queue of its own per candidate.
+#[derive(Clone)]
+struct LeastLoaded {
+    members: Vec<Channel>,
+    health: Arc<Health>,
+    /// The member `poll_ready` chose for the next `call`.
+    chosen: Option<usize>,
+    /// This clone's random state (xorshift).
+    random: u64,
+}
+
+/// How long a member whose connection failed is passed over.
+const PASS_OVER: Duration = Duration::from_secs(1);
+
+/// What every clone of a [`LeastLoaded`] knows of the members.
+struct Health {
+    /// Requests awaiting their answer's head, per member.
+    in_flight: Box<[AtomicUsize]>,
+    /// When a member's connection last failed, in nanoseconds after
+    /// `since` (0: not since it last answered).
+    failed_at: Box<[AtomicU64]>,
+    since: std::time::Instant,
+}
+
+impl Health {
+    fn now(&self) -> u64 {
+        // At least 1: 0 means "not failed".
+        (self.since.elapsed().as_nanos() as u64).max(1)
+    }
+
+    fn passed_over(&self, member: usize, now: u64) -> bool {
+        let failed = self.failed_at[member].load(Ordering::Relaxed);
+        failed != 0 && now.saturating_sub(failed) < PASS_OVER.as_nanos() as u64
+    }
+}
+
+impl LeastLoaded {
+    fn new(members: &[Channel]) -> LeastLoaded {
+        use std::hash::{BuildHasher, Hasher};
+        let seed = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        LeastLoaded {
+            members: members.to_vec(),
+            health: Arc::new(Health {
+                in_flight: members.iter().map(|_| AtomicUsize::new(0)).collect(),
+                failed_at: members.iter().map(|_| AtomicU64::new(0)).collect(),
+                since: std::time::Instant::now(),
+            }),
+            chosen: None,
+            random: seed | 1,
+        }
+    }
+
+    /// The less loaded of two distinct members picked at random, passing
+    /// over members whose connection just failed while others are left.
+    fn pick(&mut self) -> usize {
+        let n = self.members.len();
+        if n == 1 {
+            return 0;
+        }
+        let mut next = || {
+            self.random ^= self.random << 13;
+            self.random ^= self.random >> 7;
+            self.random ^= self.random << 17;
+            self.random
+        };
+        let a = (next() % n as u64) as usize;
+        let b = (a + 1 + (next() % (n as u64 - 1)) as usize) % n;
+        let health = &self.health;
+        let now = health.now();
+        match (health.passed_over(a, now), health.passed_over(b, now)) {
+            (false, true) => a,
+            (true, false) => b,
+            // Both just failed: any other that has not, else `a`.
+            (true, true) => (0..n)
+                .map(|k| (a + k) % n)
+                .find(|&i| !health.passed_over(i, now))
+                .unwrap_or(a),
+            (false, false) => {
+                let load = |i: usize| health.in_flight[i].load(Ordering::Relaxed);
+                if load(b) < load(a) { b } else { a }
+            }
+        }
+    }
+}
+
+/// Counts a request in flight on a member until dropped.
+struct InFlight {
+    health: Arc<Health>,
+    member: usize,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.health.in_flight[self.member].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+type TonicRequest = tonic::codegen::http::Request<tonic::body::Body>;
+type TonicResponse = tonic::codegen::http::Response<tonic::body::Body>;
+
+impl Service<TonicRequest> for LeastLoaded {
+    type Response = TonicResponse;
+    type Error = tower::BoxError;
+    type Future =
+        Pin<Box<dyn Future<Output = std::result::Result<TonicResponse, tower::BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<std::result::Result<(), Self::Error>> {
+        let member = match self.chosen {
+            Some(member) => member,
+            None => {
+                let member = self.pick();
+                self.chosen = Some(member);
+                member
+            }
+        };
+        let ready = self.members[member].poll_ready(cx);
+        if let Poll::Ready(Err(_)) = ready {
+            // The next request picks afresh.
+            self.chosen = None;
+        }
+        ready.map_err(Into::into)
+    }
+
+    fn call(&mut self, request: TonicRequest) -> Self::Future {
+        let member = self.chosen.take().expect("poll_ready before call");
+        self.health.in_flight[member].fetch_add(1, Ordering::Relaxed);
+        let counted = InFlight {
+            health: self.health.clone(),
+            member,
+        };
+        let answer = self.members[member].call(request);
+        Box::pin(async move {
+            let answer = answer.await;
+            // A transport error (gRPC's own errors come as answers): the
+            // connection failed; an answer: the member is back.
+            let failed_at = if answer.is_err() {
+                counted.health.now()
+            } else {
+                0
+            };
+            counted.health.failed_at[member].store(failed_at, Ordering::Relaxed);
+            drop(counted);
+            answer.map_err(Into::into)
+        })
+    }
+}
+
+/// What every client of a candidate asks of etcd-client: `require_leader`
+/// makes members that lost quorum fail our requests and watches instead
+/// of serving them silently, and a `user`'s token is refreshed when it
+/// expires (simple tokens after --auth-token-ttl, JWTs when auth changes).
+fn options(user: Option<&crate::credentials::User>) -> ConnectOptions {
+    let options = ConnectOptions::new().with_require_leader(true);
+    match user {
+        Some(user) => options
+            .with_user(user.name(), user.password().expose())
+            .with_auto_token_refresh(true),
+        None => options,
+    }
+}
+
+/// Whether a request failed only because its connection never became
+/// ready, with no cause given.
+fn connection_not_ready(e: &etcd_client::Error) -> bool {
+    error_chain(e).contains("connection was not ready")
+}
+
+/// What a failed first contact means: a TLS handshake that failed, a
+/// password etcd refused, a permission it lacks, or no answer at all.
+fn refused(cfg: &ElectionConfig, e: etcd_client::Error) -> Error {
+    let text = error_chain(&e);
+    let lower = text.to_lowercase();
+    if lower.contains("authentication failed") || lower.contains("invalid auth token") {
+        return Error::Auth {
+            backend: BACKEND,
+            detail: format!(
+                "authentication failed for user {:?}: etcd refused the name or password",
+                cfg.user.as_ref().map(|u| u.name()).unwrap_or("")
+            ),
+        };
+    }
+    if lower.contains("permission denied") {
+        return Error::Auth {
+            backend: BACKEND,
+            detail: format!(
+                "permission denied: the user needs readwrite on the key prefix {:?}",
+                layout::prefix(&cfg.election)
+            ),
+        };
+    }
+    if lower.contains("user name is empty") || lower.contains("user name not found") {
+        return Error::Auth {
+            backend: BACKEND,
+            detail: "etcd requires authentication: give --user and a password".into(),
+        };
+    }
+    let tls_words = [
+        "certificate",
+        "handshake",
+        "tls",
+        "invalidcontenttype",
+        "corrupt message",
+        "unknownca",
+        "bad certificate",
+    ];
+    if cfg.tls.is_some() && tls_words.iter().any(|w| lower.contains(w)) {
+        return Error::Tls {
+            backend: BACKEND,
+            endpoints: cfg.endpoints.join(","),
+            detail: text,
+        };
+    }
+    // A server that wants a client certificate it did not get (or does
+    // not trust) closes the connection right after the TLS 1.3 handshake;
+    // the client sees it closed, or its next write hit a broken pipe.
+    let closed = ["connection closed", "broken pipe", "connection reset"];
+    if cfg.tls.is_some() && closed.iter().any(|w| lower.contains(w)) {
+        return Error::Tls {
+            backend: BACKEND,
+            endpoints: cfg.endpoints.join(","),
+            detail: format!(
+                "etcd closed the connection; it may want a client certificate from its CA \
+                 (--cert, --key) ({text})"
+            ),
+        };
+    }
+    unreachable(cfg, text)
+}
+
+/// An error and its sources on one line: tonic hides the TLS cause a few
+/// levels down.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
+}
+
+fn unreachable(cfg: &ElectionConfig, detail: impl std::fmt::Display) -> Error {
+    cfg.unreachable(detail)
+}
+
+/// Runs the first request of a command within the connect timeout; any
+/// failure there means etcd could not be reached.
+pub(crate) async fn first_contact<T>(
+    cfg: &ElectionConfig,
+    request: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(cfg.connect_timeout, request).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(Error::Backend { source, .. })) => match source.downcast::<etcd_client::Error>() {
+            Ok(e) => Err(refused(cfg, *e)),
+            Err(other) => Err(unreachable(cfg, other)),
+        },
+        Ok(Err(e)) => Err(unreachable(cfg, e)),
+        Err(_) => Err(unreachable(cfg, "no answer")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three members' channels (never connected: nothing is sent).
+    fn three() -> LeastLoaded {
+        let members: Vec<Channel> = (1..=3)
+            .map(|i| {
+                Endpoint::from_shared(format!("http://127.0.0.1:{i}"))
+                    .unwrap()
+                    .connect_lazy()
+            })
+            .collect();
+        LeastLoaded::new(&members)
+    }
+
+    fn picks(balancer: &mut LeastLoaded) -> [usize; 3] {
+        let mut counts = [0; 3];
+        for _ in 0..3000 {
+            counts[balancer.pick()] += 1;
+        }
+        counts
+    }
+
+    #[tokio::test]
+    async fn requests_spread_over_the_members_and_avoid_the_busy_one() {
+        let mut balancer = three();
+        let spread = picks(&mut balancer);
+        assert!(spread.iter().all(|&n| n > 700), "{spread:?}");
+        balancer.health.in_flight[0].store(2, Ordering::Relaxed);
+        let busy = picks(&mut balancer);
+        assert_eq!(busy[0], 0, "the member with requests waiting: {busy:?}");
+    }
+
+    #[tokio::test]
+    async fn a_member_whose_connection_failed_is_passed_over_for_a_while() {
+        let mut balancer = three();
+        // A clock that has run for a while, so that a failure can be old.
+        Arc::get_mut(&mut balancer.health).unwrap().since =
+            std::time::Instant::now() - Duration::from_secs(10);
+        let now = balancer.health.now();
+        balancer.health.failed_at[1].store(now, Ordering::Relaxed);
+        let counts = picks(&mut balancer);
+        assert_eq!(counts[1], 0, "{counts:?}");
+        // Every member failed: requests still go somewhere.
+        for member in 0..3 {
+            balancer.health.failed_at[member].store(now, Ordering::Relaxed);
+        }
+        assert_eq!(picks(&mut balancer).iter().sum::<usize>(), 3000);
+        // Past the pass-over, a member takes its share again.
+        let long_ago = now - 2 * PASS_OVER.as_nanos() as u64;
+        balancer.health.failed_at[0].store(0, Ordering::Relaxed);
+        balancer.health.failed_at[1].store(long_ago, Ordering::Relaxed);
+        let counts = picks(&mut balancer);
+        assert!(counts[1] > 700, "{counts:?}");
+        assert_eq!(counts[2], 0, "still passed over: {counts:?}");
+    }
+}

@@ -1,0 +1,285 @@
+//! Handing leadership to the next in line with no request of the
+//! successor's on the way.
+//!
+//! In Go's recipe the successor, woken by its predecessor's deletion,
+//! reads before it leads: that no key older than its own is left, and
+//! (where `elect` adds it, etcd #19597) that its own key is still its own.
+//! The resigning leader knows the first fact already and can have the
+//! server check the second in its resignation, so the successor's read
+//! can ride on a watch event instead:
+//!
+//! - While leading, [`LeaderWatch`] keeps the first key younger than ours:
+//!   one linearizable read of our key and of the oldest key created after
+//!   it, then a watch on the election's prefix from that read: a deletion
+//!   of that key means a new read, and while nobody queues the first key
+//!   created is the next. The same watch tells the leader at once that its
+//!   own key is gone. Only the leader runs one.
+//! - The resignation's transaction deletes our key (if it still has our
+//!   create revision) and writes the release marker, and now also holds
+//!   [`touch`]: if that next key still has the create revision and the
+//!   lease it was read with, put it again with its value and lease
+//!   unchanged. Only keys on leases `elect` granted are touched; Go's
+//!   waiters read as before.
+//! - Every waiting candidate watches its own key beside its predecessor's,
+//!   on one stream ([`TurnWatch`](super::keywatch::TurnWatch)). A put of
+//!   its own key, with its create revision and lease, is the handover: it
+//!   leads as of that put's revision, without a request of its own.
+//!
+//! Why the successor leads at the touch's revision `R`:
+//! 1. Our key existed at `R` with the create revision we were elected
+//!    with (the outer compare), so it was the oldest key at `R`: none
+//!    older was left when we were elected, and none older can be created
+//!    later (a new key's create revision is above every existing one).
+//! 2. No key between ours and the successor's existed at `R`: none did at
+//!    the leader's read, at revision `X`, which found the successor's as
+//!    the oldest younger than ours, and a key created after `X` has a
+//!    create revision above `X`, so above both; or, where that read found
+//!    none, the successor's key was the first created after `X` (the
+//!    watch's events come in the order of their revisions). Deletions
+//!    since only leave fewer keys.
+//! 3. The successor's key existed at `R` with its create revision and its
+//!    lease (the nested compare): what its own read would have confirmed
+//!    (safety rule 3).
+//!
+//! Our key is deleted in that same transaction, so from `R` the
+//! successor's key is the oldest: it leads, and learns so from a committed
+//! transaction rather than from a read. Its leadership deadline is still
+//! its own lease's, from its own renewals; the touch only ends its wait.
+//! Our work was dead before the transaction was sent, as for any
+//! resignation.
+//!
+//! Everything else takes the path of the recipe: a successor woken by its
+//! predecessor's deletion without a touch (a Go leader, a leader that did
+//! not know its next, a next that had left, an expired lease, an
+//! operator's delete) reads its turn, and a touch that arrives while that
+//! read is in flight decides first. Both are sound, so whichever answers
+//! first decides.
+
+use std::sync::Arc;
+
+use etcd_client::{
+    Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::debug;
+
+use super::etcd_error;
+use super::layout::{self, CandidateKey};
+use super::lease::granted_by_elect;
+use crate::backend::backoff::Backoff;
+use crate::backend::counters::warn_counted;
+use crate::error::Result;
+
+/// While we lead: our key and the next in line, from one watch on the
+/// election's prefix. Dropping it stops watching.
+pub struct LeaderWatch {
+    next: watch::Receiver<Option<CandidateKey>>,
+    gone: watch::Receiver<bool>,
+    task: JoinHandle<()>,
+}
+
+/// Our key, as we created it, owned by the [`LeaderWatch`] task.
+struct OwnKey {
+    key: Vec<u8>,
+    lease: i64,
+    create_revision: i64,
+}
+
+impl OwnKey {
+    /// Whether `kv` is still this key of ours (not created again, not put
+    /// again without our lease).
+    fn is(&self, kv: &etcd_client::KeyValue) -> bool {
+        kv.create_revision() == self.create_revision && kv.lease() == self.lease
+    }
+}
+
+impl LeaderWatch {
+    /// Starts watching our key, `key` on `lease` created at
+    /// `create_revision` under `prefix`, and the next in line after it.
+    pub fn start(
+        client: Arc<Client>,
+        prefix: String,
+        key: &str,
+        lease: i64,
+        create_revision: i64,
+    ) -> LeaderWatch {
+        let (next_out, next) = watch::channel(None);
+        let (gone_out, gone) = watch::channel(false);
+        let own = OwnKey {
+            key: key.as_bytes().to_vec(),
+            lease,
+            create_revision,
+        };
+        let task = tokio::spawn(async move {
+            follow(&client, &prefix, &own, &next_out).await;
+            next_out.send_replace(None);
+            gone_out.send_replace(true);
+        });
+        LeaderWatch { next, gone, task }
+    }
+
+    /// The next in line as last known, if it is an `elect` candidate,
+    /// whom a resignation may [`touch`].
+    pub fn elect_successor(&self) -> Option<CandidateKey> {
+        self.next
+            .borrow()
+            .clone()
+            .filter(|next| granted_by_elect(next.lease))
+    }
+
+    /// Becomes true once our key is gone (deleted, created again, or put
+    /// without our lease).
+    pub fn key_gone(&self) -> watch::Receiver<bool> {
+        self.gone.clone()
+    }
+}
+
+impl Drop for LeaderWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Follows our key and the next in line until our key is gone. Failures
+/// are retried, reading afresh; meanwhile nobody is published as next, so
+/// a resignation touches no one.
+async fn follow(
+    client: &Client,
+    prefix: &str,
+    own: &OwnKey,
+    next_out: &watch::Sender<Option<CandidateKey>>,
+) {
+    let mut backoff = Backoff::new();
+    loop {
+        let watched = match read_own_and_next(client, prefix, own).await {
+            Ok(None) => return,
+            Ok(Some((next, at))) => watch_prefix(client, prefix, own, next, at, next_out).await,
+            Err(e) => Err(e),
+        };
+        match watched {
+            Ok(Watched::OwnKeyGone) => return,
+            Ok(Watched::ReadAgain) => backoff.reset(),
+            Err(e) => {
+                next_out.send_replace(None);
+                warn_counted!("watching our key and the next in line: {e}");
+                backoff.wait().await;
+            }
+        }
+    }
+}
+
+/// One linearizable read: our key (`None` if it is no longer ours) and the
+/// oldest key younger than it, with the read's revision.
+async fn read_own_and_next(
+    client: &Client,
+    prefix: &str,
+    own: &OwnKey,
+) -> Result<Option<(Option<CandidateKey>, i64)>> {
+    let txn = Txn::new().and_then([
+        TxnOp::get(own.key.as_slice(), None),
+        TxnOp::get(prefix, Some(layout::younger_than(own.create_revision))),
+    ]);
+    let resp = Box::pin(client.kv_client().txn(txn))
+        .await
+        .map_err(|e| etcd_error("reading our key and the next in line", e))?;
+    let at = resp.header().map_or(0, |h| h.revision());
+    let mut gets = resp.op_responses().into_iter().filter_map(|op| match op {
+        TxnOpResponse::Get(get) => Some(get),
+        _ => None,
+    });
+    let (Some(ours), Some(next)) = (gets.next(), gets.next()) else {
+        return Err(etcd_error(
+            "reading our key and the next in line",
+            "a transaction without its reads",
+        ));
+    };
+    if !ours.kvs().first().is_some_and(|kv| own.is(kv)) {
+        return Ok(None);
+    }
+    Ok(Some((next.kvs().first().map(CandidateKey::from), at)))
+}
+
+/// Why [`watch_prefix`] returned.
+enum Watched {
+    OwnKeyGone,
+    /// The next in line left, or the server cancelled the watch.
+    ReadAgain,
+}
+
+/// Watches the prefix from just after `at`, the revision at which `next`
+/// was the next in line, publishing the next in line as it changes.
+async fn watch_prefix(
+    client: &Client,
+    prefix: &str,
+    own: &OwnKey,
+    mut next: Option<CandidateKey>,
+    at: i64,
+    next_out: &watch::Sender<Option<CandidateKey>>,
+) -> Result<Watched> {
+    next_out.send_replace(next.clone());
+    let options = WatchOptions::new()
+        .with_prefix()
+        .with_start_revision(at + 1);
+    let mut stream = Box::pin(client.watch_client().watch(prefix, Some(options)))
+        .await
+        .map_err(|e| etcd_error("watching the election", e))?;
+    loop {
+        let resp = stream
+            .message()
+            .await
+            .map_err(|e| etcd_error("watching the election", e))?
+            .ok_or_else(|| etcd_error("watching the election", "stream closed"))?;
+        if resp.canceled() {
+            return Ok(Watched::ReadAgain);
+        }
+        for event in resp.events() {
+            let Some(kv) = event.kv() else { continue };
+            if kv.key() == own.key.as_slice() {
+                if event.event_type() == EventType::Delete || !own.is(kv) {
+                    return Ok(Watched::OwnKeyGone);
+                }
+                continue;
+            }
+            match (event.event_type(), &next) {
+                (EventType::Delete, Some(n)) if n.key == kv.key() => {
+                    debug!(next = %n.id, "the next in line left");
+                    return Ok(Watched::ReadAgain);
+                }
+                // Nobody was queued at `at`: the first key created since
+                // is the next in line (events come in revision order).
+                (EventType::Put, None) if kv.version() == 1 => {
+                    next = Some(CandidateKey::from(kv));
+                    next_out.send_replace(next.clone());
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The part of a resignation's transaction that hands over to `next`: if
+/// its key still has the create revision and lease it was read with, put
+/// it again, value and lease unchanged.
+pub fn touch(next: &CandidateKey) -> TxnOp {
+    let key = next.key.as_slice();
+    TxnOp::txn(
+        Txn::new()
+            .when([
+                Compare::create_revision(key, CompareOp::Equal, next.create_revision),
+                Compare::lease(key, CompareOp::Equal, next.lease),
+            ])
+            .and_then([TxnOp::put(
+                key,
+                "",
+                Some(PutOptions::new().with_ignore_value().with_ignore_lease()),
+            )]),
+    )
+}
+
+/// Whether a resignation's [`touch`] found its key and put it.
+pub fn touched(responses: &[TxnOpResponse]) -> bool {
+    responses
+        .iter()
+        .any(|op| matches!(op, TxnOpResponse::Txn(txn) if txn.succeeded()))
+}

@@ -1,0 +1,149 @@
+//! Watches on single keys: until one is deleted, and the two keys a
+//! waiting candidate watches (its predecessor's and its own) on one
+//! stream.
+
+use std::collections::VecDeque;
+
+use etcd_client::{Client, EventType, WatchOptions, WatchStream};
+
+use super::etcd_error;
+use super::layout::Ours;
+use crate::error::Result;
+
+/// Returns the revision at which `key` was deleted, after `rev`; `None` if
+/// the server cancelled the watch (compaction) and the key must be read
+/// again.
+///
+/// Errors: the watch could not be made or broke. Cancel safe.
+pub async fn wait_for_delete(client: &Client, key: &[u8], rev: i64) -> Result<Option<i64>> {
+    let options = WatchOptions::new().with_start_revision(rev + 1);
+    let mut stream = Box::pin(client.watch_client().watch(key, Some(options)))
+        .await
+        .map_err(|e| etcd_error("watching a key", e))?;
+    loop {
+        let resp = next_response(&mut stream).await?;
+        if resp.canceled() {
+            return Ok(None);
+        }
+        let deleted = resp
+            .events()
+            .iter()
+            .find(|e| e.event_type() == EventType::Delete);
+        if let Some(event) = deleted {
+            return Ok(Some(deletion_revision(event, &resp)));
+        }
+    }
+}
+
+/// What woke a waiting candidate (see [`TurnWatch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Woken {
+    /// The predecessor's key was deleted, at this revision.
+    PredecessorGone(i64),
+    /// The resigning leader put our key again, unchanged, at this
+    /// revision, in the transaction that deleted its own: we lead from
+    /// there (see the `handover` module).
+    HandedOver(i64),
+    /// Our key was deleted, created again or put without our lease.
+    OwnKeyGone,
+    /// The server cancelled a watch (compaction): read again.
+    Cancelled,
+}
+
+/// A waiting candidate's predecessor's key and its own key, watched on one
+/// stream from the same revision.
+pub struct TurnWatch {
+    stream: WatchStream,
+    predecessor: Vec<u8>,
+    own: Vec<u8>,
+    create_revision: i64,
+    lease: i64,
+    /// What a response held beyond what was asked for so far.
+    pending: VecDeque<Woken>,
+}
+
+impl TurnWatch {
+    /// Watches `predecessor` and our key from just after `rev`, the
+    /// revision of the read that named the predecessor.
+    ///
+    /// Errors: the watch could not be made. Cancel safe.
+    pub async fn open(
+        client: &Client,
+        predecessor: &[u8],
+        ours: Ours<'_>,
+        rev: i64,
+    ) -> Result<TurnWatch> {
+        let from = || Some(WatchOptions::new().with_start_revision(rev + 1));
+        let mut stream = Box::pin(client.watch_client().watch(predecessor, from()))
+            .await
+            .map_err(|e| etcd_error("watching our predecessor", e))?;
+        stream
+            .watch(ours.key, from())
+            .await
+            .map_err(|e| etcd_error("watching our key", e))?;
+        Ok(TurnWatch {
+            stream,
+            predecessor: predecessor.to_vec(),
+            own: ours.key.as_bytes().to_vec(),
+            create_revision: ours.create_revision,
+            lease: ours.lease,
+            pending: VecDeque::new(),
+        })
+    }
+
+    /// The next thing that may change our turn, in the order etcd sent it.
+    ///
+    /// Errors: the watch broke. Cancel safe: what a response held is
+    /// kept until asked for.
+    pub async fn next(&mut self) -> Result<Woken> {
+        loop {
+            if let Some(woken) = self.pending.pop_front() {
+                return Ok(woken);
+            }
+            let resp = next_response(&mut self.stream).await?;
+            if resp.canceled() {
+                self.pending.push_back(Woken::Cancelled);
+                continue;
+            }
+            for event in resp.events() {
+                let Some(kv) = event.kv() else { continue };
+                let woken = if kv.key() == self.predecessor {
+                    match event.event_type() {
+                        EventType::Delete => {
+                            Woken::PredecessorGone(deletion_revision(event, &resp))
+                        }
+                        // A proclaim by the predecessor changes nothing.
+                        EventType::Put => continue,
+                    }
+                } else if kv.key() == self.own {
+                    let ours =
+                        kv.create_revision() == self.create_revision && kv.lease() == self.lease;
+                    match event.event_type() {
+                        EventType::Put if ours => Woken::HandedOver(kv.mod_revision()),
+                        _ => Woken::OwnKeyGone,
+                    }
+                } else {
+                    continue;
+                };
+                self.pending.push_back(woken);
+            }
+        }
+    }
+}
+
+async fn next_response(stream: &mut WatchStream) -> Result<etcd_client::WatchResponse> {
+    stream
+        .message()
+        .await
+        .map_err(|e| etcd_error("watching a key", e))?
+        .ok_or_else(|| etcd_error("watching a key", "stream closed"))
+}
+
+/// A deletion's event carries the key's tombstone, whose modification
+/// revision is the deletion's.
+fn deletion_revision(event: &etcd_client::Event, resp: &etcd_client::WatchResponse) -> i64 {
+    event
+        .kv()
+        .map(|kv| kv.mod_revision())
+        .unwrap_or_else(|| resp.header().map_or(0, |h| h.revision()))
+}
