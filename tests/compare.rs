@@ -115,6 +115,29 @@ fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
             "{backend} failover {failover} ms"
         );
     }
+    // Beside each service's handovers, its floor: a delete and its watch
+    // event, which no handover beats by much; and most successors lead on
+    // the event alone, without a read (etcd: the leader's touch of their
+    // key; ZooKeeper: the next in line).
+    for backend in ["etcd", "zk"] {
+        let floor = rows
+            .iter()
+            .find(|r| {
+                r["backend"] == backend
+                    && r["scenario"] == "handover"
+                    && r["implementation"] == "floor"
+            })
+            .unwrap_or_else(|| panic!("no {backend} floor row in {rows:?}"));
+        let p50 = floor["p50_ms"].as_f64().unwrap();
+        assert!(p50 > 0.0 && p50 < 1000.0, "{floor}");
+        let share = row(backend, "handover")["led_without_read_per_change"]
+            .as_f64()
+            .unwrap();
+        assert!(
+            share >= 0.5,
+            "{backend}: {share} of successors led without a read"
+        );
+    }
     // Two leaders' worth of silence: the third candidate takes over after
     // about one TTL, both having gone at once.
     for backend in ["etcd", "zk"] {

@@ -10,7 +10,9 @@ use elect_lab::fault::{FencedStore, Proxy, Traffic};
 use elect_lab::process::{Line, Watched, descendants};
 use elect_lab::{interrupt, loopback_net};
 
-use super::contender::{Contender, RaftPeers, Role, Spawned, WAKEUPS_METRIC};
+use super::contender::{
+    Contender, LED_WITHOUT_READ_METRIC, RaftPeers, Role, Spawned, WAKEUPS_METRIC,
+};
 use super::probe::Probe;
 use elect::Backend;
 
@@ -40,9 +42,9 @@ pub struct Slot {
     pub endpoints: String,
     /// Where an elect candidate serves `/metrics`.
     metrics: Option<String>,
-    /// Its campaign wake-ups when last asked (a killed candidate can no
-    /// longer be).
-    wakeups: usize,
+    /// What its campaign counted when last asked (a killed candidate can
+    /// no longer be).
+    counts: CampaignCounts,
     /// Every line read so far.
     lines: Vec<Line>,
     /// How many of `lines` were looked at for `elected`.
@@ -57,7 +59,7 @@ impl Slot {
             proxies,
             endpoints,
             metrics: spawned.metrics,
-            wakeups: 0,
+            counts: CampaignCounts::default(),
             lines: Vec::new(),
             checked: 0,
         }
@@ -67,18 +69,21 @@ impl Slot {
         self.lines.extend(self.proc.drain());
     }
 
-    /// Asks the candidate's metrics for its campaign wake-ups so far
+    /// Asks the candidate's metrics what its campaign counted so far
     /// (keeping the last answer when it cannot say).
-    fn ask_wakeups(&mut self) -> usize {
+    fn ask_counts(&mut self) -> CampaignCounts {
         if let Some(addr) = &self.metrics {
             let (status, text) = elect_lab::http_get(addr, "/metrics", Duration::from_secs(1));
-            if status == 200
-                && let Some(n) = elect_lab::sum_prometheus(&text).get(WAKEUPS_METRIC)
-            {
-                self.wakeups = *n as usize;
+            if status == 200 {
+                let sums = elect_lab::sum_prometheus(&text);
+                let count = |metric| sums.get(metric).map_or(0, |n| *n as usize);
+                self.counts = CampaignCounts {
+                    wakeups: count(WAKEUPS_METRIC),
+                    led_without_read: count(LED_WITHOUT_READ_METRIC),
+                };
             }
         }
-        self.wakeups
+        self.counts
     }
 
     /// Whether it said it follows `leader`.
@@ -87,6 +92,35 @@ impl Slot {
             l.json()
                 .is_some_and(|v| v["event"] == "leader" && v["leader"] == leader)
         })
+    }
+}
+
+/// What elect candidates' campaigns counted, from their metrics.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CampaignCounts {
+    /// Wake-ups by a change of the predecessor.
+    pub wakeups: usize,
+    /// Terms begun with no read after the predecessor's end.
+    pub led_without_read: usize,
+}
+
+impl std::ops::Add for CampaignCounts {
+    type Output = CampaignCounts;
+    fn add(self, other: CampaignCounts) -> CampaignCounts {
+        CampaignCounts {
+            wakeups: self.wakeups + other.wakeups,
+            led_without_read: self.led_without_read + other.led_without_read,
+        }
+    }
+}
+
+impl std::ops::Sub for CampaignCounts {
+    type Output = CampaignCounts;
+    fn sub(self, other: CampaignCounts) -> CampaignCounts {
+        CampaignCounts {
+            wakeups: self.wakeups.saturating_sub(other.wakeups),
+            led_without_read: self.led_without_read.saturating_sub(other.led_without_read),
+        }
     }
 }
 
@@ -122,8 +156,8 @@ pub struct Arena<'a> {
     /// Rotate each candidate's endpoint list so candidate i lists member
     /// i first (member-kill).
     rotate: bool,
-    /// Campaign wake-ups logged by candidates that have exited.
-    retired_wakeups: usize,
+    /// What the campaigns of candidates that have exited counted.
+    retired: CampaignCounts,
 }
 
 impl<'a> Arena<'a> {
@@ -154,7 +188,7 @@ impl<'a> Arena<'a> {
             raft_matrix: Vec::new(),
             reach,
             rotate,
-            retired_wakeups: 0,
+            retired: CampaignCounts::default(),
         };
         if contender.backend == Backend::Raft {
             arena.raft = Some(arena.raft_peers(raft_peers)?);
@@ -291,7 +325,7 @@ impl<'a> Arena<'a> {
                         let (at, token) = (line.at, self.contender.token(line));
                         // A leader wakes no more; it may be killed next,
                         // after which it cannot be asked.
-                        slot.ask_wakeups();
+                        slot.ask_counts();
                         return Ok((i, at, token));
                     }
                 }
@@ -483,7 +517,7 @@ impl<'a> Arena<'a> {
                     .unwrap_or_default()
                     .to_owned();
                 gone.push(format!("{} exited ({code}): {last}", s.proc.name));
-                self.retired_wakeups += s.wakeups;
+                self.retired = self.retired + s.counts;
                 *slot = None;
             }
         }
@@ -503,21 +537,19 @@ impl<'a> Arena<'a> {
             if slot.proc.wait_exit(SOON).is_none() {
                 bail!("{} did not exit within {SOON:?}", slot.proc.name);
             }
-            self.retired_wakeups += slot.wakeups;
+            self.retired = self.retired + slot.counts;
         }
         Ok(())
     }
 
-    /// Campaign wake-ups of the elect candidates so far (exited ones too),
-    /// from their metrics.
-    pub fn wakeups(&mut self) -> usize {
-        self.retired_wakeups
-            + self
-                .slots
-                .iter_mut()
-                .flatten()
-                .map(Slot::ask_wakeups)
-                .sum::<usize>()
+    /// What the elect candidates' campaigns counted so far (exited ones
+    /// too), from their metrics.
+    pub fn campaign_counts(&mut self) -> CampaignCounts {
+        self.slots
+            .iter_mut()
+            .flatten()
+            .map(Slot::ask_counts)
+            .fold(self.retired, |sum, counts| sum + counts)
     }
 
     /// Cuts slot `i` off (everything through its proxies stops), or heals.

@@ -50,6 +50,10 @@ impl Implementation {
 /// wake-ups in.
 pub const WAKEUPS_METRIC: &str = "elect_backend_wakeups_total";
 
+/// The metric an elect candidate's `--http` export counts the terms it
+/// began without a read of its own in.
+pub const LED_WITHOUT_READ_METRIC: &str = "elect_backend_led_without_read_total";
+
 /// The Curator baseline's driver, compiled at run time against Debian's
 /// libcurator-recipes-java.
 const LATCH_DRIVER: &str = include_str!("LatchDriver.java");

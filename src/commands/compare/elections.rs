@@ -25,8 +25,9 @@ pub struct ElectionsPoint {
     /// Renewals the session's service answered per TTL, all elections
     /// together.
     pub renewals_per_ttl: f64,
-    /// Resident memory this process gained per election, in KiB.
-    pub rss_kib_per_election: f64,
+    /// Private memory this process gained per election, in KiB (see
+    /// [`elect_lab::host::private_kib`]).
+    pub memory_kib_per_election: f64,
     /// Campaign wake-ups, in every election, caused by one leader change
     /// in one election (one is the successor's; more would be a herd
     /// across elections).
@@ -62,7 +63,7 @@ pub fn run(
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let rss_before = elect_lab::host::rss_kib();
+        let memory_before = elect_lab::host::private_kib();
         let first = Session::open(&base).await.context("opening the session")?;
         let started = Instant::now();
         let mut leaders: Vec<Campaign> = (0..elections)
@@ -88,8 +89,8 @@ pub fn run(
         tokio::time::timeout(all_elected, gathering)
             .await
             .map_err(|_| anyhow!("not every election elected within {all_elected:?}"))??;
-        let rss_kib_per_election =
-            (elect_lab::host::rss_kib() - rss_before) as f64 / elections as f64;
+        let memory_kib_per_election =
+            elect_lab::host::private_kib().saturating_sub(memory_before) as f64 / elections as f64;
 
         // The renewals of a few TTLs, all elections on the one session.
         let before = counters::snapshot().renewals;
@@ -136,7 +137,7 @@ pub fn run(
         Ok(ElectionsPoint {
             samples,
             renewals_per_ttl,
-            rss_kib_per_election,
+            memory_kib_per_election,
             wakeups,
         })
     })

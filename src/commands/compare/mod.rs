@@ -18,6 +18,7 @@
 pub mod arena;
 pub mod contender;
 pub mod elections;
+pub mod floor;
 pub mod output;
 pub mod probe;
 pub mod progress;
@@ -688,9 +689,38 @@ fn run_plan(
                         ),
                         seed: 0x5eed ^ plan.trials(scenario) as u64,
                     };
-                    vec![scenario_row(scenario, &setup)?]
+                    match scenario_row(scenario, &setup) {
+                        Ok(row) => vec![row],
+                        // A peer's tool that fails a scenario (say, a
+                        // recipe that does not rejoin after a rolling
+                        // restart) is a finding about that tool; the run
+                        // goes on and reports it. elect's own failures
+                        // end the run.
+                        Err(e) if imp != Implementation::Elect => {
+                            not_run(backend, imp, Some(scenario), format!("failed: {e:#}"));
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    }
                 };
                 for row in new_rows {
+                    emit(plan, &row);
+                    rows.push(row);
+                }
+                if scenario == Scenario::Handover
+                    && imp == Implementation::Elect
+                    && backend != Backend::Raft
+                {
+                    if plan.secure {
+                        not_run(
+                            backend,
+                            imp,
+                            Some(scenario),
+                            "--secure: the floor's clients run without TLS".into(),
+                        );
+                        continue;
+                    }
+                    let row = floor_row(plan, &contender, &endpoints)?;
                     emit(plan, &row);
                     rows.push(row);
                 }
@@ -803,7 +833,7 @@ fn elections_row(
         1,
         None,
     );
-    row.rss_kib_per_candidate = Some((point.rss_kib_per_election * 10.0).round() / 10.0);
+    row.memory_kib_per_candidate = Some((point.memory_kib_per_election * 10.0).round() / 10.0);
     row.renewals_per_ttl = Some((point.renewals_per_ttl * 10.0).round() / 10.0);
     row.set_wakeups(point.wakeups as f64, 1);
     row.notes.push(format!(
@@ -811,6 +841,31 @@ fn elections_row(
          start; renewals per TTL for all of them; wake-ups of one leader change across \
          every election"
     ));
+    progress.finish(&summary(&row));
+    Ok(row)
+}
+
+/// The floor beside a backend's handover rows (see [`floor`]).
+fn floor_row(plan: &Plan, c: &Contender, endpoints: &str) -> anyhow::Result<Row> {
+    let trials = plan.trials(Scenario::Handover);
+    let progress = Progress::start(format!("{} floor handover", c.backend.name()), trials);
+    let samples = floor::samples(c.backend, endpoints, trials, &progress)
+        .with_context(|| format!("{} floor", c.backend.name()))?;
+    let mut row = Row::new(
+        c.backend.name(),
+        "floor",
+        Scenario::Handover.name(),
+        c.ttl,
+        1,
+        &samples,
+        samples.len(),
+        None,
+    );
+    row.notes.push(
+        "one delete committed and its watch event seen, in one process through the same \
+         client library: what any handover waits for"
+            .into(),
+    );
     progress.finish(&summary(&row));
     Ok(row)
 }
@@ -842,6 +897,16 @@ fn scenario_row(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Row> {
     row.terms_per_change = out.terms_per_change;
     row.safety_violation = scenario::safety_violation(scenario, &out);
     row.notes = out.notes;
+    if scenario == Scenario::Handover
+        && let Some(n) = out.led_without_read.filter(|_| out.changes > 0)
+    {
+        let share = n as f64 / out.changes as f64;
+        row.led_without_read_per_change = Some((share * 100.0).round() / 100.0);
+        row.notes.push(format!(
+            "{n} of {} successors led without a read of their own",
+            out.changes
+        ));
+    }
     if let Some(ops) = &out.operations {
         row.spurious_losses = Some(ops.spurious_losses);
         row.command_restarts = ops.command_restarts;
@@ -864,7 +929,7 @@ fn scale_rows(
     probe: &Probe,
 ) -> anyhow::Result<Vec<Row>> {
     let backend = contender.backend;
-    // A thousand etcd leases renewed every TTL/3 from one process over six
+    // A thousand etcd leases renewed every TTL/3 from one process over three
     // connections each overload two cores at a 2 s TTL: scale runs etcd at
     // 10 s or more.
     let ttl = match backend {
@@ -887,7 +952,7 @@ fn scale_rows(
             point.changes,
             Some(point.counters),
         );
-        row.rss_kib_per_candidate = Some((point.rss_kib_per_candidate * 10.0).round() / 10.0);
+        row.memory_kib_per_candidate = Some((point.memory_kib_per_candidate * 10.0).round() / 10.0);
         row.connections_per_candidate = Some((point.sockets_per_candidate * 10.0).round() / 10.0);
         row.set_wakeups(point.wakeups as f64, point.changes);
         progress.finish(&summary(&row));

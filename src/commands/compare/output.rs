@@ -41,6 +41,9 @@ pub struct Row {
     /// wake-ups its candidates logged; for the peers' recipes (whose
     /// waiters are all their watchers), the servers' notifications.
     pub wakeups_per_change: Option<f64>,
+    /// The share of leader changes in which the successor led with no
+    /// read of its own after its predecessor's end (elect).
+    pub led_without_read_per_change: Option<f64>,
     /// Watch notifications the servers delivered per leader change, to
     /// waiters and to everyone who follows the leader.
     pub notifications_per_change: Option<f64>,
@@ -60,8 +63,9 @@ pub struct Row {
     /// the waiting candidates reported it; the recipes: from a loss to the
     /// next election).
     pub leaderless_ms: Option<f64>,
-    /// Resident memory per candidate (scale), or per election (elections).
-    pub rss_kib_per_candidate: Option<f64>,
+    /// Private resident memory per candidate (scale), or per election
+    /// (elections), in KiB: allocations, not the shared code pages.
+    pub memory_kib_per_candidate: Option<f64>,
     /// Renewals answered per TTL (elections: the one session's, for every
     /// election on it).
     pub renewals_per_ttl: Option<f64>,
@@ -106,13 +110,14 @@ impl Row {
             fenced: false,
             stale_writes_accepted: None,
             wakeups_per_change: counters.and_then(|c| per_change(c.notifications)),
+            led_without_read_per_change: None,
             notifications_per_change: counters.and_then(|c| per_change(c.notifications)),
             requests_per_change: counters.and_then(|c| per_change(c.requests)),
             terms_per_change: None,
             spurious_losses: None,
             command_restarts: None,
             leaderless_ms: None,
-            rss_kib_per_candidate: None,
+            memory_kib_per_candidate: None,
             renewals_per_ttl: None,
             connections_per_candidate: None,
             safety_violation: None,

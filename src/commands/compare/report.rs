@@ -136,7 +136,7 @@ fn scale_curve(file: &Path, rows: &[&Row]) -> anyhow::Result<()> {
     let picks: [(&str, Pick); 3] = [
         ("handover p50 (ms)", |r| r.p50_ms),
         ("wake-ups per leader change", |r| r.wakeups_per_change),
-        ("memory per candidate (KiB)", |r| r.rss_kib_per_candidate),
+        ("memory per candidate (KiB)", |r| r.memory_kib_per_candidate),
     ];
     for (area, (title, pick)) in panels.iter().zip(picks) {
         let ymax = rows.iter().filter_map(|r| pick(r)).fold(1.0f64, f64::max);

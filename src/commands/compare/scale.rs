@@ -1,7 +1,8 @@
 //! The scale scenario: N candidates in this one process, through the
 //! library, each with a session or lease of its own, as a fleet of
 //! sidecars would be. Measures handover time, server-side notifications
-//! per leader change (a herd would show N-1) and memory per candidate.
+//! per leader change (a herd would show N-1), and memory and connections
+//! per candidate.
 
 use std::time::{Duration, Instant};
 
@@ -22,8 +23,9 @@ pub struct ScalePoint {
     /// Campaign wake-ups over the handovers.
     pub wakeups: u64,
     pub changes: usize,
-    /// Resident memory this process gained per candidate, in KiB.
-    pub rss_kib_per_candidate: f64,
+    /// Private memory this process gained per candidate, in KiB (see
+    /// [`elect_lab::host::private_kib`]), once every candidate renewed.
+    pub memory_kib_per_candidate: f64,
     /// Sockets this process opened per candidate (its connections).
     pub sockets_per_candidate: f64,
 }
@@ -70,7 +72,7 @@ pub fn run(
     rt.block_on(async {
         let (elected_tx, mut elected) = mpsc::unbounded_channel();
 
-        let rss_before = elect_lab::host::rss_kib();
+        let private_before = elect_lab::host::private_kib();
         let sockets_before = elect_lab::host::open_sockets();
         let mut next_id = 0;
         let mut campaigns: Vec<Option<Campaign>> = Vec::new();
@@ -101,7 +103,12 @@ pub fn run(
             }
         }
         tokio::task::block_in_place(|| queued(n))?;
-        let rss_kib_per_candidate = (elect_lab::host::rss_kib() - rss_before) as f64 / n as f64;
+        // Footprint in the steady state: after a round of renewals (the
+        // first ping of each lease's keepalive loop goes TTL/3 after the
+        // grant), with every stream and connection it opens.
+        tokio::time::sleep(ttl / 3 + Duration::from_secs(1)).await;
+        let memory_kib_per_candidate =
+            elect_lab::host::private_kib().saturating_sub(private_before) as f64 / n as f64;
         let sockets_per_candidate =
             elect_lab::host::open_sockets().saturating_sub(sockets_before) as f64 / n as f64;
         let before = tokio::task::block_in_place(|| probe.counters());
@@ -143,7 +150,7 @@ pub fn run(
             counters,
             wakeups: woken,
             changes: handovers,
-            rss_kib_per_candidate,
+            memory_kib_per_candidate,
             sockets_per_candidate,
         })
     })

@@ -10,7 +10,7 @@ use elect_lab::fault::check;
 use elect_lab::{Fault, Lab, Role};
 use nix::sys::signal::Signal;
 
-use super::arena::{Arena, Reach, SOON};
+use super::arena::{Arena, CampaignCounts, Reach, SOON};
 use super::contender::{Contender, Implementation};
 use super::probe::{Counters, Probe};
 use super::progress::Progress;
@@ -99,7 +99,7 @@ impl Scenario {
     /// milliseconds, few where it waits out a TTL.
     pub fn default_trials(self, quick: bool) -> usize {
         match (self, quick) {
-            (Scenario::Handover, false) => 100,
+            (Scenario::Handover, false) => 200,
             (Scenario::Handover, true) => 10,
             (Scenario::Election | Scenario::Churn, false) => 20,
             (Scenario::Election | Scenario::Churn, true) => 3,
@@ -196,6 +196,9 @@ pub struct Outcome {
     pub counters_from: Option<Counters>,
     /// Campaign wake-ups elect candidates logged (etcd and ZooKeeper).
     pub wakeups: Option<usize>,
+    /// Terms elect candidates began with no read of their own after
+    /// their predecessor's end (etcd and ZooKeeper).
+    pub led_without_read: Option<usize>,
     /// Raft terms per leader change, where tokens are terms.
     pub terms_per_change: Option<f64>,
     /// What the operations scenarios count.
@@ -363,12 +366,12 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
         Scenario::Handover if setup.trials > 0 => HANDOVER_WARMUP,
         _ => 0,
     };
-    let mut wakeups_before = 0;
+    let mut counted_before = CampaignCounts::default();
     for trial in 0..warmup + setup.trials {
         let measured = trial >= warmup;
         if trial == warmup && warmup > 0 {
             out.counters_from = setup.probe.map(Probe::counters);
-            wakeups_before = a.wakeups();
+            counted_before = a.campaign_counts();
         }
         let first_in_line = match scenario {
             Scenario::FailoverNext => Some(a.first_in_line(leader)?),
@@ -405,17 +408,22 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
     if setup.contender.backend == Backend::Raft && setup.trials > 0 {
         out.terms_per_change = Some(terms as f64 / setup.trials as f64);
     }
-    count_wakeups(&mut a, &mut out);
-    if let Some(w) = out.wakeups.as_mut() {
-        *w -= wakeups_before;
-    }
+    count_campaigns_since(&mut a, &mut out, counted_before);
     Ok(out)
 }
 
 /// Wake-ups the arena's elect candidates counted (etcd and ZooKeeper).
 fn count_wakeups(a: &mut Arena<'_>, out: &mut Outcome) {
+    count_campaigns_since(a, out, CampaignCounts::default());
+}
+
+/// What the arena's elect candidates counted since `before` (etcd and
+/// ZooKeeper): wake-ups, and terms begun without a read.
+fn count_campaigns_since(a: &mut Arena<'_>, out: &mut Outcome, before: CampaignCounts) {
     if a.contender.imp == Implementation::Elect && a.peers().is_none() {
-        out.wakeups = Some(a.wakeups());
+        let counted = a.campaign_counts() - before;
+        out.wakeups = Some(counted.wakeups);
+        out.led_without_read = Some(counted.led_without_read);
     }
 }
 
