@@ -188,9 +188,17 @@ fn lab_in_process_mode_up_faults_compare_down_leaves_nothing() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(rows.len(), 2, "{rows:?}");
-    for (row, backend) in rows.iter().zip(["etcd", "zk"]) {
+    // Each backend's handover, then its floor (a delete and its event).
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    let expected = [
+        ("etcd", "elect"),
+        ("etcd", "floor"),
+        ("zk", "elect"),
+        ("zk", "floor"),
+    ];
+    for (row, (backend, implementation)) in rows.iter().zip(expected) {
         assert_eq!(row["backend"], backend);
+        assert_eq!(row["implementation"], implementation);
         assert_eq!(row["scenario"], "handover");
         assert_eq!(row["samples_ms"].as_array().unwrap().len(), 3);
     }
