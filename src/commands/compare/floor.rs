@@ -15,9 +15,7 @@ use elect::Backend;
 use etcd_client::{EventType, WatchOptions};
 
 use super::progress::Progress;
-
-/// Unmeasured deletes first, as for the handovers.
-const WARMUP: usize = 10;
+use super::scenario::HANDOVER_WARMUP;
 
 /// How long one sample may take before the run gives up.
 const WITHIN: Duration = Duration::from_secs(10);
@@ -51,8 +49,7 @@ async fn etcd(
     let connect = || etcd_client::Client::connect(&endpoints, None);
     let (writer, watcher) = (connect().await?, connect().await?);
     let key = format!("elect-compare-floor-{}", std::process::id());
-    let mut samples = Vec::with_capacity(trials);
-    for trial in 0..WARMUP + trials {
+    measure(trials, progress, async || {
         let put = writer.kv_client().put(key.as_str(), "x", None).await?;
         let rev = put.header().map_or(0, |h| h.revision());
         let options = WatchOptions::new().with_start_revision(rev + 1);
@@ -80,12 +77,9 @@ async fn etcd(
         .await
         .context("no delete event in time")??;
         deleting.await??;
-        if trial >= WARMUP {
-            samples.push(seen - sent);
-            progress.inc();
-        }
-    }
-    Ok(samples)
+        Ok(seen - sent)
+    })
+    .await
 }
 
 async fn zk(endpoints: &str, trials: usize, progress: &Progress) -> anyhow::Result<Vec<Duration>> {
@@ -94,8 +88,7 @@ async fn zk(endpoints: &str, trials: usize, progress: &Progress) -> anyhow::Resu
     let (writer, watcher) = (connect().await?, connect().await?);
     let path = format!("/elect-compare-floor-{}", std::process::id());
     let mode = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
-    let mut samples = Vec::with_capacity(trials);
-    for trial in 0..WARMUP + trials {
+    measure(trials, progress, async || {
         writer.create(&path, b"x", &mode).await?;
         // The watcher's session must see the znode before it watches it.
         watcher.sync(&path).await?;
@@ -116,10 +109,25 @@ async fn zk(endpoints: &str, trials: usize, progress: &Progress) -> anyhow::Resu
             event.event_type
         );
         deleting.await??;
-        if trial >= WARMUP {
-            samples.push(seen - sent);
-            progress.inc();
-        }
+        Ok(seen - sent)
+    })
+    .await
+}
+
+/// `trials` samples of `one`, after as many unmeasured ones as the
+/// handovers have.
+async fn measure(
+    trials: usize,
+    progress: &Progress,
+    mut one: impl AsyncFnMut() -> anyhow::Result<Duration>,
+) -> anyhow::Result<Vec<Duration>> {
+    for _ in 0..HANDOVER_WARMUP {
+        one().await?;
+    }
+    let mut samples = Vec::with_capacity(trials);
+    for _ in 0..trials {
+        samples.push(one().await?);
+        progress.inc();
     }
     Ok(samples)
 }

@@ -351,7 +351,7 @@ fn election(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
 /// ensemble starts run on cold servers (a JVM not yet compiled, caches
 /// empty) and would bill whoever goes first. Failovers, which take a TTL,
 /// are not warmed.
-const HANDOVER_WARMUP: usize = 10;
+pub(super) const HANDOVER_WARMUP: usize = 10;
 
 /// Handover and failover: signal the leader (and for failover-next the
 /// first in line), time the successor, bring the numbers back up (new
