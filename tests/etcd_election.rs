@@ -179,10 +179,12 @@ fn the_leader_hands_over_to_whoever_is_next_when_it_resigns() {
     b.signal(Signal::SIGTERM);
     assert_eq!(b.wait_exit(SOON), 0);
     wait_for_candidates(&etcd, "next", 2);
-    // The leader learns of b's departure from its watch on b's key, in
-    // milliseconds. (Had it not yet, the touch of b's gone key would fail
-    // and c would read its turn instead: slower, as sound.)
-    std::thread::sleep(Duration::from_secs(1));
+    // The leader learns of b's departure from its watch on b's key and
+    // reads who is next now. (Had it not yet, the touch of b's gone key
+    // would fail and c would read its turn instead: slower, as sound.)
+    eventually("the leader knows c is next", SOON, || {
+        a.stderr().contains("next in line next=\"c\"").then_some(())
+    });
     a.signal(Signal::SIGTERM);
     c.wait_event("elected", SOON);
     assert_eq!(a.wait_exit(SOON), 0);

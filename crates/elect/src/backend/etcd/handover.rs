@@ -200,6 +200,16 @@ async fn read_own_and_next(
     Ok(Some((next.kvs().first().map(CandidateKey::from), at)))
 }
 
+/// Tells the resignation who is next in line now (and the debug log,
+/// which the tests wait on).
+fn publish_next(next_out: &watch::Sender<Option<CandidateKey>>, next: &Option<CandidateKey>) {
+    match next {
+        Some(n) => debug!(next = n.id.as_str(), "next in line"),
+        None => debug!("nobody is next in line"),
+    }
+    next_out.send_replace(next.clone());
+}
+
 /// Why [`watch_prefix`] returned.
 enum Watched {
     OwnKeyGone,
@@ -217,7 +227,7 @@ async fn watch_prefix(
     at: i64,
     next_out: &watch::Sender<Option<CandidateKey>>,
 ) -> Result<Watched> {
-    next_out.send_replace(next.clone());
+    publish_next(next_out, &next);
     let options = WatchOptions::new()
         .with_prefix()
         .with_start_revision(at + 1);
@@ -250,7 +260,7 @@ async fn watch_prefix(
                 // is the next in line (events come in revision order).
                 (EventType::Put, None) if kv.version() == 1 => {
                     next = Some(CandidateKey::from(kv));
-                    next_out.send_replace(next.clone());
+                    publish_next(next_out, &next);
                 }
                 _ => {}
             }
