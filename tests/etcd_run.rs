@@ -141,6 +141,39 @@ fn key_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
     a.wait_event("elected", SOON);
 }
 
+/// The same delete, but the candidate that takes over was not waiting on
+/// the leader's key: it joins after the delete, finds no key older than
+/// its own and nothing else in the election's prefix. The old leader's
+/// tenure marker still says its command may be stopping (the `tenure`
+/// module), and the newcomer waits for it, as the one waiting in line does.
+#[test]
+fn key_deleted_by_an_operator_a_newcomer_waits_for_the_tree_too() {
+    let etcd = Cluster::start();
+    let pids_file = scratch("newcomer").join("pids");
+    let mut a = run(
+        &etcd,
+        "newcomer",
+        "a",
+        &["--grace", "1s"],
+        &tree_script(&pids_file, true),
+    );
+    a.wait_event("elected", SOON);
+    let deaths = DeathWatch::start(read_pids(&pids_file, 2), SOON);
+    let (a_key, _) = etcd.candidates("newcomer").remove(0);
+    let deleted = Instant::now();
+    etcd.etcdctl_ok(&["del", &a_key]);
+    let mut c = campaign(&etcd.endpoints, "newcomer", "c", "5");
+    let (elected_at, _) = c.wait_event("elected", SOON);
+    let died = deaths.assert_all_died_before(elected_at, "the newcomer was elected", "");
+    for (what, at) in ["command", "grandchild"].iter().zip(&died) {
+        assert!(
+            *at - deleted >= Duration::from_millis(900),
+            "{what} got its grace"
+        );
+    }
+    a.wait_event("demoted", SOON);
+}
+
 /// The leader's lease is revoked: leadership is gone at once and nothing
 /// can hold the successor back. The successor hears of it at the same
 /// moment we do, so nothing orders our command's death and its election:

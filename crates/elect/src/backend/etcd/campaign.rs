@@ -14,7 +14,12 @@
 //!    elect` resigns with a plain delete and keeps its lease for a minute;
 //! 4. confirm our own key still exists under our lease (etcd #19597: Go
 //!    skips this, and a waiter whose lease expired can "win");
-//! 5. lead until the lease deadline passes, the lease is gone, or a view at
+//! 5. claim the tenure (the `tenure` module): write our marker and wait
+//!    until no other candidacy's is left, so that a leader whose key an
+//!    operator deleted has stopped its work before we start; a successor
+//!    handed over by its predecessor's touch (the `handover` module) finds
+//!    its marker written for it and skips 2 to 5;
+//! 6. lead until the lease deadline passes, the lease is gone, or a view at
 //!    or after our confirmation shows another leader.
 //!
 //! Losing leadership ends the candidacy: the lease is revoked once the work
@@ -36,6 +41,7 @@ use super::keywatch::{TurnWatch, Woken, wait_for_delete};
 use super::layout::{self, CandidateKey, Ours};
 use super::lease::{Lease, LeaseState, granted_by_elect};
 use super::observe::View;
+use super::tenure::{self, Claim};
 use crate::backend::backoff::Backoff;
 use crate::backend::counters::{PROCESS, warn_counted};
 use crate::backend::report::Reporter;
@@ -269,11 +275,13 @@ impl Candidate {
         );
         let marker = layout::release_marker(&self.cfg.election, rev);
         let bound = || Some(PutOptions::new().with_lease(lease));
+        let election = self.cfg.election.as_str();
         let mut then = vec![
             TxnOp::put(marker.as_str(), "", bound()),
             TxnOp::delete(key.as_str(), None),
+            tenure::end(election, lease),
         ];
-        then.extend(successor.map(handover::touch));
+        then.extend(successor.map(|next| handover::touch(election, next)));
         let txn = Txn::new()
             .when([Compare::create_revision(
                 key.as_str(),
@@ -281,7 +289,10 @@ impl Candidate {
                 rev,
             )])
             .and_then(then)
-            .or_else([TxnOp::put(marker.as_str(), "", bound())]);
+            .or_else([
+                TxnOp::put(marker.as_str(), "", bound()),
+                tenure::end(election, lease),
+            ]);
         let mut kv = self.client.kv_client();
         let resp = match tokio::time::timeout(self.cfg.connect_timeout, Box::pin(kv.txn(txn))).await
         {
@@ -348,10 +359,13 @@ impl Candidate {
                 deadline: lease.state().deadline,
             }
         };
-        let confirmed_at = match turn {
+        let (confirmed_at, handed_over) = match turn {
             Turn::KeyGone => return vanished(lease),
             // The check that found no older key also confirmed ours.
-            Turn::Ours { confirmed_at } => confirmed_at,
+            Turn::Ours {
+                confirmed_at,
+                handed_over,
+            } => (confirmed_at, handed_over),
             // An elect predecessor whose key went without a release (an
             // operator deleted it): its work may still run until its
             // lease ends. Then our key is read back on its own.
@@ -369,10 +383,22 @@ impl Candidate {
                     .until_lost(&mut lease_state, confirm(&client, &key, lease.id, my_rev))
                     .await
                 {
-                    Ok(Some(rev)) => rev,
+                    Ok(Some(rev)) => (rev, false),
                     Ok(None) => return vanished(lease),
                     Err(outcome) => return outcome,
                 }
+            }
+        };
+        // A handover wrote our tenure marker with its touch; every other
+        // way to our turn claims it, waiting out any other tenure.
+        let confirmed_at = if handed_over {
+            confirmed_at
+        } else {
+            let claim = tenure::claim(&client, &election, ours);
+            match self.until_lost(&mut lease_state, claim).await {
+                Ok(Claim::Ours(at)) => confirmed_at.max(at),
+                Ok(Claim::KeyGone) => return vanished(lease),
+                Err(outcome) => return outcome,
             }
         };
         let outcome = self
@@ -595,8 +621,12 @@ async fn create_key(client: &Client, key: &str, id: &str, lease: i64) -> i64 {
 #[derive(Debug)]
 enum Turn {
     /// No older key is left and our key is ours, as of `confirmed_at` (the
-    /// revision of the read that said both).
-    Ours { confirmed_at: i64 },
+    /// revision of the read that said both, or of the touch that handed
+    /// over to us: `handed_over`).
+    Ours {
+        confirmed_at: i64,
+        handed_over: bool,
+    },
     /// No older key is left, but the last predecessor was an elect
     /// candidate whose key went without a release: wait for its lease.
     AfterLeaseOf(CandidateKey),
@@ -621,7 +651,10 @@ async fn wait_for_turn(client: &Client, election: &str, ours: Ours<'_>) -> Turn 
         let Some(p) = pred else {
             // Nobody was ever ahead of us: our key is read back as usual.
             return match confirm(client, ours.key, ours.lease, ours.create_revision).await {
-                Some(confirmed_at) => Turn::Ours { confirmed_at },
+                Some(confirmed_at) => Turn::Ours {
+                    confirmed_at,
+                    handed_over: false,
+                },
                 None => Turn::KeyGone,
             };
         };
@@ -629,7 +662,12 @@ async fn wait_for_turn(client: &Client, election: &str, ours: Ours<'_>) -> Turn 
         // Boxed: the watch stream and the read racing it are most of a
         // waiting candidate's future (see `a_candidates_futures_stay_small`).
         let check = match Box::pin(wait_on(client, &prefix, ours, &p, rev, &marker)).await {
-            Waited::HandedOver(at) => return Turn::Ours { confirmed_at: at },
+            Waited::HandedOver(at) => {
+                return Turn::Ours {
+                    confirmed_at: at,
+                    handed_over: true,
+                };
+            }
             Waited::Checked(check) => check,
         };
         match check {
@@ -645,7 +683,10 @@ async fn wait_for_turn(client: &Client, election: &str, ours: Ours<'_>) -> Turn 
                     });
                 }
                 return if released || !granted_by_elect(p.lease) {
-                    Turn::Ours { confirmed_at: at }
+                    Turn::Ours {
+                        confirmed_at: at,
+                        handed_over: false,
+                    }
                 } else {
                     Turn::AfterLeaseOf(p)
                 };

@@ -20,6 +20,8 @@
 //!   lease it was read with, put it again with its value and lease
 //!   unchanged. Only keys on leases `elect` granted are touched; Go's
 //!   waiters read as before.
+//!   The same nested transaction writes the successor's tenure marker
+//!   (the `tenure` module), bound to its lease, as our own is deleted.
 //! - Every waiting candidate watches its own key beside its predecessor's,
 //!   on one stream ([`TurnWatch`](super::keywatch::TurnWatch)). A put of
 //!   its own key, with its create revision and lease, is the handover: it
@@ -67,6 +69,7 @@ use tracing::debug;
 use super::etcd_error;
 use super::layout::{self, CandidateKey};
 use super::lease::granted_by_elect;
+use super::tenure;
 use crate::backend::backoff::Backoff;
 use crate::backend::counters::warn_counted;
 use crate::error::Result;
@@ -270,8 +273,9 @@ async fn watch_prefix(
 
 /// The part of a resignation's transaction that hands over to `next`: if
 /// its key still has the create revision and lease it was read with, put
-/// it again, value and lease unchanged.
-pub fn touch(next: &CandidateKey) -> TxnOp {
+/// it again, value and lease unchanged, and write its tenure marker (see
+/// the `tenure` module), which it would otherwise claim itself.
+pub fn touch(election: &str, next: &CandidateKey) -> TxnOp {
     let key = next.key.as_slice();
     TxnOp::txn(
         Txn::new()
@@ -279,11 +283,14 @@ pub fn touch(next: &CandidateKey) -> TxnOp {
                 Compare::create_revision(key, CompareOp::Equal, next.create_revision),
                 Compare::lease(key, CompareOp::Equal, next.lease),
             ])
-            .and_then([TxnOp::put(
-                key,
-                "",
-                Some(PutOptions::new().with_ignore_value().with_ignore_lease()),
-            )]),
+            .and_then([
+                TxnOp::put(
+                    key,
+                    "",
+                    Some(PutOptions::new().with_ignore_value().with_ignore_lease()),
+                ),
+                tenure::hand_on(election, next.lease),
+            ]),
     )
 }
 

@@ -18,6 +18,17 @@ pub fn release_marker(election: &str, create_revision: i64) -> String {
     format!("{election}\u{0}released/{create_revision:x}")
 }
 
+/// Where the tenure markers of `election` live (see the `tenure`
+/// module): outside the election's prefix, like the release markers.
+pub fn tenure_prefix(election: &str) -> String {
+    format!("{election}\u{0}leading/")
+}
+
+/// The tenure marker of the candidacy on `lease_id`.
+pub fn tenure_marker(election: &str, lease_id: i64) -> String {
+    format!("{}{lease_id:x}", tenure_prefix(election))
+}
+
 /// The key a candidate holding `lease_id` campaigns with.
 pub fn candidate_key(election: &str, lease_id: i64) -> String {
     // Go formats the int64 lease id with %x; etcd never hands out negative ids.
@@ -88,5 +99,7 @@ mod tests {
         );
         assert_eq!(candidate_key("a/b", 10), "a/b/a");
         assert_eq!(prefix("a/b"), "a/b/");
+        assert_eq!(tenure_marker("a/b", 10), "a/b\u{0}leading/a");
+        assert!(!tenure_marker("a/b", 10).starts_with(&prefix("a/b")));
     }
 }

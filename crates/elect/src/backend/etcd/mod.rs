@@ -13,6 +13,8 @@
 //!   its resignation's transaction, so the successor needs no read.
 //! - [`keywatch`]: watches on single keys (a deletion; a waiting
 //!   candidate's predecessor and own key on one stream).
+//! - [`tenure`]: the marker every leading candidacy holds, so that none
+//!   starts while another's work may still run.
 
 pub mod campaign;
 mod connection;
@@ -21,6 +23,7 @@ pub mod keywatch;
 pub mod layout;
 pub mod lease;
 pub mod observe;
+pub mod tenure;
 
 use std::time::Duration;
 
