@@ -48,6 +48,17 @@ fn leader_with_tree_and_successor(
     (a, b, pids)
 }
 
+/// The command and its grandchild (SIGTERM-deaf) died no sooner than the
+/// `--grace 1s` after `since`.
+fn assert_got_a_second_of_grace(died: &[Instant], since: Instant) {
+    for (what, at) in ["command", "grandchild"].iter().zip(died) {
+        assert!(
+            *at - since >= Duration::from_millis(900),
+            "{what} got its grace"
+        );
+    }
+}
+
 #[test]
 fn the_command_sees_its_election_and_its_exit_code_propagates() {
     let etcd = Cluster::start();
@@ -126,12 +137,7 @@ fn key_deleted_by_an_operator_the_tree_dies_before_the_successor_leads() {
     etcd.etcdctl_ok(&["del", &a_key]);
     let (elected_at, _) = b.wait_event("elected", SOON);
     let died = deaths.assert_all_died_before(elected_at, "b was elected", "");
-    for (what, at) in ["command", "grandchild"].iter().zip(&died) {
-        assert!(
-            *at - deleted >= Duration::from_millis(900),
-            "{what} got its grace"
-        );
-    }
+    assert_got_a_second_of_grace(&died, deleted);
     a.wait_event("demoted", SOON);
     // a stays in the race, behind b, and leads again when b resigns.
     eventually("a's new key", SOON, || {
@@ -165,12 +171,7 @@ fn key_deleted_by_an_operator_a_newcomer_waits_for_the_tree_too() {
     let mut c = campaign(&etcd.endpoints, "newcomer", "c", "5");
     let (elected_at, _) = c.wait_event("elected", SOON);
     let died = deaths.assert_all_died_before(elected_at, "the newcomer was elected", "");
-    for (what, at) in ["command", "grandchild"].iter().zip(&died) {
-        assert!(
-            *at - deleted >= Duration::from_millis(900),
-            "{what} got its grace"
-        );
-    }
+    assert_got_a_second_of_grace(&died, deleted);
     a.wait_event("demoted", SOON);
 }
 

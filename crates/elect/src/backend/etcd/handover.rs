@@ -67,6 +67,7 @@ use tokio::task::JoinHandle;
 use tracing::debug;
 
 use super::etcd_error;
+use super::keywatch::next_response;
 use super::layout::{self, CandidateKey};
 use super::lease::granted_by_elect;
 use super::tenure;
@@ -238,11 +239,7 @@ async fn watch_prefix(
         .await
         .map_err(|e| etcd_error("watching the election", e))?;
     loop {
-        let resp = stream
-            .message()
-            .await
-            .map_err(|e| etcd_error("watching the election", e))?
-            .ok_or_else(|| etcd_error("watching the election", "stream closed"))?;
+        let resp = next_response(&mut stream, "watching the election").await?;
         if resp.canceled() {
             return Ok(Watched::ReadAgain);
         }

@@ -21,7 +21,7 @@ pub async fn wait_for_delete(client: &Client, key: &[u8], rev: i64) -> Result<Op
         .await
         .map_err(|e| etcd_error("watching a key", e))?;
     loop {
-        let resp = next_response(&mut stream).await?;
+        let resp = next_response(&mut stream, "watching a key").await?;
         if resp.canceled() {
             return Ok(None);
         }
@@ -100,7 +100,7 @@ impl TurnWatch {
             if let Some(woken) = self.pending.pop_front() {
                 return Ok(woken);
             }
-            let resp = next_response(&mut self.stream).await?;
+            let resp = next_response(&mut self.stream, "watching a key").await?;
             if resp.canceled() {
                 self.pending.push_back(Woken::Cancelled);
                 continue;
@@ -131,12 +131,17 @@ impl TurnWatch {
     }
 }
 
-async fn next_response(stream: &mut WatchStream) -> Result<etcd_client::WatchResponse> {
+/// The next response on a watch stream; a stream that ends is an error
+/// (`what` names the watch in it).
+pub(super) async fn next_response(
+    stream: &mut WatchStream,
+    what: &'static str,
+) -> Result<etcd_client::WatchResponse> {
     stream
         .message()
         .await
-        .map_err(|e| etcd_error("watching a key", e))?
-        .ok_or_else(|| etcd_error("watching a key", "stream closed"))
+        .map_err(|e| etcd_error(what, e))?
+        .ok_or_else(|| etcd_error(what, "stream closed"))
 }
 
 /// A deletion's event carries the key's tombstone, whose modification

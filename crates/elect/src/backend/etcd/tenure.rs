@@ -35,6 +35,7 @@ use etcd_client::{TxnOpResponse, WatchOptions};
 use tracing::{info, warn};
 
 use super::etcd_error;
+use super::keywatch::next_response;
 use super::layout::{self, Ours};
 use crate::backend::backoff::Backoff;
 use crate::backend::counters::warn_counted;
@@ -166,11 +167,7 @@ async fn wait_for_a_deletion(
         .await
         .map_err(|e| etcd_error("watching the tenure markers", e))?;
     loop {
-        let resp = stream
-            .message()
-            .await
-            .map_err(|e| etcd_error("watching the tenure markers", e))?
-            .ok_or_else(|| etcd_error("watching the tenure markers", "stream closed"))?;
+        let resp = next_response(&mut stream, "watching the tenure markers").await?;
         if resp.canceled() {
             return Ok(());
         }
