@@ -236,6 +236,16 @@ struct Candidate {
     phase: Phase,
 }
 
+impl Phase {
+    /// Leading from now on, the next in line still to be read.
+    fn leading(mine: u8) -> Phase {
+        Phase::Leading {
+            mine,
+            next: Next::Reading { stale: None },
+        }
+    }
+}
+
 impl Candidate {
     fn works(&self) -> bool {
         matches!(
@@ -476,9 +486,11 @@ impl Election {
         w.out_of_order |= w.store().older_than(mine).is_some();
     }
 
-    /// Reads our own key back at the newest revision: lead, or lost.
+    /// A first candidate, or one whose predecessor's lease ended: the
+    /// claim reads our key back (its guard); without markers (the
+    /// mutation) a read of its own does: lead, or lost.
     fn confirm(&self, w: &World, c: &Candidate, mine: u8, pred: Option<Key>) -> Phase {
-        if w.store().holds(Self::own_key(c, mine)) {
+        if self.rule != Rule::NoTenure || w.store().holds(Self::own_key(c, mine)) {
             self.turn(mine, pred)
         } else {
             Phase::Lost { mine }
@@ -488,10 +500,7 @@ impl Election {
     /// Our turn, read: the tenure is claimed first (`Claiming`).
     fn turn(&self, mine: u8, pred: Option<Key>) -> Phase {
         match self.rule {
-            Rule::NoTenure => Phase::Leading {
-                mine,
-                next: Next::Reading { stale: None },
-            },
+            Rule::NoTenure => Phase::leading(mine),
             _ => Phase::Claiming {
                 mine,
                 pred,
@@ -686,10 +695,7 @@ impl Model for Election {
                             },
                             Woken::HandedOver => {
                                 w.touched = true;
-                                Phase::Leading {
-                                    mine,
-                                    next: Next::Reading { stale: None },
-                                }
+                                Phase::leading(mine)
                             }
                             Woken::OwnKeyGone => Phase::Lost { mine },
                         }
@@ -703,10 +709,7 @@ impl Model for Election {
                         let (_, woken) = next_turn_event(&w, at, Self::own_key(c, mine), pred)?;
                         if woken == Woken::HandedOver {
                             w.touched = true;
-                            Phase::Leading {
-                                mine,
-                                next: Next::Reading { stale: None },
-                            }
+                            Phase::leading(mine)
                         } else {
                             // The select's pattern fails: the read decides.
                             Phase::Woken {
@@ -775,10 +778,7 @@ impl Model for Election {
                 w.candidates[i].phase = if !store.holds(own) {
                     Phase::Lost { mine }
                 } else if store.tenures.iter().all(|&l| l == c.lease) {
-                    Phase::Leading {
-                        mine,
-                        next: Next::Reading { stale: None },
-                    }
+                    Phase::leading(mine)
                 } else {
                     Phase::Claiming {
                         mine,

@@ -379,15 +379,10 @@ impl Candidate {
                 {
                     return outcome;
                 }
-                match self
-                    .until_lost(&mut lease_state, confirm(&client, &key, lease.id, my_rev))
-                    .await
-                {
-                    Ok(Some(rev)) => (rev, false),
-                    Ok(None) => return vanished(lease),
-                    Err(outcome) => return outcome,
-                }
+                // The claim reads our key back.
+                (0, false)
             }
+            Turn::First => (0, false),
         };
         // A handover wrote our tenure marker with its touch; every other
         // way to our turn claims it, waiting out any other tenure.
@@ -398,6 +393,15 @@ impl Candidate {
             match self.until_lost(&mut lease_state, claim).await {
                 Ok(Claim::Ours(at)) => confirmed_at.max(at),
                 Ok(Claim::KeyGone) => return vanished(lease),
+                // Without a marker, our key is read back on its own.
+                Ok(Claim::Unwritable) => {
+                    let read_back = confirm(&client, &key, lease.id, my_rev);
+                    match self.until_lost(&mut lease_state, read_back).await {
+                        Ok(Some(rev)) => confirmed_at.max(rev),
+                        Ok(None) => return vanished(lease),
+                        Err(outcome) => return outcome,
+                    }
+                }
                 Err(outcome) => return outcome,
             }
         };
@@ -629,7 +633,10 @@ enum Turn {
     },
     /// No older key is left, but the last predecessor was an elect
     /// candidate whose key went without a release: wait for its lease.
+    /// Our key is read back afterwards (by the claim).
     AfterLeaseOf(CandidateKey),
+    /// Nobody was ever ahead of us; our key is read back by the claim.
+    First,
     /// Our key is gone or not ours.
     KeyGone,
 }
@@ -649,14 +656,8 @@ async fn wait_for_turn(client: &Client, election: &str, ours: Ours<'_>) -> Turn 
     .await;
     loop {
         let Some(p) = pred else {
-            // Nobody was ever ahead of us: our key is read back as usual.
-            return match confirm(client, ours.key, ours.lease, ours.create_revision).await {
-                Some(confirmed_at) => Turn::Ours {
-                    confirmed_at,
-                    handed_over: false,
-                },
-                None => Turn::KeyGone,
-            };
+            // Nobody was ever ahead of us: the claim reads our key back.
+            return Turn::First;
         };
         let marker = layout::release_marker(election, p.create_revision);
         // Boxed: the watch stream and the read racing it are most of a

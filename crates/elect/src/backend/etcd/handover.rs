@@ -67,7 +67,7 @@ use tokio::task::JoinHandle;
 use tracing::debug;
 
 use super::etcd_error;
-use super::keywatch::next_response;
+use super::keywatch::{next_response, open_watch};
 use super::layout::{self, CandidateKey};
 use super::lease::granted_by_elect;
 use super::tenure;
@@ -235,9 +235,7 @@ async fn watch_prefix(
     let options = WatchOptions::new()
         .with_prefix()
         .with_start_revision(at + 1);
-    let mut stream = Box::pin(client.watch_client().watch(prefix, Some(options)))
-        .await
-        .map_err(|e| etcd_error("watching the election", e))?;
+    let mut stream = open_watch(client, prefix, options, "watching the election").await?;
     loop {
         let resp = next_response(&mut stream, "watching the election").await?;
         if resp.canceled() {

@@ -17,9 +17,7 @@ use crate::error::Result;
 /// Errors: the watch could not be made or broke. Cancel safe.
 pub async fn wait_for_delete(client: &Client, key: &[u8], rev: i64) -> Result<Option<i64>> {
     let options = WatchOptions::new().with_start_revision(rev + 1);
-    let mut stream = Box::pin(client.watch_client().watch(key, Some(options)))
-        .await
-        .map_err(|e| etcd_error("watching a key", e))?;
+    let mut stream = open_watch(client, key, options, "watching a key").await?;
     loop {
         let resp = next_response(&mut stream, "watching a key").await?;
         if resp.canceled() {
@@ -73,12 +71,11 @@ impl TurnWatch {
         ours: Ours<'_>,
         rev: i64,
     ) -> Result<TurnWatch> {
-        let from = || Some(WatchOptions::new().with_start_revision(rev + 1));
-        let mut stream = Box::pin(client.watch_client().watch(predecessor, from()))
-            .await
-            .map_err(|e| etcd_error("watching our predecessor", e))?;
+        let from = || WatchOptions::new().with_start_revision(rev + 1);
+        let mut stream =
+            open_watch(client, predecessor, from(), "watching our predecessor").await?;
         stream
-            .watch(ours.key, from())
+            .watch(ours.key, Some(from()))
             .await
             .map_err(|e| etcd_error("watching our key", e))?;
         Ok(TurnWatch {
@@ -129,6 +126,19 @@ impl TurnWatch {
             }
         }
     }
+}
+
+/// Opens a watch on `key` with `options`; `what` names the watch in its
+/// error.
+pub(super) async fn open_watch(
+    client: &Client,
+    key: impl Into<Vec<u8>>,
+    options: WatchOptions,
+    what: &'static str,
+) -> Result<WatchStream> {
+    Box::pin(client.watch_client().watch(key, Some(options)))
+        .await
+        .map_err(|e| etcd_error(what, e))
 }
 
 /// The next response on a watch stream; a stream that ends is an error

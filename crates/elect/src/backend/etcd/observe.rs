@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use tracing::debug;
 
 use super::etcd_error;
+use super::keywatch::open_watch;
 use super::layout::CandidateKey;
 use crate::backend::backoff::Backoff;
 use crate::backend::counters::warn_counted;
@@ -224,9 +225,7 @@ async fn watch_until_change(
         Some(leader) => (leader.key.clone(), from),
         None => (prefix.as_bytes().to_vec(), from.with_prefix()),
     };
-    let mut stream = Box::pin(client.watch_client().watch(key, Some(options)))
-        .await
-        .map_err(|e| etcd_error("watching the leader", e))?;
+    let mut stream = open_watch(client, key, options, "watching the leader").await?;
     loop {
         let resp = tokio::select! {
             r = stream.message() => r.map_err(|e| etcd_error("watching the leader", e))?,

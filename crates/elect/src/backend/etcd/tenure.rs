@@ -27,15 +27,18 @@
 //!   too (its deadline came first).
 //!
 //! A user whose etcd permission covers exactly `<election>/` cannot write
-//! markers: the claim then says so once and leads as before, without
-//! this protection (as without release markers).
+//! markers: the claim then says so, and the candidate reads its key back
+//! and leads as before, without this protection (as without release
+//! markers). Otherwise the claim's guard is that read back (safety rule
+//! 3): a first candidate or one that waited for a lease does not read its
+//! key on its own as well.
 
 use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, PutOptions, Txn, TxnOp};
 use etcd_client::{TxnOpResponse, WatchOptions};
 use tracing::{info, warn};
 
 use super::etcd_error;
-use super::keywatch::next_response;
+use super::keywatch::{next_response, open_watch};
 use super::layout::{self, Ours};
 use crate::backend::backoff::Backoff;
 use crate::backend::counters::warn_counted;
@@ -48,6 +51,9 @@ pub enum Claim {
     Ours(i64),
     /// Our key is gone or not ours: no marker was written.
     KeyGone,
+    /// We may not write markers (permission denied): nothing was written,
+    /// and our key was not read back.
+    Unwritable,
 }
 
 /// Claims the tenure for our candidacy (see the module docs): returns
@@ -90,7 +96,7 @@ pub async fn claim(client: &Client, election: &str, ours: Ours<'_>) -> Claim {
                      grant readwrite on the election's name as a prefix, not only on \
                      `<election>/`"
                 );
-                return Claim::Ours(0);
+                return Claim::Unwritable;
             }
             Err(e) => {
                 warn_counted!("claiming our tenure: {e}; retrying");
@@ -163,9 +169,7 @@ async fn wait_for_a_deletion(
         .with_prefix()
         .with_start_revision(at + 1);
     let prefix = layout::tenure_prefix(election);
-    let mut stream = Box::pin(client.watch_client().watch(prefix, Some(options)))
-        .await
-        .map_err(|e| etcd_error("watching the tenure markers", e))?;
+    let mut stream = open_watch(client, prefix, options, "watching the tenure markers").await?;
     loop {
         let resp = next_response(&mut stream, "watching the tenure markers").await?;
         if resp.canceled() {
