@@ -75,6 +75,13 @@ pub(crate) fn main(args: &[OsString]) -> i32 {
         eprintln!("elect {SUBCOMMAND}: no command");
         return 2;
     }
+    // The watchdog's priority, which we inherited, is not the command's:
+    // the command gets the one the watchdog had at its start.
+    let nice: i32 = args
+        .iter()
+        .position(|a| a == "--nice")
+        .and_then(|i| args.get(i + 1)?.to_str()?.parse().ok())
+        .unwrap_or(0);
     // SAFETY: the watchdog passes the report pipe's write end as fd 3 and
     // the lifeline's read end as fd 4; nothing else here owns them. Both
     // are marked close-on-exec for the command by the watchdog.
@@ -125,6 +132,7 @@ pub(crate) fn main(args: &[OsString]) -> i32 {
             for sig in DEAF_TO {
                 libc::signal(sig as i32, libc::SIG_DFL);
             }
+            super::watchdog::restore_priority(nice);
             Ok(())
         });
     }

@@ -76,6 +76,7 @@ mod process;
 pub(crate) mod watchdog;
 
 pub use contain::{Containment, Level, Resolved};
+pub use watchdog::KILL_MARGIN;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -379,10 +380,10 @@ pub async fn run(
                         Ended::Command(code) => code,
                         Ended::WatchdogKilled(sig) => break End::WatchdogKilled(sig),
                     };
-                    // The watchdog kills the group at the deadline on its
-                    // own (and refuses to start past it); an end past the
-                    // deadline is that, not an exit.
-                    if BootInstant::now() >= deadline {
+                    // The watchdog kills the group at the deadline (less
+                    // its margin) on its own, and refuses to start past
+                    // it; an end from then on is that, not an exit.
+                    if BootInstant::now() + KILL_MARGIN >= deadline {
                         warn!("leadership deadline passed without renewal");
                         break End::Lost(deadline);
                     }
@@ -509,6 +510,10 @@ async fn stop(
     loop {
         let backstop = kill_by.min(now + grace) + WATCHDOG_SLACK;
         tokio::select! {
+            // The watchdog's end first: an elect that was frozen past the
+            // backstop finds both ready when it wakes, and the watchdog
+            // did its job.
+            biased;
             _ = child.ended() => return,
             Ok(()) = leadership.changed() => {
                 if let Some(d) = leadership.borrow_and_update().deadline
