@@ -28,7 +28,7 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use super::contain;
-use super::process::{DEAF_TO, display_command, exit_code};
+use super::process::{DEAF_TO, display_command, exit_code, restore_priority};
 
 /// The hidden subcommand that runs the init.
 pub(crate) const SUBCOMMAND: &str = "__init";
@@ -132,7 +132,7 @@ pub(crate) fn main(args: &[OsString]) -> i32 {
             for sig in DEAF_TO {
                 libc::signal(sig as i32, libc::SIG_DFL);
             }
-            super::watchdog::restore_priority(nice);
+            restore_priority(nice);
             Ok(())
         });
     }

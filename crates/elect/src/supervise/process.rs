@@ -38,3 +38,11 @@ pub fn exit_code(status: WaitStatus) -> Option<i32> {
         _ => None,
     }
 }
+
+/// Gives the calling process the nice value `nice` back: the command's own
+/// priority, below a watchdog or init that raised theirs. Between fork and
+/// exec of the command: async-signal-safe.
+pub(crate) fn restore_priority(nice: i32) {
+    // SAFETY: setpriority takes plain integers.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
+}

@@ -60,7 +60,7 @@ use nix::unistd::Pid;
 
 use super::contain::{Cgroup, Level, Tree};
 use super::init;
-use super::process::{DEAF_TO, display_command, exit_code};
+use super::process::{DEAF_TO, display_command, exit_code, restore_priority};
 use crate::clock::BootInstant;
 
 /// The hidden subcommand that runs the watchdog.
@@ -187,13 +187,6 @@ fn raise_priority() -> i32 {
         libc::setpriority(libc::PRIO_PROCESS, 0, -20);
         was
     }
-}
-
-/// Gives the calling process the nice value `nice` back (between fork and
-/// exec of the command: async-signal-safe).
-pub(crate) fn restore_priority(nice: i32) {
-    // SAFETY: setpriority takes plain integers.
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
 }
 
 /// The instant the watchdog kills at: [`KILL_MARGIN`] before `deadline`.
