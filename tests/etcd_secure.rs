@@ -154,6 +154,72 @@ fn a_prefix_limited_user_campaigns_hands_over_and_leaves_nothing() {
     }
 }
 
+/// A role limited to exactly `<election>/`, as users of `etcdctl elect`
+/// grant it (`role grant-permission --prefix=true ROLE readwrite
+/// <election>/`): elect's release and tenure markers lie outside it.
+/// Candidates with that role still elect, and a clean exit still hands
+/// over, through the lease (the narrow role costs the marker's speed, not
+/// the election). Before, the successor's every turn check was refused
+/// and it never led.
+#[test]
+fn a_role_limited_to_the_election_still_elects_and_hands_over() {
+    let etcd = Secured::start();
+    let election = etcd.election("narrow");
+    let (user, password) = ("narrow", "narrow-secret");
+    etcd.etcdctl_root(&["user", "add", &format!("{user}:{password}")]);
+    etcd.etcdctl_root(&["role", "add", "narrow-role"]);
+    etcd.etcdctl_root(&[
+        "role",
+        "grant-permission",
+        "--prefix=true",
+        "narrow-role",
+        "readwrite",
+        &format!("{election}/"),
+    ]);
+    etcd.etcdctl_root(&["user", "grant-role", user, "narrow-role"]);
+    let password_file =
+        std::env::temp_dir().join(format!("elect-narrow-{}.password", std::process::id()));
+    std::fs::write(&password_file, password).unwrap();
+    let mut flags = vec!["--endpoints".to_owned(), etcd.endpoints.clone()];
+    flags.extend(etcd.security().tls_flags());
+    flags.extend([
+        "--user".to_owned(),
+        user.to_owned(),
+        "--password-file".to_owned(),
+    ]);
+    flags.push(password_file.display().to_string());
+    let campaign = |id: &str| {
+        let args = [
+            "campaign",
+            "--election",
+            &election,
+            "--id",
+            id,
+            "--ttl",
+            "3s",
+        ];
+        support::elect::elect_with(id, &flags, &args)
+    };
+
+    let mut a = campaign("a");
+    a.wait_event("elected", Duration::from_secs(15));
+    let mut b = campaign("b");
+    b.wait_leader("a", Duration::from_secs(15));
+    let stopped = Instant::now();
+    a.signal(Signal::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(10)), 0, "{}", a.stderr());
+    b.wait_event("elected", Duration::from_secs(10));
+    eprintln!(
+        "a role limited to {election}/: handover in {:?}",
+        stopped.elapsed()
+    );
+    b.signal(Signal::SIGTERM);
+    assert_eq!(b.wait_exit(Duration::from_secs(10)), 0, "{}", b.stderr());
+    let _ = std::fs::remove_file(&password_file);
+    let (keys, _) = etcd.leftovers(&election);
+    assert!(keys.is_empty(), "keys left: {keys}");
+}
+
 #[test]
 fn leadership_outlives_token_expiry_and_an_idle_follower_still_takes_over() {
     let etcd = Secured::start();

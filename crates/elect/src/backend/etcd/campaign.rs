@@ -818,16 +818,28 @@ enum TurnCheck {
 
 /// One linearizable transaction: if our key is still ours, the youngest
 /// key older than it and the count of `marker`.
+///
+/// A user whose role covers exactly `<election>/` (what users of `etcdctl
+/// elect` grant) may not read the marker, which lies outside that prefix:
+/// etcd refuses the whole transaction. Then the same transaction without
+/// the marker answers, as if no marker were there: the successor waits
+/// for its predecessor's lease to end, which costs time, never safety.
 async fn check_turn(
     client: &Client,
     prefix: &str,
     ours: Ours<'_>,
     marker: &str,
 ) -> Result<TurnCheck> {
-    let txn = turn_txn(prefix, ours, marker, false);
-    let resp = Box::pin(client.kv_client().txn(txn))
-        .await
-        .map_err(|e| etcd_error("checking our turn", e))?;
+    let txn = turn_txn(prefix, ours, Some(marker), false);
+    let resp = match Box::pin(client.kv_client().txn(txn)).await {
+        Err(e) if e.to_string().contains("permission denied") => {
+            debug!("the release marker may not be read (permission denied); reading without it");
+            let txn = turn_txn(prefix, ours, None, false);
+            Box::pin(client.kv_client().txn(txn)).await
+        }
+        other => other,
+    }
+    .map_err(|e| etcd_error("checking our turn", e))?;
     read_turn(&resp)
 }
 
@@ -859,7 +871,7 @@ async fn check_turn_locally(
     marker: &str,
     seen: i64,
 ) -> Option<TurnCheck> {
-    let txn = turn_txn(prefix, ours, marker, true);
+    let txn = turn_txn(prefix, ours, Some(marker), true);
     let mut kv = client.kv_client();
     let read = Box::pin(kv.txn(txn));
     // A member that is paused would hold the read until the connection's
@@ -880,23 +892,30 @@ fn applied_at_least(resp: &etcd_client::TxnResponse, seen: i64) -> bool {
     resp.header().is_some_and(|h| h.revision() >= seen)
 }
 
-/// If our key is still ours: the youngest key older than it and the count
-/// of `marker`. Serializable reads are served by the member from its own
-/// state; a transaction of nothing else is too.
-fn turn_txn(prefix: &str, ours: Ours<'_>, marker: &str, serializable: bool) -> Txn {
+/// If our key is still ours: the youngest key older than it and, if asked
+/// for, the count of `marker`. Serializable reads are served by the member
+/// from its own state; a transaction of nothing else is too.
+fn turn_txn(prefix: &str, ours: Ours<'_>, marker: Option<&str>, serializable: bool) -> Txn {
     let read = |options: GetOptions| match serializable {
         true => options.with_serializable(),
         false => options,
     };
+    let mut reads = vec![TxnOp::get(
+        prefix,
+        Some(read(layout::older_than(ours.create_revision))),
+    )];
+    if let Some(marker) = marker {
+        reads.push(TxnOp::get(
+            marker,
+            Some(read(GetOptions::new().with_count_only())),
+        ));
+    }
     Txn::new()
         .when([
             Compare::create_revision(ours.key, CompareOp::Equal, ours.create_revision),
             Compare::lease(ours.key, CompareOp::Equal, ours.lease),
         ])
-        .and_then([
-            TxnOp::get(prefix, Some(read(layout::older_than(ours.create_revision)))),
-            TxnOp::get(marker, Some(read(GetOptions::new().with_count_only()))),
-        ])
+        .and_then(reads)
 }
 
 /// What a [`turn_txn`] answered.
@@ -909,18 +928,17 @@ fn read_turn(resp: &etcd_client::TxnResponse) -> Result<TurnCheck> {
         etcd_client::TxnOpResponse::Get(get) => Some(get),
         _ => None,
     });
-    let (Some(older), Some(marker)) = (gets.next(), gets.next()) else {
+    let Some(older) = gets.next() else {
         return Err(etcd_error(
             "checking our turn",
             "a transaction without its reads",
         ));
     };
+    // No marker read (it may not be read): as if none were there.
+    let released = gets.next().is_some_and(|marker| marker.count() > 0);
     Ok(match older.kvs().first() {
         Some(kv) => TurnCheck::Older(CandidateKey::from(kv), at),
-        None => TurnCheck::Clear {
-            at,
-            released: marker.count() > 0,
-        },
+        None => TurnCheck::Clear { at, released },
     })
 }
 
