@@ -25,7 +25,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::sleep;
 use tracing::{debug, error, info, warn};
 
-use super::contain::Level;
+use super::contain::{Level, group_lives};
 use super::process::{display_command, exit_code};
 use super::watchdog::{self, Control, move_fds};
 use crate::clock::BootInstant;
@@ -194,7 +194,7 @@ impl Child {
     pub async fn kill_group_and_wait(&self) {
         self.kill_group();
         let Some(pgid) = self.pgid else { return };
-        while group_has_live_members(pgid) {
+        while group_lives(pgid) {
             sleep(Duration::from_millis(5)).await;
         }
     }
@@ -244,30 +244,6 @@ impl Child {
             }
         }
     }
-}
-
-/// Whether any process of group `pgid` still runs (zombies, which run
-/// nothing and may wait for a reaper, do not count).
-fn group_has_live_members(pgid: Pid) -> bool {
-    if matches!(killpg(pgid, None), Err(Errno::ESRCH)) {
-        return false;
-    }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
-        .any(|stat| {
-            // Fields after the parenthesised name: state, ppid, pgrp, ...
-            let Some((_, rest)) = stat.rsplit_once(')') else {
-                return false;
-            };
-            let mut fields = rest.split_whitespace();
-            let state = fields.next();
-            let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
-            pgrp == Some(pgid.as_raw()) && !matches!(state, Some("Z") | Some("X"))
-        })
 }
 
 impl Drop for Child {

@@ -430,9 +430,9 @@ pub(crate) enum Tree {
 }
 
 impl Tree {
-    /// Signals every process of the tree. A SIGKILL raises each victim's
-    /// priority first (see [`hasten`]); calling it again catches what
-    /// forked in between.
+    /// Signals every process of the tree. Each victim of a SIGKILL is
+    /// raised to a real-time priority right after it (see [`hasten`]);
+    /// calling it again catches what forked in between.
     pub(crate) fn signal(&self, sig: Signal) {
         match self {
             Tree::Namespace { init } => {
@@ -596,7 +596,7 @@ fn kill_descendants(spare: &[Pid]) {
 /// and, on a busy one, milliseconds the watchdog does not have.
 pub fn descendants(root: Pid, spare: &[Pid]) -> Vec<Pid> {
     match children_of(root.as_raw()) {
-        Some(_) => walk_children(root, spare),
+        Some(children) => walk_children(root, children, spare),
         None => scan_descendants(root, spare),
     }
 }
@@ -620,17 +620,19 @@ fn children_of(pid: i32) -> Option<Vec<i32>> {
     listed.then_some(children)
 }
 
-fn walk_children(root: Pid, spare: &[Pid]) -> Vec<Pid> {
+/// [`descendants`] through the children files, `roots_children` being
+/// those of `root`, already read.
+fn walk_children(root: Pid, roots_children: Vec<i32>, spare: &[Pid]) -> Vec<Pid> {
     let mut found = Vec::new();
     let mut seen = vec![root.as_raw()];
-    let mut frontier = vec![root.as_raw()];
-    while let Some(parent) = frontier.pop() {
-        for child in children_of(parent).unwrap_or_default() {
+    let mut generation = vec![roots_children];
+    while let Some(children) = generation.pop() {
+        for child in children {
             if seen.contains(&child) || spare.contains(&Pid::from_raw(child)) {
                 continue;
             }
             seen.push(child);
-            frontier.push(child);
+            generation.push(children_of(child).unwrap_or_default());
             if Stat::read(child).is_some_and(|s| s.lives()) {
                 found.push(Pid::from_raw(child));
             }
