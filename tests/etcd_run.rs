@@ -9,7 +9,7 @@ use nix::sys::signal::Signal;
 use support::elect::{Proc, campaign, elect};
 use support::etcd::Cluster;
 use support::eventually;
-use support::proc::{DeathWatch, read_pids, scratch, tree_script};
+use support::proc::{DeathWatch, read_pids, scratch, trapping_shell, tree_script};
 
 const SOON: Duration = Duration::from_secs(10);
 
@@ -92,14 +92,10 @@ fn a_command_killed_by_a_signal_exits_128_plus_n() {
 fn sigterm_is_forwarded_then_we_resign_and_the_successor_runs() {
     let etcd = Cluster::start();
     let dir = scratch("fwd");
-    let mut a = run(
-        &etcd,
-        "fwd",
-        "a",
-        &[],
-        "trap 'exit 42' TERM; sleep 1000 & wait",
-    );
+    let trapped = dir.join("a-trapped");
+    let mut a = run(&etcd, "fwd", "a", &[], &trapping_shell(&trapped));
     a.wait_event("elected", SOON);
+    eventually("a's trap", SOON, || trapped.exists().then_some(()));
     let marker = dir.join("b-ran");
     let mut b = run(
         &etcd,

@@ -365,12 +365,16 @@ async fn usr1_usr2_reach_the_command_and_hup_quit_term_stop_it() {
     let log = dir.join("signals");
     let cfg = sh(&format!(
         "for s in HUP QUIT USR1 USR2; do trap \"echo $s >> {0}\" $s; done; \
-         trap 'exit 9' TERM; while :; do sleep 0.01; done",
+         trap 'exit 9' TERM; touch {0}.ready; while :; do sleep 0.01; done",
         log.display()
     ));
+    let ready = dir.join("signals.ready");
     let task = async {
         busy_rx.started().await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Every trap is set once the command has said so.
+        while !ready.exists() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         // USR1 and USR2 are only forwarded; HUP and QUIT stop the command
         // (it ignores them here), and each reaches it; TERM ends it.
         for sig in [
@@ -413,4 +417,41 @@ async fn exit_on_loss_ends_supervision_once_the_command_is_dead() {
     let (finish, ()) = tokio::join!(run(&cfg, &env, rx, &busy, &mut sigs), task);
     assert_eq!(finish.unwrap(), Finish::Lost);
     assert!(!busy_rx.is_running());
+}
+
+/// A SIGTERM that elect forwards the moment the command has started, in a
+/// PID namespace, before the namespace's init is ready for signals: it
+/// used to be dropped (an init drops what it has no handler for), and the
+/// command ran on until the grace was over. It waits for the init now.
+#[tokio::test]
+async fn a_sigterm_at_once_reaches_a_command_in_a_pid_namespace() {
+    let env = env();
+    let level = elect::supervise::Level::PidNamespace;
+    let containment = elect::supervise::Containment::from(level);
+    if containment.resolve(&env.watchdog).is_err() {
+        eprintln!("{} is not available here; not tried", level.name());
+        return;
+    }
+    for _ in 0..10 {
+        let (_tx, rx) = watch::channel(lead(1, Duration::from_secs(60)));
+        let (busy, mut busy_rx) = elect::work::channel();
+        let (sig_tx, mut sigs) = mpsc::unbounded_channel();
+        let cfg = sh("sleep 1000")
+            .with_grace(Duration::from_secs(30))
+            .unwrap()
+            .with_containment(containment);
+        let sent = std::sync::OnceLock::new();
+        let task = async {
+            busy_rx.started().await;
+            sent.set(Instant::now()).unwrap();
+            sig_tx.send(Signal::SIGTERM).unwrap();
+        };
+        let (finish, ()) = tokio::join!(run(&cfg, &env, rx, &busy, &mut sigs), task);
+        let took = sent.get().unwrap().elapsed();
+        assert_eq!(finish.unwrap(), Finish::Exited(128 + 15));
+        assert!(
+            took < Duration::from_secs(10),
+            "the command ended {took:?} after the SIGTERM, not at once"
+        );
+    }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use support::elect::{Proc, campaign_zk, elect_zk};
 use support::eventually;
-use support::proc::{DeathWatch, read_pids, scratch, tree_script};
+use support::proc::{DeathWatch, read_pids, scratch, trapping_shell, tree_script};
 use support::zk::Ensemble;
 
 const SOON: Duration = Duration::from_secs(15);
@@ -57,8 +57,10 @@ fn the_command_sees_its_election_and_its_exit_code_propagates() {
 #[test]
 fn sigterm_is_forwarded_then_we_resign_and_the_successor_runs() {
     let zk = Ensemble::start();
-    let mut a = run(&zk, "/fwd", "a", "trap 'exit 42' TERM; sleep 1000 & wait");
+    let trapped = scratch("fwd").join("a-trapped");
+    let mut a = run(&zk, "/fwd", "a", &trapping_shell(&trapped));
     a.wait_event("elected", SOON);
+    eventually("a's trap", SOON, || trapped.exists().then_some(()));
     let mut b = campaign_zk(&zk.endpoints, "/fwd", "b", "2s");
     eventually("b's znode", SOON, || {
         (zk.children("/fwd").len() == 2).then_some(())

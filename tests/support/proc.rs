@@ -188,3 +188,15 @@ pub fn tree_script(pids: &std::path::Path, stubborn: bool) -> String {
         p = pids.display()
     )
 }
+
+/// A shell that exits 42 on SIGTERM, once it has touched `trapped` (a
+/// SIGTERM before its trap would kill it: 143). It sleeps in short steps
+/// in the foreground: a SIGTERM that reaches a `sleep 1000 &` between
+/// its fork and its exec is lost, and that sleep would hold the group
+/// (and the successor) until the grace is over.
+pub fn trapping_shell(trapped: &std::path::Path) -> String {
+    format!(
+        "trap 'exit 42' TERM; touch {}; while :; do sleep 0.05; done",
+        trapped.display()
+    )
+}

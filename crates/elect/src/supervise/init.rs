@@ -52,6 +52,20 @@ const FORWARDED: [Signal; 8] = [
     Signal::SIGWINCH,
 ];
 
+fn forwarded_mask() -> SigSet {
+    let mut mask = SigSet::empty();
+    FORWARDED.into_iter().for_each(|sig| mask.add(sig));
+    mask
+}
+
+/// Blocks what the init forwards, in the watchdog's child before it
+/// becomes the init: a signal sent before the init is ready then waits
+/// for it instead of being dropped (a namespace's init drops what it has
+/// no handler for). Async-signal-safe.
+pub(crate) fn block_forwarded() -> nix::Result<()> {
+    forwarded_mask().thread_block()
+}
+
 /// The report line for the command's exit `code`.
 pub(crate) fn report_line(code: i32) -> String {
     format!("exited {code}\n")
@@ -99,12 +113,13 @@ pub(crate) fn main(args: &[OsString]) -> i32 {
     // may; else the host's (see the module doc of `contain`).
     let _ = contain::mount_own_proc();
 
-    // Forwarded signals and SIGCHLD arrive on a signalfd: blocked, at
+    // Forwarded signals and SIGCHLD arrive on a signalfd: blocked (the
+    // forwarded ones since before our exec, see `block_forwarded`), at
     // their default disposition (the watchdog ignored some, and ignored
     // signals would not queue).
-    let mut mask = SigSet::empty();
-    for sig in FORWARDED.into_iter().chain([Signal::SIGCHLD]) {
-        mask.add(sig);
+    let mut mask = forwarded_mask();
+    mask.add(Signal::SIGCHLD);
+    for sig in mask.iter() {
         // SAFETY: SIG_DFL installs no handler code.
         let _ = unsafe { signal(sig, SigHandler::SigDfl) };
     }

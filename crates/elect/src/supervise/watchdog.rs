@@ -389,13 +389,22 @@ fn start_in_namespace(command: &[OsString], nice: i32) -> Result<Started, String
         .args(command)
         .process_group(0);
     let (report_fd, lifeline_fd) = (report_write.as_raw_fd(), lifeline_read.as_raw_fd());
-    // SAFETY: only async-signal-safe calls (prctl, fcntl, dup2) between
-    // fork and exec.
+    // SAFETY: only async-signal-safe calls (prctl, sigprocmask, fcntl,
+    // dup2) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            // A namespace's init drops the signals it has no handler for,
+            // and the init sets up its signalfd only after exec and a
+            // mount: a SIGTERM forwarded in between (elect told to stop
+            // just after the command started) was lost, and the command
+            // ran on until the grace was over. Blocked, they wait for the
+            // signalfd. Nothing else signals the init before this point:
+            // `spawn` returns only after the exec, and we forward nothing
+            // before it returns.
+            init::block_forwarded().map_err(std::io::Error::from)?;
             move_fds([
                 (report_fd, init::REPORT_FD),
                 (lifeline_fd, init::LIFELINE_FD),
