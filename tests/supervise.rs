@@ -108,6 +108,7 @@ async fn the_tree_is_dead_by_the_deadline_on_a_busy_machine() {
     let _load = Load::start();
     let env = env();
     let mut late = Vec::new();
+    let mut early = Vec::new();
     let mut tried = 0;
     for level in [
         elect::supervise::Level::PidNamespace,
@@ -144,11 +145,34 @@ async fn the_tree_is_dead_by_the_deadline_on_a_busy_machine() {
                 eprintln!("the tree never started before its deadline");
                 continue;
             };
+            // How long before the deadline the tree was dead (negative:
+            // after it).
+            let early_ms = deadline.as_nanos() as f64 / 1e6 - dead.as_nanos() as f64 / 1e6;
+            early.push((level, early_ms));
             late.push((level, dead.saturating_duration_since(deadline)));
             tried += 1;
         }
     }
     assert!(tried > 0, "no level of containment to try");
+    for level in [
+        elect::supervise::Level::PidNamespace,
+        elect::supervise::Level::Subreaper,
+    ] {
+        let mut ms: Vec<f64> = early
+            .iter()
+            .filter(|(l, _)| *l == level)
+            .map(|(_, ms)| *ms)
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        if let (Some(least), Some(most)) = (ms.first(), ms.last()) {
+            eprintln!(
+                "{}: dead {least:.1} to {most:.1} ms before the deadline (median {:.1}), {} trees",
+                level.name(),
+                ms[ms.len() / 2],
+                ms.len()
+            );
+        }
+    }
     let over: Vec<_> = late.iter().filter(|(_, by)| !by.is_zero()).collect();
     assert!(
         over.is_empty(),
