@@ -540,7 +540,10 @@ async fn wait_to_lead(rx: &mut watch::Receiver<Leadership>) -> Option<Leadership
     loop {
         {
             let s = rx.borrow_and_update();
-            if s.leads_at(BootInstant::now()) {
+            // Not within KILL_MARGIN of the deadline either: the watchdog
+            // would refuse the command at once (125), and we would start
+            // it again and again until the snapshot changed.
+            if s.leads_at(BootInstant::now() + KILL_MARGIN) {
                 return Some(s.clone());
             }
         }
