@@ -2,10 +2,10 @@
 # Runs elect's whole test suite against real etcd and ZooKeeper, installing
 # what it needs first from Debian: etcd-server, etcd-client, zookeeper (run
 # with the machine's Java), python3-kazoo and libcurator-recipes-java (the
-# interop peers), tmux (the terminal test), stress-ng (the load tests);
-# then cargo-nextest. Building
-# needs no protoc (see .cargo/config.toml); deploy/fresh-build.sh proves
-# it first, from a clean clone with the machine's protoc hidden.
+# interop peers), tmux (the terminal test), stress-ng (the load tests),
+# strace (the disk-stall fault); then cargo-nextest. Building needs no
+# protoc (see .cargo/config.toml); deploy/fresh-build.sh proves it first,
+# from a clean clone with the machine's protoc hidden.
 #
 # By default the ensembles run in containers (ELECT_TEST_MODE=containers):
 # the Docker engine must work, and the images are built first from Debian
@@ -23,6 +23,7 @@ command -v etcd >/dev/null || missing+=(etcd-server)
 command -v etcdctl >/dev/null || missing+=(etcd-client)
 command -v tmux >/dev/null || missing+=(tmux)
 command -v stress-ng >/dev/null || missing+=(stress-ng)
+command -v strace >/dev/null || missing+=(strace)
 command -v java >/dev/null || missing+=(default-jre-headless)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 [ -f /usr/share/java/curator-recipes.jar ] || missing+=(libcurator-recipes-java)

@@ -156,6 +156,17 @@ fn lab_in_process_mode_up_faults_compare_down_leaves_nothing() {
     assert_eq!(member_state(&dir, "zk-1").0, "paused");
     lab_ok(&dir, &["fault", "resume", "zk-1"]);
     wait_healthy(&dir, "zk-1");
+    // A hung log disk: strace holds its syncs until `unstall`. (A
+    // ZooKeeper server opens its log at its first write: before, there is
+    // nothing to stall, and it says so.)
+    lab_ok(&dir, &["fault", "stall-log", "etcd-1"]);
+    assert_eq!(member_state(&dir, "etcd-1").0, "stalled");
+    let (code, _, err) = lab(&dir, &["fault", "stall", "etcd-1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("stalled already"), "{err}");
+    lab_ok(&dir, &["fault", "unstall", "etcd-1"]);
+    assert_eq!(member_state(&dir, "etcd-1").0, "running");
+    wait_healthy(&dir, "etcd-1");
 
     // The leading peer killed: another takes over; restarted, it serves.
     lab_ok(&dir, &["fault", "kill", &first]);
@@ -251,6 +262,10 @@ fn lab_in_container_mode_cuts_heals_and_leaves_nothing() {
     assert_eq!(member_state(&dir, "etcd-2").0, "killed");
     lab_ok(&dir, &["fault", "restart", "etcd-2"]);
     wait_healthy(&dir, "etcd-2");
+    // strace from the host holds a container's syncs too; `down` lets
+    // them go before it removes the container.
+    lab_ok(&dir, &["fault", "stall", "etcd-3"]);
+    assert_eq!(member_state(&dir, "etcd-3").0, "stalled");
 
     lab_ok(&dir, &["down"]);
     assert!(labelled(&["ps", "-a"]).is_empty(), "containers left");

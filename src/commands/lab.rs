@@ -101,6 +101,13 @@ enum FaultArg {
     Cut,
     /// Put it back.
     Heal,
+    /// Hold every fsync of its process (strace), as a hung disk does.
+    Stall,
+    /// Hold the fsyncs of its log alone (etcd's WAL, ZooKeeper's
+    /// transaction log), as when the log's own disk hangs.
+    StallLog,
+    /// Let its held fsyncs complete.
+    Unstall,
 }
 
 impl From<FaultArg> for elect_lab::Fault {
@@ -113,6 +120,9 @@ impl From<FaultArg> for elect_lab::Fault {
             FaultArg::Resume => Fault::Resume,
             FaultArg::Cut => Fault::Cut,
             FaultArg::Heal => Fault::Heal,
+            FaultArg::Stall => Fault::Stall,
+            FaultArg::StallLog => Fault::StallLog,
+            FaultArg::Unstall => Fault::Unstall,
         }
     }
 }

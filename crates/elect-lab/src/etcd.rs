@@ -134,6 +134,7 @@ pub(crate) fn start(
             client,
             dir,
             runner,
+            stalled_by: None,
         });
     }
     Ok(members)

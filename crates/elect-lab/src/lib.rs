@@ -134,6 +134,17 @@ pub enum Fault {
     Cut,
     /// Put it back.
     Heal,
+    /// Hold every `fsync` and `fdatasync` of its process until
+    /// [`Fault::Unstall`], as a hung disk does (strace's syscall fault
+    /// injection; needs `strace`). Its threads that do not sync run on.
+    Stall,
+    /// Like [`Fault::Stall`], for the syncs of its log alone (etcd's WAL,
+    /// ZooKeeper's transaction log), as when the log has a disk of its
+    /// own (etcd's `--wal-dir`, ZooKeeper's `dataLogDir`) and that disk
+    /// hangs: the rest of the member, its database included, runs on.
+    StallLog,
+    /// Let its held syncs complete.
+    Unstall,
 }
 
 impl std::fmt::Display for Fault {
@@ -145,6 +156,9 @@ impl std::fmt::Display for Fault {
             Fault::Resume => "resume",
             Fault::Cut => "cut",
             Fault::Heal => "heal",
+            Fault::Stall => "stall",
+            Fault::StallLog => "stall-log",
+            Fault::Unstall => "unstall",
         })
     }
 }

@@ -78,6 +78,9 @@ pub struct Member {
     pub dir: PathBuf,
     /// Where it runs.
     pub runner: Runner,
+    /// The `strace` holding its syncs ([`Fault::Stall`]), while it does.
+    #[serde(default)]
+    pub stalled_by: Option<u32>,
 }
 
 impl Member {
@@ -120,6 +123,14 @@ impl Member {
 
     /// `running`, `paused`, `cut`, `killed` (or a container's own state).
     pub fn state(&mut self) -> String {
+        let state = self.runner_state();
+        if state == "running" && self.stalled_by.is_some() {
+            return "stalled".into();
+        }
+        state
+    }
+
+    fn runner_state(&mut self) -> String {
         match &mut self.runner {
             Runner::Process {
                 pid, child, paused, ..
@@ -144,11 +155,24 @@ impl Member {
 
     /// Deals `fault` to the member.
     pub fn apply(&mut self, fault: Fault) -> Result<()> {
+        let name = self.name.clone();
         let refuse = |why: &str| Error::Fault {
             fault,
-            member: self.name.clone(),
+            member: name.clone(),
             why: why.to_owned(),
         };
+        match fault {
+            Fault::Stall | Fault::StallLog => {
+                return self
+                    .stall(fault == Fault::StallLog)
+                    .map_err(|why| refuse(&why));
+            }
+            Fault::Unstall => {
+                self.unstall();
+                return Ok(());
+            }
+            _ => {}
+        }
         match &mut self.runner {
             Runner::Process {
                 pid,
@@ -190,6 +214,9 @@ impl Member {
                     *paused = pause;
                     Ok(())
                 }
+                Fault::Stall | Fault::StallLog | Fault::Unstall => {
+                    unreachable!("dealt with above")
+                }
                 Fault::Cut | Fault::Heal => Err(refuse(
                     "a local process's network cannot be cut; start the lab with \
                      --containers (docker network disconnect), or cut clients off with \
@@ -203,13 +230,87 @@ impl Member {
                 Fault::Resume => container.unpause(),
                 Fault::Cut => container.disconnect().map(|()| *cut = true),
                 Fault::Heal => container.connect().map(|()| *cut = false),
+                Fault::Stall | Fault::StallLog | Fault::Unstall => {
+                    unreachable!("dealt with above")
+                }
             },
+        }
+    }
+
+    /// Attaches `strace` to the member's process, holding every sync (or,
+    /// with `log_only`, those of its log files) until
+    /// [`Member::unstall`]; returns once it holds them.
+    fn stall(&mut self, log_only: bool) -> std::result::Result<(), String> {
+        use std::os::unix::process::CommandExt;
+        if self.stalled_by.is_some() {
+            return Err("it is stalled already".into());
+        }
+        let pid = self.pid().ok_or("it is not running")?;
+        let mut strace = Command::new("strace");
+        strace.args(["-f", "-qq", "-o", "/dev/null", "-p", &pid.to_string()]);
+        if log_only {
+            let logs = open_logs(pid);
+            if logs.is_empty() {
+                return Err("it has no log file open (etcd's *.wal, ZooKeeper's log.*)".into());
+            }
+            // Only the syscalls on these paths (as the member sees them).
+            for log in logs {
+                strace.arg("-P").arg(log);
+            }
+        }
+        // An hour per sync: until `unstall` detaches strace, which lets
+        // every held sync go on.
+        let strace = strace
+            .args(["-e", "trace=fsync,fdatasync"])
+            .args(["-e", "inject=fsync,fdatasync:delay_enter=3600000000"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Its own group: it outlives `elect lab fault`, and a
+            // terminal's Ctrl-C does not detach it.
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot run strace (Debian package strace): {e}"))?;
+        let tracer = strace.id();
+        self.stalled_by = Some(tracer);
+        // Attached once the kernel names it as the process's tracer.
+        for _ in 0..400 {
+            if traced_by(pid) == Some(tracer) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        self.unstall();
+        Err("strace did not attach within 2 s (is ptrace allowed here?)".into())
+    }
+
+    /// Detaches the `strace` of [`Member::stall`], if any; held syncs
+    /// complete.
+    fn unstall(&mut self) {
+        let Some(tracer) = self.stalled_by.take() else {
+            return;
+        };
+        signal(tracer, Signal::SIGTERM);
+        for _ in 0..400 {
+            // Gone, or a zombie of ours (reaped here, or by `elect lab`'s
+            // exit).
+            let _ = nix::sys::wait::waitpid(
+                Pid::from_raw(tracer as i32),
+                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+            );
+            if !std::path::Path::new(&format!("/proc/{tracer}/cmdline")).exists()
+                || std::fs::read(format!("/proc/{tracer}/cmdline")).is_ok_and(|c| c.is_empty())
+            {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
     }
 
     /// Stops the member for good: SIGKILL (after SIGCONT, so a paused one
     /// goes too), or the container removed.
     pub fn remove(&mut self) {
+        self.unstall();
         match &mut self.runner {
             Runner::Process { pid, child, .. } => {
                 if let Some(p) = pid.take()
@@ -244,6 +345,35 @@ fn spawn(argv: &[String], log: &std::path::Path) -> Result<Child> {
             what: format!("{} ({e})", argv[0]),
             hint: super::INSTALL_HINT.into(),
         })
+}
+
+/// The log files process `pid` has open, by the paths it sees: etcd's
+/// WAL segments (`*.wal`), ZooKeeper's transaction logs (`log.*`).
+fn open_logs(pid: u32) -> Vec<PathBuf> {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    let mut logs: Vec<PathBuf> = fds
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter(|path| {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            name.is_some_and(|n| n.ends_with(".wal") || n.starts_with("log."))
+        })
+        .collect();
+    logs.sort();
+    logs.dedup();
+    logs
+}
+
+/// The pid of the process tracing `pid`, if any.
+fn traced_by(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&p| p != 0)
 }
 
 fn signal(pid: u32, sig: Signal) {

@@ -119,6 +119,7 @@ pub(crate) fn start(
             health: None,
             dir,
             runner,
+            stalled_by: None,
         });
     }
     Ok(members)

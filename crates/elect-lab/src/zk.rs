@@ -110,6 +110,7 @@ pub(crate) fn start(
             health: authority.map(|_| format!("{host}:2181")),
             dir,
             runner,
+            stalled_by: None,
         });
     }
     Ok(members)
