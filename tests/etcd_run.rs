@@ -224,3 +224,56 @@ fn a_shutdown_under_way_stands_when_leadership_is_lost_meanwhile() {
     assert_eq!(a.wait_exit(SOON), 0, "{}", a.stderr());
     assert!(etcd.candidates("standing").len() == 1, "only b is left");
 }
+
+/// etcd#15247, on the etcd Debian ships (3.4.23): a leader member whose
+/// WAL's disk hangs keeps acknowledging keepalives from memory while the
+/// others elect a new leader, whose clock for the lease started at its
+/// election. `a` reaches only that member; `b` the other two. Renewals
+/// acknowledged by the stalled member must not keep `a`'s command alive:
+/// it must be dead before `b` leads (before renewals were proven, it was
+/// still alive a minute later).
+#[test]
+fn a_leader_member_whose_disk_hangs_does_not_keep_the_command_alive() {
+    let mut etcd = Cluster::start();
+    let stalled = eventually("a Raft leader", SOON, || etcd.leader_member());
+    let only_stalled = etcd.member(stalled).client.clone();
+    let others: Vec<String> = (0..3)
+        .filter(|&i| i != stalled)
+        .map(|i| etcd.member(i).client.clone())
+        .collect();
+    let pids_file = scratch("stall").join("pids");
+    let args = [
+        "run",
+        "--election",
+        "stall",
+        "--id",
+        "a",
+        "--ttl",
+        "3",
+        "--",
+    ];
+    let script = format!("echo $$ >> {}; exec sleep 1000", pids_file.display());
+    let mut a_args = args.to_vec();
+    a_args.extend(["sh", "-c", &script]);
+    let mut a = elect("a", &only_stalled, &a_args);
+    a.wait_event("elected", SOON);
+    let pids = read_pids(&pids_file, 1);
+    let deaths = DeathWatch::start(pids, Duration::from_secs(60));
+
+    etcd.member_mut(stalled)
+        .apply(elect_lab::Fault::StallLog)
+        .expect("stalling the leader's WAL (needs strace)");
+    // b's lease grant is the write that reaches the stalled leader's disk.
+    let mut b = campaign(&others.join(","), "stall", "b", "3");
+    let (elected, _) = b.wait_event("elected", Duration::from_secs(60));
+    etcd.member_mut(stalled)
+        .apply(elect_lab::Fault::Unstall)
+        .unwrap();
+    deaths.assert_all_died_before(
+        elected,
+        "b was elected",
+        &format!("; a's log:\n{}", a.stderr()),
+    );
+    b.signal(Signal::SIGTERM);
+    b.wait_exit(SOON);
+}

@@ -29,7 +29,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, LeaseClient, PutOptions, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
@@ -39,7 +39,7 @@ use super::etcd_error;
 use super::handover::{self, LeaderWatch};
 use super::keywatch::{TurnWatch, Woken, wait_for_delete};
 use super::layout::{self, CandidateKey, Ours};
-use super::lease::{Lease, LeaseState, granted_by_elect};
+use super::lease::{Lease, LeaseState, Renewer, granted_by_elect};
 use super::observe::View;
 use super::tenure::{self, Claim};
 use crate::backend::backoff::Backoff;
@@ -82,7 +82,7 @@ pub struct Candidate {
     /// task that waits.
     client: Arc<Client>,
     /// One client per endpoint, for lease keepalives.
-    renewers: Vec<LeaseClient>,
+    renewers: Vec<Renewer>,
     cfg: ElectionConfig,
     reporter: Reporter<View>,
     work: WorkWatch,
@@ -97,7 +97,7 @@ pub struct Candidate {
 impl Candidate {
     pub fn new(
         client: Arc<Client>,
-        renewers: Vec<LeaseClient>,
+        renewers: Vec<Renewer>,
         cfg: ElectionConfig,
         out: watch::Sender<Leadership>,
         view: watch::Receiver<View>,

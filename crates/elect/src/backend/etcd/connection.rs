@@ -12,6 +12,11 @@
 //! answering is passed over once a request waits on it). Three connections
 //! per candidate at three members, the fewest that keep a renewal path
 //! through every member.
+//!
+//! Connecting also asks each member its version: against servers that
+//! acknowledge keepalives without checking that they lead (before etcd
+//! 3.4.31 and 3.5.13), each renewal carries a proof (see
+//! [`super::lease::RenewalProof`]), and we say so at start.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,12 +25,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use etcd_client::{Certificate, Client, ConnectOptions, Identity, LeaseClient, TlsOptions};
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use tonic::transport::{Channel, Endpoint};
 use tower::Service;
 use tower::util::BoxCloneSyncService;
-use tracing::debug;
+use tracing::{debug, warn};
 
+use super::lease::{RenewalProof, Renewer};
 use super::{BACKEND, layout};
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
@@ -35,9 +41,9 @@ pub(crate) struct Connections {
     /// Balances every request over the members. Shared (a `Client` is
     /// 3.7 KiB) by the tasks of a candidate.
     pub client: Arc<Client>,
-    /// One lease client per member, for the lease's renewals (in the
-    /// order of the configured endpoints).
-    pub renewers: Vec<LeaseClient>,
+    /// One renewer per member, for the lease's renewals (in the order of
+    /// the configured endpoints).
+    pub renewers: Vec<Renewer>,
 }
 
 /// How often an idle connection is pinged: just above etcd's default
@@ -48,19 +54,91 @@ const KEEPALIVE_PING: Duration = Duration::from_secs(6);
 /// client per member, on the same connections.
 pub(crate) async fn connect(cfg: &ElectionConfig) -> Result<Connections> {
     let (client, members) = open(cfg).await?;
-    let mut renewers = Vec::with_capacity(members.len());
-    for member in members {
+    let mut plain = Vec::with_capacity(members.len());
+    for member in &members {
         // Keepalives need no auth token (etcd checks none for
         // LeaseKeepAlive), so the renewers do not authenticate: each
         // authentication is a password check (bcrypt) on the server.
         // Boxed: the future holds a whole `Client` (3.7 KiB).
-        let channel = etcd_client::Channel::Tonic(member);
+        let channel = etcd_client::Channel::Tonic(member.clone());
         let renewer = Box::pin(Client::from_channel(channel, Some(options(None))))
             .await
             .map_err(|e| refused(cfg, e))?;
-        renewers.push(renewer.lease_client());
+        plain.push(renewer);
+    }
+    let prove = renewals_need_proof(cfg, &mut plain).await;
+    let mut renewers = Vec::with_capacity(members.len());
+    for (member, renewer) in members.into_iter().zip(plain) {
+        let proof = if prove {
+            // The reads need the candidate's permission: a client of its
+            // own on this member, authenticated where a user is set.
+            let channel = etcd_client::Channel::Tonic(member);
+            let reader = Box::pin(Client::from_channel(
+                channel,
+                Some(options(cfg.user.as_ref())),
+            ))
+            .await
+            .map_err(|e| refused(cfg, e))?;
+            Some(RenewalProof {
+                kv: reader.kv_client(),
+                key: layout::prefix(&cfg.election),
+            })
+        } else {
+            None
+        };
+        renewers.push(Renewer {
+            lease: renewer.lease_client(),
+            proof,
+        });
     }
     Ok(Connections { client, renewers })
+}
+
+/// Whether a keepalive acknowledged by a member of this cluster may not
+/// have renewed the lease (see [`renews_without_leading`]): asks every
+/// member its version, and says at start what was found. A member that
+/// does not say is counted as old.
+async fn renewals_need_proof(cfg: &ElectionConfig, members: &mut [Client]) -> bool {
+    let within = cfg.connect_timeout.min(Duration::from_secs(2));
+    let mut old = Vec::new();
+    for (client, url) in members.iter_mut().zip(&cfg.endpoints) {
+        let status = tokio::time::timeout(within, Box::pin(client.status())).await;
+        match status {
+            Ok(Ok(status)) if !renews_without_leading(status.version()) => {}
+            Ok(Ok(status)) => old.push(format!("{url} runs etcd {}", status.version())),
+            Ok(Err(e)) => old.push(format!("{url} did not say its version ({e})")),
+            Err(_) => old.push(format!("{url} did not say its version in {within:?}")),
+        }
+    }
+    if !old.is_empty() {
+        warn!(
+            "{}: etcd before 3.4.31 and 3.5.13 acknowledges lease renewals on a leader that has lost its quorum (etcd#15247); each renewal is proven with a linearizable read through the same member, one more round trip per renewal; upgrade etcd to drop it",
+            old.join("; ")
+        );
+    }
+    !old.is_empty()
+}
+
+/// Whether etcd `version` acknowledges keepalives without checking that
+/// it still leads: every release before 3.4.31 and 3.5.13 (etcd#15247,
+/// fixed by a leadership check before renewing). A version we cannot
+/// read counts as such.
+fn renews_without_leading(version: &str) -> bool {
+    let mut parts = version
+        .trim_start_matches('v')
+        .split(['.', '-', '+'])
+        .map(|p| p.parse::<u64>());
+    let (Some(Ok(major)), Some(Ok(minor)), Some(Ok(patch))) =
+        (parts.next(), parts.next(), parts.next())
+    else {
+        return true;
+    };
+    match (major, minor) {
+        (3, 4) => patch < 31,
+        (3, 5) => patch < 13,
+        (3, m) => m < 4,
+        (m, _) => m < 3,
+    }
 }
 
 /// Opens the balancing client alone, for those who only read and watch
@@ -430,6 +508,26 @@ pub(crate) async fn first_contact<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn servers_before_the_leadership_check_need_the_proof() {
+        for old in [
+            "3.4.23", "3.4.30", "3.5.0", "3.5.12", "3.3.27", "2.3.8", "v3.4.9", "", "x",
+        ] {
+            assert!(renews_without_leading(old), "{old}");
+        }
+        for new in [
+            "3.4.31",
+            "3.4.34",
+            "3.5.13",
+            "3.5.21",
+            "3.6.0",
+            "3.6.4-rc.1",
+            "4.0.0",
+        ] {
+            assert!(!renews_without_leading(new), "{new}");
+        }
+    }
 
     /// Three members' channels (never connected: nothing is sent).
     fn three() -> LeastLoaded {

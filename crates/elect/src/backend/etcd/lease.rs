@@ -6,12 +6,21 @@
 //! only the loop that sends knows. The server's expiry clock starts when it
 //! receives the ping, never earlier, so `send time + TTL` cannot be later
 //! than the server's expiry, minus what clock-rate error could add.
+//!
+//! That holds only if the member that acknowledged the ping still led etcd
+//! when it did. Before etcd 3.4.31 and 3.5.13, a leader whose Raft loop is
+//! stuck (a stalled fsync) keeps acknowledging keepalives from memory
+//! while the other members elect a new leader, whose clock for our lease
+//! started at its election (etcd#15247). Against such servers each ping
+//! carries a proof (see [`RenewalProof`]): it is credited only if a
+//! linearizable read through the same member, sent after the ping was
+//! acknowledged, returns in the Raft term the member had before the ping.
 
 use std::time::Duration;
 
 use std::sync::Arc;
 
-use etcd_client::{Client, LeaseClient, LeaseGrantOptions};
+use etcd_client::{Client, GetOptions, KvClient, LeaseClient, LeaseGrantOptions};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, timeout};
@@ -45,6 +54,56 @@ fn fresh_lease_id() -> i64 {
     (random & 0x7fff_ffff_ffff_0000) | ELECT_LEASE_TAG
 }
 
+/// What renews the lease through one member.
+#[derive(Clone)]
+pub(crate) struct Renewer {
+    pub lease: LeaseClient,
+    /// Set against servers that acknowledge keepalives without checking
+    /// that they still lead (see the module doc).
+    pub proof: Option<RenewalProof>,
+}
+
+/// Proves that a keepalive acknowledged by one member renewed the lease at
+/// the leader that counts (needed before etcd 3.4.31 and 3.5.13, see
+/// etcd#15247). The member's Raft term is read before the ping (a
+/// serializable read: its own) and after it (a linearizable read, which
+/// the leader of that term answers only once a quorum has confirmed it
+/// still leads). The same term on both sides means:
+/// - the ping was handled by that term's leader: the member itself, or
+///   the leader it forwards to, which is always its current term's;
+/// - that leader was confirmed by a quorum after it renewed the lease, so
+///   any later leader was elected after the renewal, and restarts the
+///   lease's clock (a full TTL) from its election, later still.
+///
+/// So the send time of the ping plus the TTL is before the lease can
+/// expire. A stalled leader answers neither read in time (its Raft loop
+/// is stuck); once it recovers it has a new term, and the ping is not
+/// credited. Costs two small reads per ping.
+#[derive(Clone)]
+pub(crate) struct RenewalProof {
+    /// A client on the same member as the renewer's, authenticated as the
+    /// candidate is (reads need permission where keepalives do not).
+    pub kv: KvClient,
+    /// A key the candidate may read: the election's prefix.
+    pub key: String,
+}
+
+impl RenewalProof {
+    /// The member's Raft term, from a read of `key`.
+    async fn term(&self, linearizable: bool) -> std::result::Result<u64, String> {
+        let mut options = GetOptions::new().with_keys_only().with_limit(1);
+        if !linearizable {
+            options = options.with_serializable();
+        }
+        let resp = Box::pin(self.kv.clone().get(self.key.as_str(), Some(options)))
+            .await
+            .map_err(|e| e.to_string())?;
+        resp.header()
+            .map(|h| h.raft_term())
+            .ok_or_else(|| "a read without a header".to_string())
+    }
+}
+
 /// What the keepalive loop knows about the lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseState {
@@ -69,7 +128,11 @@ impl Lease {
     ///
     /// Errors: the grant request failed. Cancel safety: a grant whose reply
     /// is lost leaves a lease that expires after `ttl` on its own.
-    pub async fn grant(client: &Client, renewers: &[LeaseClient], ttl: Duration) -> Result<Lease> {
+    pub(crate) async fn grant(
+        client: &Client,
+        renewers: &[Renewer],
+        ttl: Duration,
+    ) -> Result<Lease> {
         let mut lease_client = client.lease_client();
         let sent = BootInstant::now();
         let options = LeaseGrantOptions::new().with_id(fresh_lease_id());
@@ -170,12 +233,12 @@ impl Lease {
     /// One member's renewal loop for this lease, not started.
     pub(crate) fn renewal(
         &self,
-        client: LeaseClient,
+        renewer: Renewer,
         state: watch::Sender<LeaseState>,
     ) -> impl std::future::Future<Output = ()> + use<> {
         let renewal = Renewal {
             member: 0,
-            client,
+            renewer,
             id: self.id,
             ttl: self.ttl,
         };
@@ -202,7 +265,7 @@ impl Drop for Lease {
 /// any minority fault. Renewals only ever move the server's expiry later,
 /// so the latest deadline any member acknowledged is sound.
 async fn keep_alive(
-    renewers: Vec<LeaseClient>,
+    renewers: Vec<Renewer>,
     id: i64,
     ttl: Duration,
     granted_at: BootInstant,
@@ -210,10 +273,10 @@ async fn keep_alive(
 ) {
     let state = Arc::new(state);
     let mut members = JoinSet::new();
-    for (member, client) in renewers.into_iter().enumerate() {
+    for (member, renewer) in renewers.into_iter().enumerate() {
         let renewal = Renewal {
             member,
-            client,
+            renewer,
             id,
             ttl,
         };
@@ -232,7 +295,7 @@ async fn keep_alive(
 /// One member's share of [`keep_alive`].
 struct Renewal {
     member: usize,
-    client: LeaseClient,
+    renewer: Renewer,
     id: i64,
     ttl: Duration,
 }
@@ -301,15 +364,36 @@ impl Renewal {
     /// Sends one ping on a new stream and waits for its acknowledgement:
     /// opening the stream sends the ping and reads its reply, which
     /// renews the lease for its whole TTL.
+    ///
+    /// With a [`RenewalProof`], the ping counts only once proven.
     async fn ping(&self) -> Ping {
-        match self.client.clone().keep_alive(self.id).await {
+        let before = match &self.renewer.proof {
+            Some(proof) => match proof.term(false).await {
+                Ok(term) => Some(term),
+                Err(e) => return Ping::Failed(format!("reading the term before the ping: {e}")),
+            },
+            None => None,
+        };
+        match self.renewer.lease.clone().keep_alive(self.id).await {
             // Dropping the keeper and the stream closes it.
-            Ok(_opened) => Ping::Renewed(self.ttl),
+            Ok(_opened) => {}
             Err(etcd_client::Error::LeaseKeepAliveError(e)) if e.contains("not found") => {
-                Ping::Gone
+                return Ping::Gone;
             }
-            Err(e) => Ping::Failed(e.to_string()),
+            Err(e) => return Ping::Failed(e.to_string()),
         }
+        if let (Some(proof), Some(before)) = (&self.renewer.proof, before) {
+            match proof.term(true).await {
+                Ok(after) if after == before => {}
+                Ok(after) => {
+                    return Ping::Failed(format!(
+                        "the member's Raft term changed from {before} to {after} around the ping: not credited"
+                    ));
+                }
+                Err(e) => return Ping::Failed(format!("proving the ping: {e}")),
+            }
+        }
+        Ping::Renewed(self.ttl)
     }
 }
 

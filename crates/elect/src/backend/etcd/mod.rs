@@ -119,7 +119,7 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
 /// candidate on it ends with [`Error::SessionEnded`].
 pub(crate) struct SharedSession {
     client: std::sync::Arc<Client>,
-    renewers: Vec<etcd_client::LeaseClient>,
+    renewers: Vec<lease::Renewer>,
     lease: std::sync::Arc<lease::Lease>,
     connect_timeout: Duration,
     candidates: Candidates,
