@@ -33,8 +33,12 @@ fn one_candidate_is_elected_with_a_curator_latch_znode() {
         name.starts_with("_c_") && name.contains("-latch-"),
         "{name}"
     );
-    let seq: u64 = name[name.len() - 10..].parse().unwrap();
-    assert_eq!(elected["token"], seq, "token = sequence number");
+    let czxid = zk.kazoo(&format!("print(zk.exists('/elect/jobs/{name}').czxid)"));
+    let czxid: u64 = String::from_utf8_lossy(&czxid.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(elected["token"], czxid, "token = the znode's czxid");
     assert!(
         a.stderr().contains("negotiated"),
         "the negotiated timeout is logged"
@@ -229,4 +233,33 @@ fn a_slow_ensemble_gets_the_whole_connect_timeout() {
     // No leader: exit 3, after the ensemble answered.
     assert_eq!((code, out.as_str()), (3, ""), "{err}");
     assert!(took >= Duration::from_secs(3), "{took:?}");
+}
+
+/// Fencing tokens only grow, even when the election's parent znode is
+/// deleted and created again (Curator makes it a container, which
+/// ZooKeeper deletes once empty; an operator's `deleteall` does the
+/// same): a sequence number would start again at 0 there, below the
+/// tokens of leaders before, and a fenced store would turn the new leader
+/// away and let a frozen old one in.
+#[test]
+fn tokens_grow_across_a_re_created_parent() {
+    let zk = Ensemble::start();
+    let mut last: Option<u64> = None;
+    for round in 0..2 {
+        // Three leaders in turn: the sequence numbers go up to 2.
+        for id in ["a", "b", "c"] {
+            let mut p = campaign_zk(&zk.endpoints, "/regrown", id, "2s");
+            let (_, elected) = p.wait_event("elected", SOON);
+            let token = elected["token"].as_u64().unwrap();
+            assert!(
+                last.is_none_or(|last| token > last),
+                "round {round}: token {token} after {last:?}"
+            );
+            last = Some(token);
+            p.signal(Signal::SIGTERM);
+            assert_eq!(p.wait_exit(SOON), 0);
+        }
+        // The parent deleted (it is empty), as its container would be.
+        zk.delete("/regrown");
+    }
 }

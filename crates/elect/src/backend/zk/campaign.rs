@@ -323,11 +323,11 @@ impl Session<'_> {
         let election = self.cfg.election.clone();
         let id = self.cfg.id.clone();
         let user = self.cfg.user.clone();
-        let path = match self
+        let (path, token) = match self
             .step(create_node(client, &election, &id, user.as_ref()))
             .await
         {
-            Ok(Ok(path)) => path,
+            Ok(Ok(created)) => created,
             Ok(Err(e @ Error::Auth { .. })) => return End::Refused(e),
             Ok(Err(e)) => {
                 warn_counted!("{e}");
@@ -336,11 +336,9 @@ impl Session<'_> {
             Err(end) => return end,
         };
         self.reporter.own_key = path.clone().into_bytes();
-        let sequence = layout::participant(path.rsplit('/').next().unwrap_or_default())
-            .map_or(0, |p| p.sequence);
         let outcome = self.until_leading(&path, timeout).await;
         let end = match outcome {
-            Ok(()) => self.lead(&path, sequence).await,
+            Ok(()) => self.lead(&path, token).await,
             Err(end) => end,
         };
         if matches!(end, End::Resigned) {
@@ -638,14 +636,25 @@ fn digest_id(user: &User) -> String {
     )
 }
 
-/// Creates our znode, protected against lost replies. Errors when the
-/// session has ended, or when the ACLs forbid us to create it.
+/// Creates our znode, protected against lost replies; returns its path
+/// and our fencing token: its creation's zxid (czxid).
+///
+/// Not its sequence number, which Curator's naming puts in its name: that
+/// counts per parent, and starts again at 0 when the parent is deleted
+/// and created again (Curator makes it a container znode, which the
+/// server deletes once empty; an operator's `deleteall` does the same),
+/// below a frozen old leader's token. A zxid only grows, across parents
+/// and ZooKeeper leaders, and orders the znodes of one parent as their
+/// sequence numbers do.
+///
+/// Errors when the session has ended, or when the ACLs forbid us to
+/// create it.
 async fn create_node(
     client: &Client,
     election: &str,
     id: &str,
     user: Option<&User>,
-) -> Result<String> {
+) -> Result<(String, u64)> {
     let uuid = layout::fresh_uuid();
     let prefix = layout::candidate_prefix(election, &uuid);
     let acls = acls(user);
@@ -654,7 +663,9 @@ async fn create_node(
     let mut backoff = Backoff::new();
     loop {
         match client.create(&prefix, id.as_bytes(), &ephemeral).await {
-            Ok((_stat, sequence)) => return Ok(format!("{prefix}{sequence}")),
+            Ok((stat, sequence)) => {
+                return Ok((format!("{prefix}{sequence}"), stat.czxid as u64));
+            }
             Err(ZkError::NoNode) => match client.mkdir(election, &parent).await {
                 // Created by us or by another candidate meanwhile.
                 Ok(()) | Err(ZkError::NodeExists) => continue,
@@ -672,7 +683,14 @@ async fn create_node(
                 // connection dropped, a timeout): creating again before a
                 // listing has answered would queue us twice.
                 if let Some(name) = find_ours(client, election, &uuid).await? {
-                    return Ok(format!("{election}/{name}"));
+                    let path = format!("{election}/{name}");
+                    match client.check_stat(&path).await {
+                        Ok(Some(stat)) => return Ok((path, stat.czxid as u64)),
+                        // Gone already (our session moved on and ended):
+                        // the session's end is what the caller hears next.
+                        Ok(None) => {}
+                        Err(e) => return Err(zk_error("reading our znode", e)),
+                    }
                 }
                 backoff.warn_once(format_args!("creating our znode: {e}"));
             }

@@ -42,8 +42,9 @@ pub struct Leader {
     pub path: String,
     /// Its data: the id the leader published.
     pub id: String,
-    /// Its sequence number: the fencing token.
-    pub sequence: u64,
+    /// The zxid that created it (its czxid): the fencing token (see
+    /// `campaign::create_node` for why not its sequence number).
+    pub token: u64,
 }
 
 impl View {
@@ -66,7 +67,7 @@ impl Observed for View {
         if !self.current {
             return Leadership::unknown();
         }
-        Leadership::observed(self.leader.as_ref().map(|l| (l.id.clone(), l.sequence)))
+        Leadership::observed(self.leader.as_ref().map(|l| (l.id.clone(), l.token)))
     }
 }
 
@@ -104,10 +105,10 @@ async fn read_leader_after(
         while let Some(next) = known.0.front() {
             let path = format!("{election}/{}", next.name);
             match client.get_and_watch_data(&path).await {
-                Ok((data, _stat, watcher)) => {
+                Ok((data, stat, watcher)) => {
                     let leader = Leader {
                         id: String::from_utf8_lossy(&data).into_owned(),
-                        sequence: next.sequence,
+                        token: stat.czxid as u64,
                         path,
                     };
                     let view = View {
