@@ -32,6 +32,10 @@ enum Blow {
     KillGroup,
     /// SIGKILL to the watchdog only.
     KillWatchdog,
+    /// SIGKILL to the watchdog while its guard (or the namespace's init)
+    /// is stopped: elect alone must kill the tree, the cgroup included,
+    /// and see it dead before it resigns.
+    KillWatchdogGuardStopped,
     /// SIGKILL to elect, its watchdog and the guard (or the namespace's
     /// init) at once, as `pkill -9` or an OOM kill of their cgroup would.
     KillAll,
@@ -43,6 +47,7 @@ impl Blow {
             Blow::Key(key, _) => key,
             Blow::KillGroup => "kill -9 -- -PGID",
             Blow::KillWatchdog => "kill -9 <watchdog>",
+            Blow::KillWatchdogGuardStopped => "kill -9 <watchdog>, its guard stopped",
             Blow::KillAll => "kill -9 <every elect process>",
         }
     }
@@ -54,19 +59,20 @@ impl Blow {
     /// parent-death signal fires.
     fn survivors(self, level: &str) -> &'static [usize] {
         match (level, self) {
-            ("subreaper", Blow::KillWatchdog) => &[2, 3],
+            ("subreaper", Blow::KillWatchdog | Blow::KillWatchdogGuardStopped) => &[2, 3],
             ("cgroup" | "subreaper", Blow::KillAll) => &[1, 2, 3],
             _ => &[],
         }
     }
 }
 
-const BLOWS: [Blow; 6] = [
+const BLOWS: [Blow; 7] = [
     Blow::Key("Ctrl-C", Signal::SIGINT),
     Blow::Key("Ctrl-\\", Signal::SIGQUIT),
     Blow::Key("Ctrl-Z", Signal::SIGTSTP),
     Blow::KillGroup,
     Blow::KillWatchdog,
+    Blow::KillWatchdogGuardStopped,
     Blow::KillAll,
 ];
 
@@ -152,6 +158,10 @@ fn deal(runners: &mut [Runner], leader: usize, blow: Blow, backend: &str, level:
         Blow::Key(_, sig) => killpg(group, sig).unwrap(),
         Blow::KillGroup => killpg(group, Signal::SIGKILL).unwrap(),
         Blow::KillWatchdog => support::signal_pid(watchdog, Signal::SIGKILL),
+        Blow::KillWatchdogGuardStopped => {
+            support::signal_pid(helper, Signal::SIGSTOP);
+            support::signal_pid(watchdog, Signal::SIGKILL);
+        }
         Blow::KillAll => {
             // At once: each of them, given a moment, would act on another's
             // death; stopped first, none can.
@@ -164,6 +174,10 @@ fn deal(runners: &mut [Runner], leader: usize, blow: Blow, backend: &str, level:
     }
     let (_, elected_at) = next_elected(runners, leader);
     let died = deaths.join();
+    if let Blow::KillWatchdogGuardStopped = blow {
+        // Let it go: it finds nothing left to kill.
+        support::signal_pid(helper, Signal::SIGCONT);
+    }
     for (pid, at) in doomed.iter().zip(&died) {
         let whose = TREE[pids.iter().position(|p| p == pid).unwrap()];
         assert!(
@@ -214,7 +228,7 @@ fn deal(runners: &mut [Runner], leader: usize, blow: Blow, backend: &str, level:
         Blow::Key(_, Signal::SIGTSTP) => 128 + 15,
         Blow::Key(_, sig) => 128 + sig as i32,
         Blow::KillGroup | Blow::KillAll => 128 + 9,
-        Blow::KillWatchdog => 1,
+        Blow::KillWatchdog | Blow::KillWatchdogGuardStopped => 1,
     };
     assert_eq!(
         code,

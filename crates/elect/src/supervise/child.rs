@@ -25,7 +25,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::sleep;
 use tracing::{debug, error, info, warn};
 
-use super::contain::{Level, group_lives};
+use super::contain::{Cgroup, Level, group_lives};
 use super::process::{display_command, exit_code};
 use super::watchdog::{self, Control, move_fds};
 use crate::clock::BootInstant;
@@ -50,6 +50,9 @@ pub struct Child {
     pid: Pid,
     /// The command's process group, once the watchdog has said it.
     pgid: Option<Pid>,
+    /// The command's cgroup, at that level of containment: what `setsid`
+    /// took out of the group is still in it.
+    cgroup: Option<Cgroup>,
     control: std::fs::File,
     ended: Option<Ended>,
     sigchld: tokio::signal::unix::Signal,
@@ -117,19 +120,15 @@ impl Child {
         // The group, or end of file if the watchdog refused or failed to
         // start the command (its exit says which).
         let status = std::fs::File::from(status_read);
-        let pgid = tokio::task::spawn_blocking(move || {
+        let (pgid, cgroup) = tokio::task::spawn_blocking(move || {
             let mut line = String::new();
             BufReader::new(status).read_line(&mut line).ok()?;
-            line.strip_prefix("started ")?
-                .trim()
-                .parse::<i32>()
-                .ok()
-                .filter(|p| *p > 1)
-                .map(Pid::from_raw)
+            parse_started(&line)
         })
         .await
         .ok()
-        .flatten();
+        .flatten()
+        .map_or((None, None), |(pgid, cgroup)| (Some(pgid), cgroup));
         // Writes must never block the runtime, nor elect on a stuck
         // watchdog: a full pipe drops the message (see `send`).
         let _ = nix::fcntl::fcntl(
@@ -145,6 +144,7 @@ impl Child {
         Ok(Child {
             pid,
             pgid,
+            cgroup,
             control: std::fs::File::from(control_write),
             ended: None,
             sigchld,
@@ -191,11 +191,27 @@ impl Child {
     /// SIGKILLs the command's group from here, without the watchdog (for
     /// when the watchdog has died or does not act), and waits until no
     /// live process is left in it. Cancel safe.
+    ///
+    /// At the cgroup level, the cgroup too, killed again until it is empty
+    /// (a process that left the group with `setsid` is still in it): we
+    /// resign only after that, never on a timer.
     pub async fn kill_group_and_wait(&self) {
         self.kill_group();
-        let Some(pgid) = self.pgid else { return };
-        while group_lives(pgid) {
+        loop {
+            let group = self.pgid.is_some_and(group_lives);
+            let cgroup = self.cgroup.as_ref().is_some_and(Cgroup::populated);
+            if !group && !cgroup {
+                break;
+            }
             sleep(Duration::from_millis(5)).await;
+            if let Some(cgroup) = self.cgroup.as_ref().filter(|_| cgroup) {
+                // What forked between the kill and the freeze of a kernel
+                // without `cgroup.kill`.
+                cgroup.signal(Signal::SIGKILL);
+            }
+        }
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.remove();
         }
     }
 
@@ -206,6 +222,9 @@ impl Child {
                 Err(Errno::ESRCH) => {}
                 Err(e) => error!(group = pgid.as_raw(), "killing the command's group: {e}"),
             }
+        }
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.signal(Signal::SIGKILL);
         }
     }
 
@@ -257,5 +276,36 @@ impl Drop for Child {
             });
             self.kill_group();
         }
+    }
+}
+
+/// The watchdog's `started <pgid> [<cgroup dir>]`.
+fn parse_started(line: &str) -> Option<(Pid, Option<Cgroup>)> {
+    let rest = line.trim_end_matches('\n').strip_prefix("started ")?;
+    let (pgid, dir) = match rest.split_once(' ') {
+        Some((pgid, dir)) => (pgid, Some(dir)),
+        None => (rest, None),
+    };
+    let pgid = pgid.parse::<i32>().ok().filter(|p| *p > 1)?;
+    let cgroup = dir.map(|d| Cgroup::at(std::path::PathBuf::from(d)));
+    Some((Pid::from_raw(pgid), cgroup))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_started_line_names_the_group_and_the_cgroup_if_any() {
+        let (pgid, cgroup) = parse_started("started 42\n").unwrap();
+        assert_eq!((pgid.as_raw(), cgroup.is_none()), (42, true));
+        let (pgid, cgroup) = parse_started("started 7 /sys/fs/cgroup/a b/elect-cmd-9\n").unwrap();
+        assert_eq!(pgid.as_raw(), 7);
+        assert_eq!(
+            cgroup.unwrap().dir(),
+            std::path::Path::new("/sys/fs/cgroup/a b/elect-cmd-9")
+        );
+        assert!(parse_started("started 1\n").is_none(), "never init's group");
+        assert!(parse_started("refused\n").is_none());
     }
 }

@@ -5,7 +5,8 @@
 //! (its own executable) with the read end of a control pipe on fd 3 and the
 //! write end of a status pipe on fd 4. The watchdog refuses to start CMD if
 //! the deadline has already passed; otherwise it starts CMD as the leader of
-//! a new process group, reports that group on fd 4 (`started <pgid>`), is
+//! a new process group, reports that group on fd 4 (`started <pgid>`, and
+//! the command's cgroup at that level: `started <pgid> <dir>`), is
 //! the subreaper of its tree, and kills the whole group with SIGKILL the
 //! moment the deadline passes, on its own. `elect` moves the deadline
 //! forward with each renewal.
@@ -287,9 +288,12 @@ pub fn main(args: &[OsString]) -> i32 {
         },
         (tree, _) => tree,
     };
-    // elect learns the group it may have to kill itself; if it is gone, the
-    // control pipe's end of file says so too.
-    let _ = writeln!(status, "started {pgid}");
+    // elect learns the group (and the cgroup) it may have to kill itself;
+    // if it is gone, the control pipe's end of file says so too.
+    let _ = match &cgroup {
+        Some(dir) => writeln!(status, "started {pgid} {}", dir.display()),
+        None => writeln!(status, "started {pgid}"),
+    };
     drop(status);
     let code = Watchdog {
         tree,
