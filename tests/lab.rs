@@ -167,6 +167,19 @@ fn lab_in_process_mode_up_faults_compare_down_leaves_nothing() {
     lab_ok(&dir, &["fault", "unstall", "etcd-1"]);
     assert_eq!(member_state(&dir, "etcd-1").0, "running");
     wait_healthy(&dir, "etcd-1");
+    // The machine under load, then off it: stress-ng's workers come and go.
+    let stressing = || {
+        let out = Command::new("pgrep")
+            .args(["-f", "stress-ng"])
+            .output()
+            .unwrap();
+        !out.stdout.is_empty()
+    };
+    assert_eq!(lab_ok(&dir, &["load", "on"]).trim(), "load: on");
+    assert!(stressing(), "stress-ng runs");
+    assert_eq!(lab_ok(&dir, &["load", "on"]).trim(), "load: on (already)");
+    assert_eq!(lab_ok(&dir, &["load", "off"]).trim(), "load: off");
+    assert!(!stressing(), "stress-ng is gone");
 
     // The leading peer killed: another takes over; restarted, it serves.
     lab_ok(&dir, &["fault", "kill", &first]);
@@ -217,6 +230,9 @@ fn lab_in_process_mode_up_faults_compare_down_leaves_nothing() {
     assert_eq!(stderr.matches("not run").count(), 2, "{stderr}");
     assert!(stderr.contains("member-kill"), "{stderr}");
 
+    // `down` takes the load off too (its writer's files are in the lab's
+    // directory, its command line names it).
+    lab_ok(&dir, &["load", "on"]);
     lab_ok(&dir, &["down"]);
     assert!(!dir.exists(), "{} is left", dir.display());
     eventually("no member process left", SOON, || {

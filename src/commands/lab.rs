@@ -82,8 +82,22 @@ enum LabAction {
         /// The member, as `elect lab status` names it.
         member: String,
     },
+    /// Put the whole machine under load (stress-ng: a CPU worker on every
+    /// core and an fsync writer), as busy production hosts are, or take
+    /// it off; `down` takes it off too.
+    Load {
+        #[arg(value_enum)]
+        switch: LoadSwitch,
+    },
     /// Stop every member; remove containers, network and directory.
     Down,
+}
+
+/// `elect lab load on|off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LoadSwitch {
+    On,
+    Off,
 }
 
 /// `elect lab fault`'s faults.
@@ -144,6 +158,8 @@ enum Action {
     Up(Spec),
     Status,
     Fault(elect_lab::Fault, String),
+    /// On or off.
+    Load(bool),
     Down,
 }
 
@@ -195,6 +211,7 @@ impl LabArgs {
             }
             LabAction::Status => Action::Status,
             LabAction::Fault { fault, member } => Action::Fault((*fault).into(), member.clone()),
+            LabAction::Load { switch } => Action::Load(*switch == LoadSwitch::On),
             LabAction::Down => Action::Down,
         };
         if format == FormatArg::Env && !matches!(action, Action::Up(_) | Action::Status) {
@@ -261,6 +278,23 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
             lab.save(&state)?;
             let state = lab.member_mut(&member)?.state();
             println!("{member}: {state}");
+            Ok(0)
+        }
+        Action::Load(on) => {
+            let mut lab = load(&state)?;
+            let was = lab.set_load(on).context("load")?;
+            lab.save(&state)?;
+            println!(
+                "load: {}{}",
+                if on { "on" } else { "off" },
+                if was == on { " (already)" } else { "" }
+            );
+            if on {
+                eprintln!(
+                    "stress-ng {} until `elect lab load off` or `down`",
+                    elect_lab::load::STRESS_ARGS.join(" ")
+                );
+            }
             Ok(0)
         }
         Action::Down => {

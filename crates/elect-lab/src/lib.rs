@@ -24,6 +24,7 @@ pub mod fault;
 pub mod host;
 pub mod http;
 pub mod interrupt;
+pub mod load;
 pub mod member;
 pub mod pki;
 pub mod poll;
@@ -280,6 +281,9 @@ pub struct Lab {
     /// The credentials of a secured lab.
     #[serde(default)]
     pub security: Option<Security>,
+    /// The `stress-ng` of `elect lab load on`, while it runs.
+    #[serde(default)]
+    load: Option<u32>,
     #[serde(skip)]
     detached: bool,
 }
@@ -357,6 +361,7 @@ impl Lab {
             network: None,
             members: Vec::new(),
             security: None,
+            load: None,
             detached: false,
         };
         let authority = if spec.secure {
@@ -498,6 +503,28 @@ impl Lab {
         self.member_mut(name)?.apply(fault)
     }
 
+    /// Puts the machine under load (see [`load`]) or takes it off;
+    /// returns whether it was under load before.
+    ///
+    /// Errors: `stress-ng` cannot be run.
+    pub fn set_load(&mut self, on: bool) -> Result<bool> {
+        let was = self.load.is_some();
+        match (on, self.load) {
+            (true, None) => self.load = Some(load::start(&self.dir.join("load"))?),
+            (false, Some(pid)) => {
+                load::stop(pid);
+                self.load = None;
+            }
+            _ => {}
+        }
+        Ok(was)
+    }
+
+    /// Whether the machine is under the lab's load.
+    pub fn loaded(&self) -> bool {
+        self.load.is_some()
+    }
+
     /// The client endpoints of the members of `role`, `host:port,...`;
     /// for Raft-vote, `id=host:port,...` as `--endpoints` takes them
     /// (`None` when the lab has none).
@@ -569,6 +596,7 @@ impl Lab {
     }
 
     fn teardown(&mut self) -> Result<()> {
+        self.set_load(false)?;
         for m in &mut self.members {
             m.remove();
         }
@@ -669,6 +697,7 @@ mod tests {
             network: None,
             members: Vec::new(),
             security: None,
+            load: None,
             detached: true,
         };
         let e = lab.member("etcd-9").unwrap_err();

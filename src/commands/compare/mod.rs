@@ -78,6 +78,7 @@ pub struct Plan {
     zk_endpoints: Option<String>,
     json: bool,
     report: Option<PathBuf>,
+    under_load: bool,
     command_line: String,
 }
 
@@ -167,6 +168,12 @@ pub struct CompareArgs {
     /// command and the versions into this directory.
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
+
+    /// Run every scenario with the machine under load, as busy hosts are:
+    /// stress-ng with a CPU worker on every core and an fsync writer
+    /// (needs stress-ng).
+    #[arg(long)]
+    pub under_load: bool,
 }
 
 impl CompareArgs {
@@ -326,6 +333,7 @@ impl CompareArgs {
             zk_endpoints: args.zk_endpoints.clone(),
             json: format == FormatArg::Json,
             report: args.report.clone(),
+            under_load: args.under_load,
             command_line: std::env::args().collect::<Vec<_>>().join(" "),
         })
     }
@@ -578,6 +586,17 @@ fn run_plan(
     work: &std::path::Path,
 ) -> anyhow::Result<(Vec<Row>, Vec<Unavailable>)> {
     let ensembles = Ensembles::prepare(plan)?;
+    // Started once the ensembles are up and healthy; held until the end.
+    let _load = match plan.under_load {
+        true => {
+            eprintln!(
+                "compare: under load: stress-ng {}",
+                elect_lab::load::STRESS_ARGS.join(" ")
+            );
+            Some(elect_lab::load::Held::start(&work.join("load")).context("--under-load")?)
+        }
+        false => None,
+    };
     let credentials = match plan.secure {
         true => Some(std::sync::Arc::new(contender::Credentials::new(
             ensembles.security.clone(),
