@@ -66,43 +66,49 @@ pub(crate) async fn connect(cfg: &ElectionConfig) -> Result<Connections> {
             .map_err(|e| refused(cfg, e))?;
         plain.push(renewer);
     }
-    let prove = renewals_need_proof(cfg, &mut plain).await;
-    let mut renewers = Vec::with_capacity(members.len());
-    for (member, renewer) in members.into_iter().zip(plain) {
-        let proof = if prove {
-            // The reads need the candidate's permission: a client of its
-            // own on this member, authenticated where a user is set.
-            let channel = etcd_client::Channel::Tonic(member);
-            let reader = Box::pin(Client::from_channel(
-                channel,
-                Some(options(cfg.user.as_ref())),
-            ))
-            .await
-            .map_err(|e| refused(cfg, e))?;
-            Some(RenewalProof {
-                kv: reader.kv_client(),
-                key: layout::prefix(&cfg.election),
-            })
-        } else {
-            None
-        };
-        renewers.push(Renewer {
+    let prove = renewals_need_proof(cfg, &plain).await;
+    let renewers = members
+        .into_iter()
+        .zip(plain)
+        .map(|(member, renewer)| Renewer {
             lease: renewer.lease_client(),
-            proof,
-        });
-    }
+            // The reads need the candidate's permission: a client of
+            // their own on this member, authenticated where a user is set.
+            proof: prove.then(|| {
+                Arc::new(RenewalProof::new(
+                    etcd_client::Channel::Tonic(member),
+                    options(cfg.user.as_ref()),
+                    layout::prefix(&cfg.election),
+                ))
+            }),
+        })
+        .collect();
     Ok(Connections { client, renewers })
 }
 
+/// How long the members are given to say their version at the start: a
+/// member that does not answer in time counts as old, which costs only
+/// the proof, and the start is not held up for it.
+const VERSION_WITHIN: Duration = Duration::from_millis(500);
+
 /// Whether a keepalive acknowledged by a member of this cluster may not
 /// have renewed the lease (see [`renews_without_leading`]): asks every
-/// member its version, and says at start what was found. A member that
-/// does not say is counted as old.
-async fn renewals_need_proof(cfg: &ElectionConfig, members: &mut [Client]) -> bool {
-    let within = cfg.connect_timeout.min(Duration::from_secs(2));
+/// member its version at once, and says at start what was found. A
+/// member that does not say is counted as old.
+async fn renewals_need_proof(cfg: &ElectionConfig, members: &[Client]) -> bool {
+    let within = cfg.connect_timeout.min(VERSION_WITHIN);
+    let mut asked = tokio::task::JoinSet::new();
+    for (i, client) in members.iter().enumerate() {
+        let mut client = client.clone();
+        asked.spawn(async move {
+            let status = tokio::time::timeout(within, Box::pin(client.status())).await;
+            (i, status)
+        });
+    }
+    let mut statuses: Vec<_> = asked.join_all().await;
+    statuses.sort_by_key(|(i, _)| *i);
     let mut old = Vec::new();
-    for (client, url) in members.iter_mut().zip(&cfg.endpoints) {
-        let status = tokio::time::timeout(within, Box::pin(client.status())).await;
+    for ((_, status), url) in statuses.into_iter().zip(&cfg.endpoints) {
         match status {
             Ok(Ok(status)) if !renews_without_leading(status.version()) => {}
             Ok(Ok(status)) => old.push(format!("{url} runs etcd {}", status.version())),

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use etcd_client::{Client, GetOptions, KvClient, LeaseClient, LeaseGrantOptions};
+use etcd_client::{Client, ConnectOptions, GetOptions, KvClient, LeaseClient, LeaseGrantOptions};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, timeout};
@@ -59,8 +59,9 @@ fn fresh_lease_id() -> i64 {
 pub(crate) struct Renewer {
     pub lease: LeaseClient,
     /// Set against servers that acknowledge keepalives without checking
-    /// that they still lead (see the module doc).
-    pub proof: Option<RenewalProof>,
+    /// that they still lead (see the module doc). Shared: a renewal
+    /// loop's future stays small.
+    pub proof: Option<Arc<RenewalProof>>,
 }
 
 /// Proves that a keepalive acknowledged by one member renewed the lease at
@@ -79,23 +80,49 @@ pub(crate) struct Renewer {
 /// expire. A stalled leader answers neither read in time (its Raft loop
 /// is stuck); once it recovers it has a new term, and the ping is not
 /// credited. Costs two small reads per ping.
-#[derive(Clone)]
 pub(crate) struct RenewalProof {
-    /// A client on the same member as the renewer's, authenticated as the
-    /// candidate is (reads need permission where keepalives do not).
-    pub kv: KvClient,
+    /// The member the renewer's client is on.
+    member: etcd_client::Channel,
+    /// How to connect: authenticated as the candidate is (reads need
+    /// permission where keepalives do not).
+    options: ConnectOptions,
     /// A key the candidate may read: the election's prefix.
-    pub key: String,
+    key: String,
+    /// The reader, made on first use: with a user, making it
+    /// authenticates, which must not hold up the start on a member that
+    /// does not answer (its pings fail as they would anyway).
+    reader: tokio::sync::OnceCell<KvClient>,
 }
 
 impl RenewalProof {
+    pub(crate) fn new(member: etcd_client::Channel, options: ConnectOptions, key: String) -> Self {
+        RenewalProof {
+            member,
+            options,
+            key,
+            reader: tokio::sync::OnceCell::new(),
+        }
+    }
+
     /// The member's Raft term, from a read of `key`.
     async fn term(&self, linearizable: bool) -> std::result::Result<u64, String> {
+        let reader = self
+            .reader
+            .get_or_try_init(|| async {
+                let client = Box::pin(Client::from_channel(
+                    self.member.clone(),
+                    Some(self.options.clone()),
+                ))
+                .await?;
+                Ok::<_, etcd_client::Error>(client.kv_client())
+            })
+            .await
+            .map_err(|e| format!("connecting to read: {e}"))?;
         let mut options = GetOptions::new().with_keys_only().with_limit(1);
         if !linearizable {
             options = options.with_serializable();
         }
-        let resp = Box::pin(self.kv.clone().get(self.key.as_str(), Some(options)))
+        let resp = Box::pin(reader.clone().get(self.key.as_str(), Some(options)))
             .await
             .map_err(|e| e.to_string())?;
         resp.header()
@@ -367,7 +394,7 @@ impl Renewal {
     ///
     /// With a [`RenewalProof`], the ping counts only once proven.
     async fn ping(&self) -> Ping {
-        let before = match &self.renewer.proof {
+        let before = match self.renewer.proof.as_deref() {
             Some(proof) => match proof.term(false).await {
                 Ok(term) => Some(term),
                 Err(e) => return Ping::Failed(format!("reading the term before the ping: {e}")),
@@ -382,7 +409,7 @@ impl Renewal {
             }
             Err(e) => return Ping::Failed(e.to_string()),
         }
-        if let (Some(proof), Some(before)) = (&self.renewer.proof, before) {
+        if let (Some(proof), Some(before)) = (self.renewer.proof.as_deref(), before) {
             match proof.term(true).await {
                 Ok(after) if after == before => {}
                 Ok(after) => {
