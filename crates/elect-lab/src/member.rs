@@ -298,9 +298,8 @@ impl Member {
                 Pid::from_raw(tracer as i32),
                 Some(nix::sys::wait::WaitPidFlag::WNOHANG),
             );
-            if !std::path::Path::new(&format!("/proc/{tracer}/cmdline")).exists()
-                || std::fs::read(format!("/proc/{tracer}/cmdline")).is_ok_and(|c| c.is_empty())
-            {
+            // Gone (no file) or a zombie (an empty command line).
+            if std::fs::read(format!("/proc/{tracer}/cmdline")).map_or(true, |c| c.is_empty()) {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(5));
