@@ -125,9 +125,17 @@ async fn the_tree_is_dead_by_the_deadline_on_a_busy_machine() {
             let (tx, rx) = watch::channel(Leadership::elected("me".into(), 1, deadline));
             let (busy, mut busy_rx) = elect::work::channel();
             let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
-            // A tree that keeps forking, all of it deaf to SIGTERM.
-            let cfg = sh("trap '' TERM; sleep 1000 & (while :; do sleep 0.01; done) & wait")
-                .with_containment(containment);
+            // A tree that keeps forking and keeps a core busy, all of it
+            // deaf to SIGTERM. The busy core matters: the watchdog shares
+            // the command's session, and under the scheduler's autogroups
+            // a session's CPU time is split by where its load is, so a
+            // watchdog that sleeps on one core while its command spins on
+            // another got almost none (it woke up to 300 ms late).
+            let cfg = sh(
+                "trap '' TERM; sleep 1000 & (while :; do sleep 0.01; done) & \
+                          (while :; do :; done) & wait",
+            )
+            .with_containment(containment);
             let given_up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             let poller = std::thread::spawn({
                 let given_up = given_up.clone();
@@ -201,6 +209,97 @@ fn dead_at(given_up: &std::sync::atomic::AtomicBool) -> Option<BootInstant> {
     Some(BootInstant::now())
 }
 
+/// The watchdog and its guard wake before every ordinary process on a
+/// busy machine; the command runs as it would without elect. Real time is
+/// what holds across sessions: with the scheduler's autogroups a nice -20
+/// watchdog in a session of its own, beside a command that kept a core
+/// busy, woke up to 300 ms late under `elect compare --under-load`
+/// (`process::take_precedence`). Needs `CAP_SYS_NICE`; without it,
+/// nothing is raised and there is nothing to check.
+#[tokio::test]
+async fn the_watchdog_and_its_guard_run_real_time_and_the_command_does_not() {
+    if !elect::supervise::real_time_allowed() {
+        eprintln!("no CAP_SYS_NICE here: the watchdog cannot take a real-time priority");
+        return;
+    }
+    let (tx, rx) = watch::channel(lead(1, Duration::from_secs(30)));
+    let (busy, mut busy_rx) = elect::work::channel();
+    let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
+    let cfg = sh("sleep 1000 & wait").with_containment(elect::supervise::Level::Subreaper.into());
+    let env = env();
+    let task = async {
+        busy_rx.started().await;
+        let me = std::process::id() as i32;
+        let found = elect_lab::poll(Duration::from_secs(10), || {
+            let tree = scheduling_of_descendants(me);
+            let of = |pick: &dyn Fn(&str) -> bool| {
+                tree.iter()
+                    .find(|(cmdline, _)| pick(cmdline))
+                    .map(|(_, s)| *s)
+            };
+            Some((
+                of(&|c| c.contains("__watchdog"))?,
+                of(&|c| c.contains("__guard"))?,
+                of(&|c| c.starts_with("sleep"))?,
+            ))
+        });
+        let (watchdog, guard, command) = found.expect("the watchdog, its guard and the command");
+        const SCHED_OTHER: u32 = 0;
+        const SCHED_FIFO: u32 = 1;
+        assert_eq!(watchdog.0, SCHED_FIFO, "the watchdog's policy");
+        assert_eq!(guard.0, SCHED_FIFO, "the guard's policy");
+        // SAFETY: getpriority takes plain integers.
+        let ours = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) } as i64;
+        assert_eq!(
+            command,
+            (SCHED_OTHER, ours),
+            "the command's policy and nice"
+        );
+        drop(tx);
+    };
+    let (finish, ()) = tokio::join!(run(&cfg, &env, rx, &busy, &mut sigs), task);
+    assert_eq!(finish.unwrap(), Finish::BackendGone);
+}
+
+/// Every descendant of `root`: its command line, and its scheduling
+/// policy and nice value from `/proc/PID/stat`.
+fn scheduling_of_descendants(root: i32) -> Vec<(String, (u32, i64))> {
+    let mut found = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for child in children
+                .split_whitespace()
+                .filter_map(|c| c.parse::<i32>().ok())
+            {
+                frontier.push(child);
+                let cmdline = std::fs::read(format!("/proc/{child}/cmdline"))
+                    .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+                    .unwrap_or_default();
+                let stat =
+                    std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+                // Fields from the state on (field 3): nice is field 19,
+                // the policy field 41.
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map(|(_, rest)| rest.split_whitespace().collect())
+                    .unwrap_or_default();
+                let nice = fields.get(16).and_then(|n| n.parse().ok());
+                let policy = fields.get(38).and_then(|p| p.parse().ok());
+                if let (Some(policy), Some(nice)) = (policy, nice) {
+                    found.push((cmdline, (policy, nice)));
+                }
+            }
+        }
+    }
+    found
+}
+
 /// How many descendants of `root` named `sh` or `sleep` live (zombies do
 /// not count).
 fn running_commands(root: i32) -> usize {
@@ -235,19 +334,15 @@ fn running_commands(root: i32) -> usize {
     count
 }
 
-/// `stress-ng` on every core, CPU and fsync, for as long as it is held.
-struct Load(Option<std::process::Child>);
+/// `stress-ng` on every core, CPU and fsync (the lab's load), for as
+/// long as it is held; nothing where stress-ng is missing, except in CI.
+struct Load(#[allow(dead_code)] Option<elect_lab::load::Held>);
 
 impl Load {
     fn start() -> Load {
-        let child = std::process::Command::new("stress-ng")
-            .args(["--cpu", "0"])
-            .args(["--temp-path", &std::env::temp_dir().to_string_lossy()])
-            .args(["--timeout", "120s", "--quiet"])
-            .stdout(std::process::Stdio::null())
-            .spawn();
-        match child {
-            Ok(child) => Load(Some(child)),
+        let dir = std::env::temp_dir().join(format!("elect-load-{}", std::process::id()));
+        match elect_lab::load::Held::start(&dir) {
+            Ok(held) => Load(Some(held)),
             Err(e) => {
                 assert!(
                     std::env::var_os("CI").is_none(),
@@ -256,18 +351,6 @@ impl Load {
                 eprintln!("no stress-ng ({e}): the machine is only as busy as it is");
                 Load(None)
             }
-        }
-    }
-}
-
-impl Drop for Load {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(child.id() as i32),
-                Signal::SIGINT,
-            );
-            let _ = child.wait();
         }
     }
 }

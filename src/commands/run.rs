@@ -156,6 +156,13 @@ async fn run_while_leading(
     // usage (exit 2), and nothing has been campaigned for yet.
     let resolved = child.containment().resolve(&env.watchdog)?;
     tracing::info!("{}", resolved.describe());
+    if !elect::supervise::real_time_allowed() {
+        tracing::warn!(
+            "no CAP_SYS_NICE: the watchdog cannot take a real-time priority, and on a busy \
+             machine its kill at the deadline may come late (grant CAP_SYS_NICE, or \
+             LimitRTPRIO=1 in a systemd unit)"
+        );
+    }
     let child = child.with_containment(resolved.level.into());
     let exports = Exports::prepare(
         export::Context {

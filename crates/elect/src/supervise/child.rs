@@ -26,7 +26,7 @@ use tokio::time::sleep;
 use tracing::{debug, error, info, warn};
 
 use super::contain::{Cgroup, Level, group_lives};
-use super::process::{display_command, exit_code};
+use super::process::{display_command, exit_code, take_real_time};
 use super::watchdog::{self, Control, move_fds};
 use crate::clock::BootInstant;
 use crate::error::{Error, Result};
@@ -94,7 +94,8 @@ impl Child {
             // The password is elect's, not the command's.
             .env_remove(PASSWORD_VAR)
             .envs(env.iter().map(|(k, v)| (k, v)));
-        // SAFETY: setsid, fcntl, dup2 and close are async-signal-safe; this
+        // SAFETY: setsid, sched_setscheduler, fcntl, dup2 and close are
+        // async-signal-safe; this
         // runs in the forked child before exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -103,6 +104,11 @@ impl Child {
                 if libc::setsid() < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
+                // Real-time from its first instruction (see
+                // `take_precedence`): a watchdog started in a session of
+                // its own on a busy machine took longer to start than
+                // some leaderships last.
+                take_real_time();
                 move_fds([
                     (control_fd, watchdog::CONTROL_FD),
                     (status_fd, watchdog::STATUS_FD),

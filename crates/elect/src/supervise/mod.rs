@@ -76,6 +76,7 @@ mod process;
 pub(crate) mod watchdog;
 
 pub use contain::{Containment, Level, Resolved};
+pub use process::real_time_allowed;
 pub use watchdog::KILL_MARGIN;
 
 use std::ffi::OsString;

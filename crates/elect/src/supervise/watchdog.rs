@@ -33,9 +33,12 @@
 //!
 //! The promise is that the tree is *dead* by the deadline, not that a
 //! SIGKILL was sent then. So the watchdog:
-//! - runs at the highest priority it may take (nice -20 with
-//!   `CAP_SYS_NICE`; the command gets its own priority back), so a
-//!   machine whose cores are all busy still wakes it on time;
+//! - runs at the lowest real-time priority (`SCHED_FIFO` 1, from before
+//!   its exec; nice -20 where real time is not allowed; either needs
+//!   `CAP_SYS_NICE`), so a machine whose cores are all busy still wakes it
+//!   on time, whatever sessions share the cores (see
+//!   `process::take_precedence`); nothing it starts inherits that, and the
+//!   command gets its own priority back;
 //! - kills [`KILL_MARGIN`] before the deadline, which covers its own
 //!   wake-up and the victims' exit under load (measured: see the README's
 //!   safety section);
@@ -61,7 +64,7 @@ use nix::unistd::Pid;
 
 use super::contain::{Cgroup, Level, Tree};
 use super::init;
-use super::process::{DEAF_TO, display_command, exit_code, restore_priority};
+use super::process::{DEAF_TO, display_command, exit_code, restore_priority, take_precedence};
 use crate::clock::BootInstant;
 
 /// The hidden subcommand that runs the watchdog.
@@ -82,8 +85,8 @@ pub const REFUSED: i32 = 125;
 
 /// How long before the deadline the watchdog sends SIGKILL: what its own
 /// wake-up and the tree's exit take on a busy machine. Under `stress-ng
-/// --cpu 0` on two cores, with the watchdog at nice -20 and its victims
-/// raised to a real-time priority, a tree killed 10 ms ahead was dead
+/// --cpu 0` on two cores, with the watchdog at nice -20 (now real time)
+/// and its victims raised to a real-time priority, a tree killed 10 ms ahead was dead
 /// 2-9 ms after the kill when the test ran alone, but up to 23 ms after it
 /// in one run of ten beside the rest of the suite; 25 ms covers both
 /// (`tests/supervise.rs`, `the_tree_is_dead_by_the_deadline_on_a_busy_machine`).
@@ -172,24 +175,6 @@ fn ignore_signals() {
     }
 }
 
-/// Takes the highest priority this process may (nice -20 needs
-/// `CAP_SYS_NICE`; without it nothing changes) and returns the nice value
-/// it had, which the command gets back.
-fn raise_priority() -> i32 {
-    // SAFETY: getpriority and setpriority take plain integers.
-    unsafe {
-        *libc::__errno_location() = 0;
-        let was = libc::getpriority(libc::PRIO_PROCESS, 0);
-        let was = if *libc::__errno_location() == 0 {
-            was
-        } else {
-            0
-        };
-        libc::setpriority(libc::PRIO_PROCESS, 0, -20);
-        was
-    }
-}
-
 /// The instant the watchdog kills at: [`KILL_MARGIN`] before `deadline`.
 fn kill_time(deadline: u64) -> u64 {
     deadline.saturating_sub(KILL_MARGIN.as_nanos() as u64)
@@ -252,7 +237,7 @@ pub fn main(args: &[OsString]) -> i32 {
         eprintln!("elect: leadership ended before the command could start; not starting it");
         return REFUSED;
     }
-    let nice = raise_priority();
+    let nice = take_precedence();
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         eprintln!("elect {SUBCOMMAND}: cannot become a subreaper: {e}");
     }
@@ -527,6 +512,8 @@ pub fn move_fd(fd: RawFd, target: RawFd) -> std::io::Result<()> {
 /// dies; in the second case SIGKILLs the group. Returns its exit code.
 pub fn guard_main(args: &[OsString]) -> i32 {
     ignore_signals();
+    // It must kill on time too; the watchdog's priority is not inherited.
+    take_precedence();
     let Some(pgid) = args
         .first()
         .and_then(|a| a.to_str())
