@@ -200,3 +200,54 @@ fn sigusr1_is_forwarded_and_a_hangup_ends_the_run_with_the_command() {
     assert_eq!(peer.wait_exit(SOON), 3, "the command's code");
     assert!(read().contains("HUP"));
 }
+
+/// A disk too slow for T is said at start and counted in the metrics:
+/// every fdatasync of peer p0 (its store's thread included) is held
+/// 60 ms by strace, above a quarter of T = 150 ms.
+#[test]
+fn a_disk_too_slow_for_t_is_said_at_start_and_counted() {
+    if std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "strace is needed in CI (deploy/test.sh installs it)"
+        );
+        eprintln!("no strace here: not tried");
+        return;
+    }
+    let cluster = Cluster::new(3, "150ms");
+    let http = format!("127.0.0.1:{}", elect_lab::host::free_port().unwrap());
+    let elect = cluster.command("p0", &["--http", &http, "campaign"]);
+    let mut slowed = std::process::Command::new("strace");
+    slowed
+        .args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=fdatasync"])
+        .args(["-e", "inject=fdatasync:delay_enter=60000"])
+        // Dies with strace, which leaves its tracees running when killed.
+        .args(["setpriv", "--pdeathsig", "KILL"])
+        .arg(elect.get_program())
+        .args(elect.get_args())
+        .envs(elect.get_envs().filter_map(|(k, v)| Some((k, v?))));
+    let mut p0 = Proc::spawn("p0", slowed);
+    let _others: Vec<Proc> = ["p1", "p2"].iter().map(|id| cluster.campaign(id)).collect();
+    let said = elect_lab::poll(SOON, || {
+        p0.stderr()
+            .contains("more than a quarter of the election timeout T = 150ms")
+            .then_some(())
+    });
+    assert!(said.is_some(), "no warning at start:\n{}", p0.stderr());
+    // The cluster elects (p0 votes or campaigns, writing each time).
+    p0.wait_event("leader", SOON);
+    let slow = elect_lab::poll(SOON, || {
+        let (_, text) = support::http_get(&http, "/metrics");
+        let count = text
+            .lines()
+            .find_map(|l| l.strip_prefix("elect_raft_slow_durable_writes_total "))?
+            .parse::<f64>()
+            .ok()?;
+        (count >= 1.0).then_some(count)
+    });
+    assert!(slow.is_some(), "no slow write counted:\n{}", p0.stderr());
+}

@@ -1,6 +1,6 @@
 //! What the backends do, counted as data: renewals answered, errors met,
 //! candidates woken by a change of their predecessor, successors that led
-//! without a read. The metrics export
+//! without a read, Raft-vote's durable writes and how long they took. The metrics export
 //! and `elect compare` read these counts; the logs stay for people and
 //! may change their wording freely.
 //!
@@ -16,6 +16,9 @@ pub struct Counters {
     errors: AtomicU64,
     wakeups: AtomicU64,
     led_without_read: AtomicU64,
+    durable_writes: AtomicU64,
+    durable_write_nanos: AtomicU64,
+    slow_durable_writes: AtomicU64,
 }
 
 /// This process's counts.
@@ -24,6 +27,9 @@ pub static PROCESS: Counters = Counters {
     errors: AtomicU64::new(0),
     wakeups: AtomicU64::new(0),
     led_without_read: AtomicU64::new(0),
+    durable_writes: AtomicU64::new(0),
+    durable_write_nanos: AtomicU64::new(0),
+    slow_durable_writes: AtomicU64::new(0),
 };
 
 /// This process's counts, read at once.
@@ -45,6 +51,14 @@ pub struct Snapshot {
     /// resigning leader touched our key; ZooKeeper: the next in line saw
     /// the leader's znode deleted).
     pub led_without_read: u64,
+    /// Raft-vote: writes of term and vote, each ending in an fsync.
+    pub durable_writes: u64,
+    /// Raft-vote: the time those writes took, in all.
+    pub durable_write_time: std::time::Duration,
+    /// Raft-vote: those writes that took longer than a quarter of the
+    /// election timeout, long enough to cost elections (see
+    /// `raft::store::Persister`).
+    pub slow_durable_writes: u64,
 }
 
 impl Counters {
@@ -55,6 +69,11 @@ impl Counters {
             errors: self.errors.load(Ordering::Relaxed),
             wakeups: self.wakeups.load(Ordering::Relaxed),
             led_without_read: self.led_without_read.load(Ordering::Relaxed),
+            durable_writes: self.durable_writes.load(Ordering::Relaxed),
+            durable_write_time: std::time::Duration::from_nanos(
+                self.durable_write_nanos.load(Ordering::Relaxed),
+            ),
+            slow_durable_writes: self.slow_durable_writes.load(Ordering::Relaxed),
         }
     }
 
@@ -72,6 +91,15 @@ impl Counters {
 
     pub(crate) fn led_without_read(&self) {
         self.led_without_read.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn wrote_durably(&self, took: std::time::Duration, slow: bool) {
+        self.durable_writes.fetch_add(1, Ordering::Relaxed);
+        self.durable_write_nanos
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        if slow {
+            self.slow_durable_writes.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 

@@ -39,6 +39,9 @@ pub struct Metrics {
     backend_errors: Counter,
     backend_wakeups: Counter,
     backend_led_without_read: Counter,
+    durable_writes: Counter,
+    durable_write_seconds: Counter<f64, AtomicU64>,
+    slow_durable_writes: Counter,
     catch_up: Mutex<()>,
 }
 
@@ -129,6 +132,24 @@ impl Metrics {
             "Terms of ours that began at the event that ended our predecessor's, with no request of our own after it",
             backend_led_without_read.clone(),
         );
+        let durable_writes = Counter::default();
+        registry.register(
+            "raft_durable_writes",
+            "Raft-vote: writes of term and vote to --data-dir, each ending in an fsync",
+            durable_writes.clone(),
+        );
+        let durable_write_seconds = Counter::<f64, AtomicU64>::default();
+        registry.register(
+            "raft_durable_write_seconds",
+            "Raft-vote: the time those writes took, in all",
+            durable_write_seconds.clone(),
+        );
+        let slow_durable_writes = Counter::default();
+        registry.register(
+            "raft_slow_durable_writes",
+            "Raft-vote: those writes that took more than a quarter of the election timeout T; each costs or delays an election (raise --ttl, or give --data-dir a faster disk)",
+            slow_durable_writes.clone(),
+        );
         registry.register(
             "deadline_margin_seconds",
             "While leading: time left before the leadership deadline, at scrape time; else 0",
@@ -147,6 +168,9 @@ impl Metrics {
             backend_errors,
             backend_wakeups,
             backend_led_without_read,
+            durable_writes,
+            durable_write_seconds,
+            slow_durable_writes,
             catch_up: Mutex::default(),
         }
     }
@@ -194,10 +218,15 @@ impl Metrics {
             (&self.backend_errors, counts.errors),
             (&self.backend_wakeups, counts.wakeups),
             (&self.backend_led_without_read, counts.led_without_read),
+            (&self.durable_writes, counts.durable_writes),
+            (&self.slow_durable_writes, counts.slow_durable_writes),
         ] {
             // The counts only grow; catch the exported counter up.
             counter.inc_by(total.saturating_sub(counter.get()));
         }
+        let took = counts.durable_write_time.as_secs_f64();
+        self.durable_write_seconds
+            .inc_by((took - self.durable_write_seconds.get()).max(0.0));
         let mut text = String::new();
         encode(&mut text, &self.registry).expect("writing to a String cannot fail");
         text

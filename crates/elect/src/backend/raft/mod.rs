@@ -22,7 +22,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::backend::{Campaign, Observation};
 use crate::config::ElectionConfig;
@@ -78,9 +78,28 @@ pub async fn campaign(cfg: &ElectionConfig, _work: WorkWatch) -> Result<Campaign
     let store = Arc::new(store::Store::new(cfg.data_dir.as_deref()));
     // Reading the disk blocks: off the runtime's threads.
     let (loading, own_id) = (store.clone(), cfg.id.clone());
-    let hard = tokio::task::spawn_blocking(move || loading.load(&own_id))
-        .await
-        .map_err(|e| Error::io("loading the Raft state", std::io::Error::other(e)))??;
+    let (hard, took) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let hard = loading.load(&own_id)?;
+        // The state written back once: what a write of term and vote
+        // costs on this disk, said now rather than after lost elections.
+        let took = match &hard {
+            Some(state) => {
+                let started = std::time::Instant::now();
+                loading.save(state)?;
+                Some(started.elapsed())
+            }
+            None => None,
+        };
+        Ok((hard, took))
+    })
+    .await
+    .map_err(|e| Error::io("loading the Raft state", std::io::Error::other(e)))??;
+    if let Some(took) = took {
+        match store::slow_disk_warning(took, cfg.ttl) {
+            Some(warning) => warn!("{warning}"),
+            None => info!(?took, "a write of term and vote to --data-dir"),
+        }
+    }
     if hard.is_none() {
         info!(
             "no --data-dir: not voting for one election timeout ({}) after start",
@@ -115,7 +134,7 @@ pub async fn campaign(cfg: &ElectionConfig, _work: WorkWatch) -> Result<Campaign
     let resign = CancellationToken::new();
     let driver = driver::Driver {
         node,
-        store: store::Persister::start(store)?,
+        store: store::Persister::start(store, cfg.ttl)?,
         cluster: cfg.election.clone(),
         addresses,
         inbound,

@@ -17,10 +17,13 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
+use tracing::warn;
 
 use super::core::{HardState, Pledge};
+use crate::backend::counters::PROCESS;
 use crate::error::{Error, Result};
 
 const FILE: &str = "raft-vote.state";
@@ -184,23 +187,62 @@ impl Store {
     }
 }
 
+/// A durable write longer than this costs elections: a quarter of the
+/// election timeout T. The driver's loop waits on the write (no vote may
+/// leave before it), so a candidate's campaign waits for its own vote, a
+/// voter's reply for the vote it gives, and a leader moving its pledge
+/// sends no heartbeat meanwhile; at T/4 a write takes a quarter of the
+/// time followers wait before they campaign.
+pub fn slow_write(election_timeout: Duration) -> Duration {
+    election_timeout / 4
+}
+
+/// What a write of `took` says of the disk, once it is slow for T (see
+/// [`slow_write`]): the words of the warning.
+pub fn slow_disk_warning(took: Duration, election_timeout: Duration) -> Option<String> {
+    (took > slow_write(election_timeout)).then(|| {
+        format!(
+            "writing term and vote to --data-dir took {}, more than a quarter of the election \
+             timeout T = {}: elections will be lost and repeated on this disk; raise --ttl, \
+             or give --data-dir a faster disk",
+            humantime::format_duration(Duration::from_micros(took.as_micros() as u64)),
+            humantime::format_duration(election_timeout),
+        )
+    })
+}
+
 /// A thread of its own that saves states for the driver: a vote waits on
 /// it, and a thread already parked there wakes in microseconds, where a
-/// blocking-pool task on an idle runtime first starts a thread.
+/// blocking-pool task on an idle runtime first starts a thread. It times
+/// every write, counts it (`elect_raft_durable_write*` metrics) and warns,
+/// at most once a minute, of writes slow for T.
 pub struct Persister {
     requests: std::sync::mpsc::Sender<(HardState, tokio::sync::oneshot::Sender<Result<()>>)>,
 }
 
 impl Persister {
-    /// Starts the thread; it ends when the persister is dropped.
-    pub fn start(store: std::sync::Arc<Store>) -> Result<Persister> {
+    /// Starts the thread, for a peer whose election timeout is
+    /// `election_timeout`; it ends when the persister is dropped.
+    pub fn start(store: std::sync::Arc<Store>, election_timeout: Duration) -> Result<Persister> {
         let (requests, queue) =
             std::sync::mpsc::channel::<(HardState, tokio::sync::oneshot::Sender<Result<()>>)>();
         std::thread::Builder::new()
             .name("elect-raft-store".into())
             .spawn(move || {
+                let mut warned: Option<Instant> = None;
                 for (state, done) in queue {
-                    let _ = done.send(store.save(&state));
+                    let started = Instant::now();
+                    let saved = store.save(&state);
+                    let took = started.elapsed();
+                    let _ = done.send(saved);
+                    let warning = slow_disk_warning(took, election_timeout);
+                    PROCESS.wrote_durably(took, warning.is_some());
+                    if let Some(warning) = warning
+                        && warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(60))
+                    {
+                        warned = Some(Instant::now());
+                        warn!("{warning}");
+                    }
                 }
             })
             .map_err(|e| Error::io("starting the Raft store's thread", e))?;
@@ -303,6 +345,16 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         assert_eq!(store.load("a").unwrap(), Some(state));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_write_over_a_quarter_of_t_is_slow_and_says_what_to_do() {
+        let t = Duration::from_millis(150);
+        assert_eq!(slow_disk_warning(Duration::from_millis(37), t), None);
+        let warning = slow_disk_warning(Duration::from_millis(40), t).unwrap();
+        assert!(warning.contains("took 40ms"), "{warning}");
+        assert!(warning.contains("T = 150ms"), "{warning}");
+        assert!(warning.contains("--ttl"), "{warning}");
     }
 
     #[test]
