@@ -13,6 +13,14 @@ use super::{Placement, Result};
 /// so 200 ms allows 400 ms to 4 s and failovers stay quick.
 pub const TICK: Duration = Duration::from_millis(200);
 
+/// The ticks a follower may be silent before the ZooKeeper leader drops
+/// it (and the leader before its followers give up on it). A replaced
+/// leader may answer syncs for `(syncLimit + 1)` ticks (ZOOKEEPER-1675),
+/// which elect's disconnection rule needs within a third of the session
+/// timeout: 600 ms here, so sessions of 1.8 s and more (compare's 2 s
+/// among them) meet the rule.
+pub const SYNC_LIMIT: u32 = 2;
+
 /// A small heap and a quick-starting JIT: several members share two cores.
 const JVM: &str = "-Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
     -Dzookeeper.root.logger=INFO,CONSOLE -Dzookeeper.console.threshold=INFO \
@@ -68,7 +76,7 @@ pub(crate) fn start(
                 ),
             };
             format!(
-                "tickTime={}\ninitLimit=50\nsyncLimit=10\ndataDir={data}\nclientPort=2181\n\
+                "tickTime={}\ninitLimit=50\nsyncLimit={SYNC_LIMIT}\ndataDir={data}\nclientPort=2181\n\
                  clientPortAddress={host}\n4lw.commands.whitelist=*\n\
                  admin.enableServer=false\nstandaloneEnabled=false\nmaxClientCnxns=0\n{secure}{servers}",
                 TICK.as_millis(),

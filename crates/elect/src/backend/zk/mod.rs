@@ -19,6 +19,7 @@ pub mod lease;
 #[cfg(test)]
 mod lease_model;
 pub mod observe;
+pub mod timing;
 
 use std::future::Future;
 
@@ -263,6 +264,7 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 /// established. Later failures are retried.
 pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign> {
     let opened = first_contact(cfg).await?;
+    check_timing(cfg, &opened);
     let (out, leadership) = watch::channel(Leadership::unknown());
     let resign = CancellationToken::new();
     let candidate = campaign::Candidate::new(cfg.clone(), out, work, resign.clone());
@@ -276,5 +278,16 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
 /// the connect timeout.
 pub(crate) async fn open_shared(cfg: &ElectionConfig) -> Result<campaign::SharedSession> {
     let opened = first_contact(cfg).await?;
+    check_timing(cfg, &opened);
     Ok(campaign::SharedSession::start(opened, cfg.connect_timeout))
+}
+
+/// Checks, beside the start, the ZooKeeper timing a leader's session
+/// relies on (see [`timing`]); it only logs.
+fn check_timing(cfg: &ElectionConfig, opened: &Opened) {
+    tokio::spawn(timing::check(
+        cfg.endpoints[0].clone(),
+        opened.client.session_timeout(),
+        cfg.tls.is_some(),
+    ));
 }
