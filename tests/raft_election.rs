@@ -251,3 +251,48 @@ fn a_disk_too_slow_for_t_is_said_at_start_and_counted() {
     });
     assert!(slow.is_some(), "no slow write counted:\n{}", p0.stderr());
 }
+
+/// A process of the command that outlives its SIGKILL (here frozen by
+/// the cgroup v1 freezer, which holds it in an uninterruptible sleep as a
+/// hung disk would) is named on stderr with its state, and `elect` does
+/// not exit (nor resign) until it is gone; thawed, it dies and `elect`
+/// ends. Needs the v1 freezer (this machine mounts it); elsewhere nothing
+/// to try.
+#[test]
+fn a_process_that_outlives_its_sigkill_is_named_and_waited_for() {
+    let freezer = std::path::Path::new("/sys/fs/cgroup/freezer");
+    if !freezer.join("tasks").exists() {
+        eprintln!("no cgroup v1 freezer here: not tried");
+        return;
+    }
+    let cgroup = freezer.join(format!("elect-test-{}", std::process::id()));
+    std::fs::create_dir_all(&cgroup).expect("a freezer cgroup (root is needed)");
+    let cluster = Cluster::new(1, "1s");
+    let dir = scratch("raft-unkillable");
+    let pids = dir.join("pids");
+    let script = format!(
+        "sleep 1000 & echo $! > {p}.tmp; mv {p}.tmp {p}; wait",
+        p = pids.display()
+    );
+    let mut peer = cluster.run_argv("p0", &["--grace", "0s"], &["sh", "-c", &script]);
+    peer.wait_event("elected", SOON);
+    let stuck = read_pids(&pids, 1)[0];
+    std::fs::write(cgroup.join("tasks"), stuck.to_string()).unwrap();
+    std::fs::write(cgroup.join("freezer.state"), "FROZEN").unwrap();
+    peer.signal(Signal::SIGTERM);
+    let said = support::eventually("the survivor named", SOON, || {
+        let text = peer.stderr();
+        text.contains("outlives its SIGKILL").then_some(text)
+    });
+    assert!(
+        said.contains(&format!("{stuck} (sleep, state D: uninterruptible sleep")),
+        "{said}"
+    );
+    assert!(
+        peer.try_exit().is_none(),
+        "elect exited while a process of the command lived"
+    );
+    std::fs::write(cgroup.join("freezer.state"), "THAWED").unwrap();
+    assert_eq!(peer.wait_exit(SOON), 143, "elect ends once it is gone");
+    let _ = std::fs::remove_dir(&cgroup);
+}

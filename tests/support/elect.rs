@@ -89,6 +89,11 @@ impl Proc {
     }
 
     /// Waits for the exit code (128+N when killed by signal N).
+    /// The exit code if it has exited, without waiting.
+    pub fn try_exit(&mut self) -> Option<i32> {
+        self.inner.wait_exit(Duration::ZERO)
+    }
+
     pub fn wait_exit(&mut self, within: Duration) -> i32 {
         match self.inner.wait_exit(within) {
             Some(code) => code,

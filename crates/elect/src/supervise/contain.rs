@@ -498,6 +498,44 @@ impl Tree {
     }
 }
 
+impl Tree {
+    /// The processes of the tree that still live, each with its name and
+    /// state letter from `/proc/PID/stat`: what to tell the user about a
+    /// tree that outlives its SIGKILL.
+    pub(crate) fn survivors(&self) -> Vec<(Pid, String, char)> {
+        let pids = match self {
+            Tree::Namespace { init } => {
+                let mut pids = descendants(*init, &[]);
+                pids.push(*init);
+                pids
+            }
+            Tree::Cgroup { cgroup, .. } => cgroup.pids(),
+            Tree::Descendants { spare, .. } => descendants(Pid::this(), spare),
+        };
+        pids.into_iter()
+            .filter_map(|pid| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                let (head, rest) = stat.rsplit_once(')')?;
+                let name = head.split_once('(')?.1.to_owned();
+                let state = rest.split_whitespace().next()?.chars().next()?;
+                (!matches!(state, 'Z' | 'X')).then_some((pid, name, state))
+            })
+            .collect()
+    }
+}
+
+/// What a state letter of `/proc/PID/stat` means for a process that was
+/// sent SIGKILL and lives on.
+pub(crate) fn why_alive(state: char) -> &'static str {
+    match state {
+        'D' => {
+            "uninterruptible sleep: waiting on a disk or network file system, it dies when that answers"
+        }
+        'R' => "running its exit",
+        _ => "not yet dead",
+    }
+}
+
 /// What `/proc/PID/stat` says of a process: its state letter, parent and
 /// process group.
 struct Stat {

@@ -62,7 +62,7 @@ use nix::sys::signal::{SigHandler, Signal, killpg, signal};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use super::contain::{Cgroup, Level, Tree};
+use super::contain::{Cgroup, Level, Tree, why_alive};
 use super::init;
 use super::process::{DEAF_TO, display_command, exit_code, restore_priority, take_precedence};
 use crate::clock::BootInstant;
@@ -95,6 +95,10 @@ pub const KILL_MARGIN: Duration = Duration::from_millis(25);
 /// How often a killed tree is looked at again (and killed again) until
 /// nothing of it may run.
 const KILLED_TICK: Duration = Duration::from_millis(2);
+
+/// How long a killed tree may take to die before the watchdog says which
+/// processes live on, and why.
+const STUCK_AFTER: Duration = Duration::from_secs(1);
 
 /// How often the group is reaped and checked when nothing else happens.
 /// The command's own end wakes the watchdog at once (see
@@ -165,7 +169,10 @@ enum Phase {
     Stopping {
         kill_at: u64,
     },
-    Killed,
+    /// SIGKILL sent (first at this instant), and again on every pass.
+    Killed {
+        at: u64,
+    },
 }
 
 fn ignore_signals() {
@@ -289,6 +296,7 @@ pub fn main(args: &[OsString]) -> i32 {
         deadline,
         phase: Phase::Running,
         exit: None,
+        stuck_said: false,
     }
     .supervise(control);
     if let Some(guard) = guard {
@@ -565,6 +573,8 @@ struct Watchdog {
     deadline: u64,
     phase: Phase,
     exit: Option<i32>,
+    /// Whether [`Watchdog::say_if_stuck`] has spoken.
+    stuck_said: bool,
 }
 
 impl Watchdog {
@@ -589,6 +599,7 @@ impl Watchdog {
                 }
                 return self.exit.unwrap_or(1);
             }
+            self.say_if_stuck(now);
             let wait = self.next_wake(now);
             // Woken by a control message, or by the command's end, not a
             // tick later: a resignation waits for that end. The pidfd
@@ -658,7 +669,7 @@ impl Watchdog {
     fn stop(&mut self, now: u64, grace: u64, kill_by: u64, sig: Option<Signal>) {
         let kill_at = now.saturating_add(grace).min(kill_time(kill_by));
         let kill_at = match self.phase {
-            Phase::Killed => return,
+            Phase::Killed { .. } => return,
             Phase::Running => kill_at,
             Phase::Stopping { kill_at: was } => was.min(kill_at),
         };
@@ -677,11 +688,44 @@ impl Watchdog {
         let kill = match self.phase {
             Phase::Running => now >= deadline,
             Phase::Stopping { kill_at } => now >= kill_at || now >= deadline,
-            Phase::Killed => true,
+            Phase::Killed { .. } => true,
         };
         if kill {
             self.signal(Signal::SIGKILL);
-            self.phase = Phase::Killed;
+            if !matches!(self.phase, Phase::Killed { .. }) {
+                self.phase = Phase::Killed { at: now };
+            }
+        }
+    }
+
+    /// Says, once, which processes outlive their SIGKILL by
+    /// [`STUCK_AFTER`]: a process in an uninterruptible sleep (a hung disk)
+    /// dies only when the kernel lets it, and until then the watchdog does
+    /// not exit, so `elect` does not resign and keeps renewing what it
+    /// still holds; the user should know why.
+    fn say_if_stuck(&mut self, now: u64) {
+        let Phase::Killed { at } = self.phase else {
+            return;
+        };
+        if self.stuck_said || now < at.saturating_add(STUCK_AFTER.as_nanos() as u64) {
+            return;
+        }
+        self.stuck_said = true;
+        let survivors: Vec<String> = self
+            .tree
+            .survivors()
+            .into_iter()
+            .map(|(pid, name, state)| {
+                format!("{pid} ({name}, state {state}: {})", why_alive(state))
+            })
+            .collect();
+        if !survivors.is_empty() {
+            eprintln!(
+                "elect: the command's tree outlives its SIGKILL by {STUCK_AFTER:?}: {}; elect \
+                 does not resign until it is gone (a lease that lapses meanwhile cannot be kept: \
+                 the fencing token is what protects your data)",
+                survivors.join(", ")
+            );
         }
     }
 
@@ -690,7 +734,7 @@ impl Watchdog {
         let next = match self.phase {
             Phase::Running => deadline,
             Phase::Stopping { kill_at } => kill_at.min(deadline),
-            Phase::Killed => return KILLED_TICK,
+            Phase::Killed { .. } => return KILLED_TICK,
         };
         Duration::from_nanos(next.saturating_sub(now)).min(TICK)
     }
