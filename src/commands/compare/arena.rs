@@ -86,13 +86,23 @@ impl Slot {
         self.counts
     }
 
-    /// Whether it said it follows `leader`.
+    /// Whether it said it follows `leader`: a `leader` line naming it, or
+    /// a `demoted` one (a thawed leader that hears its successor first
+    /// goes straight from leading to following, and says no more while
+    /// that leader leads).
     fn follows(&self, leader: &str) -> bool {
-        self.lines.iter().any(|l| {
-            l.json()
-                .is_some_and(|v| v["event"] == "leader" && v["leader"] == leader)
-        })
+        says_it_follows(&self.lines, leader)
     }
+}
+
+/// Whether `lines` (a candidate's) say it follows `leader` (see
+/// `Slot::follows`).
+fn says_it_follows(lines: &[Line], leader: &str) -> bool {
+    lines.iter().any(|l| {
+        l.json().is_some_and(|v| {
+            matches!(v["event"].as_str(), Some("leader" | "demoted")) && v["leader"] == leader
+        })
+    })
 }
 
 /// What elect candidates' campaigns counted, from their metrics.
@@ -623,5 +633,32 @@ impl Drop for Arena<'_> {
         if let Some(raft) = &self.raft {
             let _ = std::fs::remove_dir_all(&raft.dir);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(text: &str) -> Line {
+        Line {
+            at: Instant::now(),
+            text: text.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_thawed_leader_demoted_straight_to_following_follows() {
+        // As a thawed Raft-vote leader said it under load: no `leader`
+        // line, the `demoted` one names its successor.
+        let thawed = [
+            line(r#"{"leader":"p2","is_self":true,"event":"elected"}"#),
+            line(r#"{"leader":"p0","is_self":false,"event":"demoted"}"#),
+        ];
+        assert!(says_it_follows(&thawed, "p0"));
+        assert!(!says_it_follows(&thawed, "p1"));
+        let follower = [line(r#"{"leader":"p0","is_self":false,"event":"leader"}"#)];
+        assert!(says_it_follows(&follower, "p0"));
+        assert!(!says_it_follows(&[line("not json")], "p0"));
     }
 }
