@@ -261,77 +261,36 @@ async fn the_watchdog_and_its_guard_run_real_time_and_the_command_does_not() {
     assert_eq!(finish.unwrap(), Finish::BackendGone);
 }
 
-/// Every descendant of `root`: its command line, and its scheduling
+/// Every live descendant of `root`: its command line, and its scheduling
 /// policy and nice value from `/proc/PID/stat`.
 fn scheduling_of_descendants(root: i32) -> Vec<(String, (u32, i64))> {
-    let mut found = Vec::new();
-    let mut frontier = vec![root];
-    while let Some(parent) = frontier.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            let children =
-                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-            for child in children
-                .split_whitespace()
-                .filter_map(|c| c.parse::<i32>().ok())
-            {
-                frontier.push(child);
-                let cmdline = std::fs::read(format!("/proc/{child}/cmdline"))
-                    .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-                    .unwrap_or_default();
-                let stat =
-                    std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
-                // Fields from the state on (field 3): nice is field 19,
-                // the policy field 41.
-                let fields: Vec<&str> = stat
-                    .rsplit_once(')')
-                    .map(|(_, rest)| rest.split_whitespace().collect())
-                    .unwrap_or_default();
-                let nice = fields.get(16).and_then(|n| n.parse().ok());
-                let policy = fields.get(38).and_then(|p| p.parse().ok());
-                if let (Some(policy), Some(nice)) = (policy, nice) {
-                    found.push((cmdline, (policy, nice)));
-                }
-            }
-        }
-    }
-    found
+    elect_lab::process::descendants(root)
+        .into_iter()
+        .filter_map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+                .ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // Fields from the state on (field 3): nice is field 19, the
+            // policy field 41.
+            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+            let nice = fields.get(16)?.parse().ok()?;
+            let policy = fields.get(38)?.parse().ok()?;
+            Some((cmdline, (policy, nice)))
+        })
+        .collect()
 }
 
 /// How many descendants of `root` named `sh` or `sleep` live (zombies do
 /// not count).
 fn running_commands(root: i32) -> usize {
-    let mut count = 0;
-    let mut frontier = vec![root];
-    while let Some(parent) = frontier.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            let children =
-                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-            for child in children
-                .split_whitespace()
-                .filter_map(|c| c.parse::<i32>().ok())
-            {
-                frontier.push(child);
-                let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
-                    continue;
-                };
-                let Some((name, rest)) = stat.rsplit_once(')') else {
-                    continue;
-                };
-                let state = rest.split_whitespace().next();
-                let live = !matches!(state, Some("Z") | Some("X"));
-                if live && (name.ends_with("(sh") || name.ends_with("(sleep")) {
-                    count += 1;
-                }
-            }
-        }
-    }
-    count
+    elect_lab::process::descendants(root)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|name| matches!(name.trim_end(), "sh" | "sleep"))
+        })
+        .count()
 }
 
 /// `stress-ng` on every core, CPU and fsync (the lab's load), for as

@@ -64,7 +64,9 @@ use nix::unistd::Pid;
 
 use super::contain::{Cgroup, Level, Tree, why_alive};
 use super::init;
-use super::process::{DEAF_TO, display_command, exit_code, restore_priority, take_precedence};
+use super::process::{
+    DEAF_TO, display_command, exit_code, restore_priority, take_precedence, take_real_time,
+};
 use crate::clock::BootInstant;
 
 /// The hidden subcommand that runs the watchdog.
@@ -454,6 +456,9 @@ impl Guard {
             unsafe {
                 cmd.pre_exec(move || {
                     libc::setsid();
+                    // Real time from its start, as the watchdog: nothing
+                    // inherits ours.
+                    take_real_time();
                     move_fd(read_fd, CONTROL_FD)
                 });
             }
