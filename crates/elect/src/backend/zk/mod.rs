@@ -283,11 +283,19 @@ pub(crate) async fn open_shared(cfg: &ElectionConfig) -> Result<campaign::Shared
 }
 
 /// Checks, beside the start, the ZooKeeper timing a leader's session
-/// relies on (see [`timing`]); it only logs.
+/// relies on (see [`timing`]); it only logs. Once per ensemble and
+/// session timeout in a process: a thousand campaigns of one process
+/// need one answer, not three thousand connections.
 fn check_timing(cfg: &ElectionConfig, opened: &Opened) {
-    tokio::spawn(timing::check(
-        cfg.endpoints[0].clone(),
-        opened.client.session_timeout(),
-        cfg.tls.is_some(),
-    ));
+    static CHECKED: std::sync::Mutex<Vec<(String, std::time::Duration)>> =
+        std::sync::Mutex::new(Vec::new());
+    let ensemble = (cfg.endpoints[0].clone(), opened.client.session_timeout());
+    {
+        let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+        if checked.contains(&ensemble) {
+            return;
+        }
+        checked.push(ensemble.clone());
+    }
+    tokio::spawn(timing::check(ensemble.0, ensemble.1, cfg.tls.is_some()));
 }
