@@ -43,7 +43,17 @@ impl Terminal {
             "50",
             "bash --norc --noprofile -i",
         ]);
-        Terminal(name.to_owned())
+        let terminal = Terminal(name.to_owned());
+        // Keys typed before the shell reads its terminal may be lost on a
+        // busy machine: wait for its prompt.
+        eventually("the shell's prompt", SOON, || {
+            terminal
+                .screen()
+                .lines()
+                .any(|l| l.trim_end().ends_with(['$', '#']))
+                .then_some(())
+        });
+        terminal
     }
 
     fn keys(&self, keys: &[&str]) {

@@ -97,7 +97,7 @@ impl DeathWatch {
 /// (the topmost process with `path` on its command line) by the last entry
 /// of their `NSpid`.
 pub fn read_pids(path: &std::path::Path, count: usize) -> Vec<i32> {
-    let written = super::eventually("the child's pids", Duration::from_secs(10), || {
+    let written = super::eventually("the child's pids", Duration::from_secs(20), || {
         let text = std::fs::read_to_string(path).ok()?;
         let pids: Vec<i32> = text
             .split_whitespace()
