@@ -514,11 +514,9 @@ impl Tree {
         };
         pids.into_iter()
             .filter_map(|pid| {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-                let (head, rest) = stat.rsplit_once(')')?;
-                let name = head.split_once('(')?.1.to_owned();
-                let state = rest.split_whitespace().next()?.chars().next()?;
-                (!matches!(state, 'Z' | 'X')).then_some((pid, name, state))
+                let stat = Stat::read(pid.as_raw()).filter(Stat::lives)?;
+                let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+                Some((pid, name.trim_end().to_owned(), stat.state))
             })
             .collect()
     }

@@ -67,6 +67,11 @@ use crate::leadership::deadline_after;
 /// renewals that are answered late.
 const KEPT: usize = 64;
 
+/// `Q` for a session of `timeout`: a third of it (see the module doc).
+pub fn settle_for(timeout: Duration) -> Duration {
+    timeout / 3
+}
+
 /// What a session's renewals prove about its life on the ZooKeeper leader.
 #[derive(Debug, Clone)]
 pub struct SessionLease {
@@ -87,7 +92,7 @@ impl SessionLease {
     pub fn new(timeout: Duration, handshake: BootInstant) -> Self {
         SessionLease {
             timeout,
-            settle: timeout / 3,
+            settle: settle_for(timeout),
             answered: VecDeque::new(),
             proven: Some(handshake),
         }

@@ -24,8 +24,8 @@
 //!   expiry up to a tick; not rounding is the harsher case).
 //!
 //! - **a ZooKeeper leader change** (one failure per run, this or the
-//!   member's death, each checked on its own): a new leader is elected by the other members and
-//!   starts its session tracker afresh, the session expiring T after its
+//!   member's death, each checked on its own): the other members elect a
+//!   new leader, which starts its session tracker afresh, the session expiring T after its
 //!   election unless touched. The old leader, cut off from its quorum but
 //!   not knowing it yet, goes on answering our member's syncs and pings
 //!   for up to `W` (ZOOKEEPER-1675: up to `(syncLimit + 1) x tickTime`),
@@ -498,15 +498,13 @@ fn a_deposed_leader_answering_longer_than_q_is_caught() {
 }
 
 fn caught(model: Session, what: &str) {
-    {
-        let checker = check(model);
-        let path = checker
-            .discovery("the deadline is never after the session's expiry")
-            .unwrap_or_else(|| panic!("{what} must be caught"));
-        eprintln!(
-            "{what}: caught in {} steps: {:?}",
-            path.clone().into_actions().len(),
-            path.into_actions()
-        );
-    }
+    let checker = check(model);
+    let path = checker
+        .discovery("the deadline is never after the session's expiry")
+        .unwrap_or_else(|| panic!("{what} must be caught"));
+    eprintln!(
+        "{what}: caught in {} steps: {:?}",
+        path.clone().into_actions().len(),
+        path.into_actions()
+    );
 }

@@ -60,7 +60,7 @@ pub fn parse_conf(text: &str) -> Option<Timing> {
 /// deposed leader's window exceeds the rule's slack.
 pub fn too_slow_for(timing: Timing, timeout: Duration) -> Option<String> {
     let window = timing.deposed_leader_window();
-    let slack = timeout / 3;
+    let slack = super::lease::settle_for(timeout);
     (window > slack).then(|| {
         format!(
             "ZooKeeper's tickTime {} and syncLimit {}: a ZooKeeper leader cut off from its \
