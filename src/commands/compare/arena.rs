@@ -86,23 +86,24 @@ impl Slot {
         self.counts
     }
 
-    /// Whether it said it follows `leader`: a `leader` line naming it, or
-    /// a `demoted` one (a thawed leader that hears its successor first
-    /// goes straight from leading to following, and says no more while
-    /// that leader leads).
-    fn follows(&self, leader: &str) -> bool {
-        says_it_follows(&self.lines, leader)
+    /// Whom it last said leads: itself after `elected`, the leader a
+    /// `leader` or `demoted` line names (a thawed leader that hears its
+    /// successor first goes straight from leading to following, and says
+    /// no more while that leader leads); `None` while it knows of none.
+    fn view(&self) -> Option<String> {
+        current_view(&self.lines)
     }
 }
 
-/// Whether `lines` (a candidate's) say it follows `leader` (see
-/// `Slot::follows`).
-fn says_it_follows(lines: &[Line], leader: &str) -> bool {
-    lines.iter().any(|l| {
-        l.json().is_some_and(|v| {
-            matches!(v["event"].as_str(), Some("leader" | "demoted")) && v["leader"] == leader
-        })
-    })
+/// Whom `lines` (a candidate's) last said leads (see `Slot::view`). Only
+/// the last event counts: under load Raft peers may elect several leaders
+/// in a row, and a peer that once followed one may since follow another.
+fn current_view(lines: &[Line]) -> Option<String> {
+    let last = lines.iter().rev().find_map(Line::json)?;
+    match last["event"].as_str()? {
+        "elected" | "leader" | "demoted" => last["leader"].as_str().map(str::to_owned),
+        _ => None,
+    }
 }
 
 /// What elect candidates' campaigns counted, from their metrics.
@@ -317,7 +318,9 @@ impl<'a> Arena<'a> {
 
     /// The next candidate (other than `skip`) to say `elected`: its slot,
     /// the instant, and its fencing token where reported. Lines before
-    /// that are read and dropped.
+    /// that are read and dropped. Of several read in one pass, the latest
+    /// (highest token): under load a Raft peer may win a term and lose it
+    /// before the next pass, and a leader already gone is no successor.
     pub fn wait_elected(
         &mut self,
         skip: Option<usize>,
@@ -325,20 +328,27 @@ impl<'a> Arena<'a> {
     ) -> anyhow::Result<(usize, Instant, Option<u64>)> {
         let until = Instant::now() + within;
         loop {
+            let mut latest: Option<(usize, Instant, Option<u64>)> = None;
             for (i, slot) in self.slots.iter_mut().enumerate() {
                 let Some(slot) = slot else { continue };
                 slot.pull();
-                while slot.checked < slot.lines.len() {
-                    let line = &slot.lines[slot.checked];
-                    slot.checked += 1;
+                for line in &slot.lines[slot.checked..] {
                     if Some(i) != skip && self.contender.elected(line, &slot.id) {
-                        let (at, token) = (line.at, self.contender.token(line));
-                        // A leader wakes no more; it may be killed next,
-                        // after which it cannot be asked.
-                        slot.ask_counts();
-                        return Ok((i, at, token));
+                        let seen = (i, line.at, self.contender.token(line));
+                        if latest.is_none_or(|(_, at, token)| (seen.2, seen.1) > (token, at)) {
+                            latest = Some(seen);
+                        }
                     }
                 }
+                slot.checked = slot.lines.len();
+            }
+            if let Some(elected) = latest {
+                // A leader wakes no more; it may be killed next, after
+                // which it cannot be asked.
+                if let Some(slot) = self.slots[elected.0].as_mut() {
+                    slot.ask_counts();
+                }
+                return Ok(elected);
             }
             if interrupt::requested() {
                 bail!("interrupted");
@@ -355,37 +365,11 @@ impl<'a> Arena<'a> {
         }
     }
 
-    /// Waits until `n` candidates are queued (the ensemble holds their
-    /// keys or znodes), or for Raft until peer `peer` follows the peer in
-    /// slot `leader`.
-    pub fn wait_queued(&mut self, n: usize, peer: Option<(usize, usize)>) -> anyhow::Result<()> {
+    /// Waits until `n` candidates are queued: the ensemble holds their keys
+    /// or znodes. Raft peers have no queue: it returns at once.
+    pub fn wait_queued(&mut self, n: usize) -> anyhow::Result<()> {
         if self.raft.is_some() {
-            let Some((i, leader)) = peer else {
-                return Ok(());
-            };
-            let leader_id = self.slots[leader]
-                .as_ref()
-                .map(|s| s.id.clone())
-                .context("the leader's slot")?;
-            let until = Instant::now() + SOON;
-            loop {
-                let slot = self.slots[i].as_mut().context("a running peer")?;
-                slot.pull();
-                if slot.follows(&leader_id) {
-                    return Ok(());
-                }
-                if interrupt::requested() {
-                    bail!("interrupted");
-                }
-                if Instant::now() >= until {
-                    let id = slot.id.clone();
-                    bail!(
-                        "{id} did not follow {leader_id} within {SOON:?}{}",
-                        self.stderr_tail()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            return Ok(());
         }
         let probe = self.probe.expect("a probe for etcd and ZooKeeper");
         let election = self.election.clone();
@@ -398,6 +382,53 @@ impl<'a> Arena<'a> {
                 )
             },
         )
+    }
+
+    /// For Raft, waits until every live peer names one leader, which says
+    /// it leads, and returns it: `leader` unless leadership moved on since
+    /// (under load a new leader may lose its term at once). Every line read
+    /// is marked as looked at, so a later wait sees only what follows.
+    /// etcd and ZooKeeper: `leader`.
+    pub fn wait_agreed(&mut self, leader: usize) -> anyhow::Result<usize> {
+        if self.raft.is_none() {
+            return Ok(leader);
+        }
+        let until = Instant::now() + SOON;
+        loop {
+            let mut views = Vec::new();
+            for (i, slot) in self.slots.iter_mut().enumerate() {
+                let Some(slot) = slot else { continue };
+                slot.pull();
+                views.push((i, slot.id.clone(), slot.view()));
+            }
+            let agreed = views
+                .first()
+                .and_then(|(_, _, v)| v.clone())
+                .filter(|first| views.iter().all(|(_, _, v)| v.as_ref() == Some(first)));
+            if let Some((i, _, _)) = agreed.and_then(|id| views.into_iter().find(|v| v.1 == id)) {
+                for slot in self.slots.iter_mut().flatten() {
+                    slot.checked = slot.lines.len();
+                }
+                return Ok(i);
+            }
+            if interrupt::requested() {
+                bail!("interrupted");
+            }
+            if Instant::now() >= until {
+                let views: Vec<String> = self
+                    .slots
+                    .iter()
+                    .flatten()
+                    .map(|s| format!("{} follows {:?}", s.id, s.view()))
+                    .collect();
+                bail!(
+                    "the Raft peers did not agree on a leader within {SOON:?} ({}){}",
+                    views.join(", "),
+                    self.stderr_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// The slot that comes next after `leader` if it goes: for Raft the
@@ -648,17 +679,24 @@ mod tests {
     }
 
     #[test]
-    fn a_thawed_leader_demoted_straight_to_following_follows() {
+    fn only_the_last_event_says_whom_a_peer_follows() {
         // As a thawed Raft-vote leader said it under load: no `leader`
         // line, the `demoted` one names its successor.
         let thawed = [
             line(r#"{"leader":"p2","is_self":true,"event":"elected"}"#),
             line(r#"{"leader":"p0","is_self":false,"event":"demoted"}"#),
         ];
-        assert!(says_it_follows(&thawed, "p0"));
-        assert!(!says_it_follows(&thawed, "p1"));
-        let follower = [line(r#"{"leader":"p0","is_self":false,"event":"leader"}"#)];
-        assert!(says_it_follows(&follower, "p0"));
-        assert!(!says_it_follows(&[line("not json")], "p0"));
+        assert_eq!(current_view(&thawed).as_deref(), Some("p0"));
+        let elected = &thawed[..1];
+        assert_eq!(current_view(elected).as_deref(), Some("p2"));
+        // It followed p1 once; p1 has lost its term since.
+        let moved_on = [
+            line(r#"{"leader":"p1","is_self":false,"event":"leader"}"#),
+            line("not json"),
+            line(r#"{"leader":null,"is_self":false,"event":"none"}"#),
+        ];
+        assert_eq!(current_view(&moved_on), None);
+        assert_eq!(current_view(&moved_on[..2]).as_deref(), Some("p1"));
+        assert_eq!(current_view(&[line("not json")]), None);
     }
 }

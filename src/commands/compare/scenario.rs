@@ -280,27 +280,20 @@ fn populate(a: &mut Arena<'_>, n: usize) -> anyhow::Result<(usize, Option<u64>)>
     for queued in 1..=n {
         a.spawn()?;
         // (For Raft peers, which have no queue, this returns at once.)
-        a.wait_queued(queued, None)?;
+        a.wait_queued(queued)?;
     }
     let (leader, _, token) = a.wait_elected(None, SOON)?;
     written(a, token);
-    queue_all(a, n, leader)?;
+    let leader = queue_all(a, n, leader)?;
     Ok((leader, token))
 }
 
 /// Waits until all `n` candidates are queued; for Raft until every peer
-/// but the leader follows it.
-fn queue_all(a: &mut Arena<'_>, n: usize, leader: usize) -> anyhow::Result<()> {
-    if a.peers().is_some() {
-        for i in a.live() {
-            if i != leader {
-                a.wait_queued(n, Some((i, leader)))?;
-            }
-        }
-        Ok(())
-    } else {
-        a.wait_queued(n, None)
-    }
+/// names one leader. Who leads: `leader`, or for Raft whoever the peers
+/// agree on (see `Arena::wait_agreed`).
+fn queue_all(a: &mut Arena<'_>, n: usize, leader: usize) -> anyhow::Result<usize> {
+    a.wait_queued(n)?;
+    a.wait_agreed(leader)
 }
 
 /// How long candidates that were told to leave (SIGTERM) may take to
@@ -393,12 +386,11 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
         if let Some(first) = first_in_line {
             a.reap(first)?;
             // One at a time, so the queue keeps the order of the slots.
-            let fresh = a.spawn()?;
-            a.wait_queued(n - 1, Some((fresh, next)))?;
+            a.spawn()?;
+            a.wait_queued(n - 1)?;
         }
-        let fresh = a.spawn()?;
-        a.wait_queued(n, Some((fresh, next)))?;
-        leader = next;
+        a.spawn()?;
+        leader = queue_all(&mut a, n, next)?;
         token = next_token;
         if measured {
             setup.progress.inc();
@@ -477,8 +469,7 @@ fn freeze(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         out.samples.push(at - stopped);
         // The thawed leader finds its deadline passed, kills its command
         // and campaigns again behind the new leader.
-        queue_all(&mut a, n, next)?;
-        leader = next;
+        leader = queue_all(&mut a, n, next)?;
         setup.progress.inc();
     }
     out.changes = setup.trials;
@@ -506,8 +497,7 @@ fn cutoff(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         out.samples.push(at - cut);
         a.cut(leader, false);
         written(&a, token);
-        queue_all(&mut a, n, next)?;
-        leader = next;
+        leader = queue_all(&mut a, n, next)?;
         setup.progress.inc();
     }
     out.changes = setup.trials;
@@ -540,7 +530,7 @@ fn operation(setup: &Setup<'_>, scenario: Scenario) -> anyhow::Result<Outcome> {
                 compact_and_defragment(setup.endpoints)?;
                 0
             }
-            _ if a.peers().is_some() => raft_operation(&mut a, scenario, leader, n)?,
+            _ if a.peers().is_some() => raft_operation(&mut a, scenario, leader)?,
             _ => {
                 service_operation(setup, &mut a, scenario, leader)?;
                 0
@@ -551,7 +541,7 @@ fn operation(setup: &Setup<'_>, scenario: Scenario) -> anyhow::Result<Outcome> {
         leader = ops
             .count(&mut a, started, leader, tenures, expected_handovers)
             .unwrap_or(leader);
-        leader = hand_over(&mut a, &mut out, leader, n)?;
+        leader = hand_over(&mut a, &mut out, leader)?;
         // A waiter whose wait started below a compacted revision may give
         // up (`etcdctl elect` exits: "required revision has been
         // compacted"): a loss of candidacy, said beside the row, and
@@ -564,7 +554,7 @@ fn operation(setup: &Setup<'_>, scenario: Scenario) -> anyhow::Result<Outcome> {
             a.spawn()?;
         }
         if a.peers().is_none() {
-            a.wait_queued(n, None)?;
+            a.wait_queued(n)?;
         }
         setup.progress.inc();
     }
@@ -574,12 +564,7 @@ fn operation(setup: &Setup<'_>, scenario: Scenario) -> anyhow::Result<Outcome> {
 /// SIGTERM to the leader: the time to its successor's `elected` is a
 /// sample; the leader comes back as a candidate (Raft: the peer restarts
 /// and follows). The new leader.
-fn hand_over(
-    a: &mut Arena<'_>,
-    out: &mut Outcome,
-    leader: usize,
-    n: usize,
-) -> anyhow::Result<usize> {
+fn hand_over(a: &mut Arena<'_>, out: &mut Outcome, leader: usize) -> anyhow::Result<usize> {
     let resigned = Instant::now();
     a.signal(leader, Signal::SIGTERM);
     a.reap(leader)?;
@@ -588,10 +573,9 @@ fn hand_over(
     out.changes += 1;
     written(a, token);
     if a.peers().is_some() {
-        let fresh = a.spawn()?;
-        a.wait_queued(n, Some((fresh, next)))?;
+        a.spawn()?;
     }
-    Ok(next)
+    a.wait_agreed(next)
 }
 
 impl Operations {
@@ -730,12 +714,7 @@ fn service_operation(
 
 /// Restarts Raft-vote peers as `scenario` says; how many handovers that
 /// needs (the leader's own clean exit hands over once).
-fn raft_operation(
-    a: &mut Arena<'_>,
-    scenario: Scenario,
-    leader: usize,
-    n: usize,
-) -> anyhow::Result<usize> {
+fn raft_operation(a: &mut Arena<'_>, scenario: Scenario, leader: usize) -> anyhow::Result<usize> {
     let followers: Vec<usize> = a.live().into_iter().filter(|&i| i != leader).collect();
     let (victims, handovers) = match scenario {
         Scenario::RollingRestart => {
@@ -758,8 +737,8 @@ fn raft_operation(
         if i == leads {
             leads = a.wait_elected(Some(i), SOON)?.0;
         }
-        let fresh = a.spawn()?;
-        a.wait_queued(n, Some((fresh, leads)))?;
+        a.spawn()?;
+        leads = a.wait_agreed(leads)?;
     }
     Ok(handovers)
 }
@@ -801,8 +780,8 @@ fn churn(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
             leader = next;
         }
         a.reap(victim)?;
-        let fresh = a.spawn()?;
-        a.wait_queued(n, Some((fresh, leader)))?;
+        a.spawn()?;
+        leader = queue_all(&mut a, n, leader)?;
         setup.progress.inc();
     }
     if out.samples.is_empty() {
