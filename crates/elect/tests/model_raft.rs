@@ -38,13 +38,15 @@
 //!
 //! Searches: breadth first, every interleaving up to a bound (0.3 s of
 //! model time, one crash, one duplicate, one transfer, any message lost;
-//! and a prompt world of five election timeouts with crashes, a cut and a
-//! transfer); seeded random traces through deeper worlds (losses and two
+//! a prompt world of five election timeouts with crashes, a cut and a
+//! transfer; and a prompt world where the first leader, on the slowest
+//! clock, falls silent: the world of the lease's clock-rate margin); seeded random traces through deeper worlds (losses and two
 //! crashes; a cut link and late messages; a cut-off follower; leaders
 //! crashing; five peers).
 //!
 //! Teeth: each rule of the safety argument, switched off
-//! (`Config::mutation`, or the driver's write of a granted vote), is
+//! (`Config::mutation`, the lease's margin `Config::lease_drift` set to
+//! 0, or the driver's write of a granted vote), is
 //! caught, and its counterexample printed as a message-sequence trace cut
 //! at the first state that breaks an invariant.
 //!
@@ -135,6 +137,8 @@ enum Action {
     Transfer(usize),
     /// From now on, everything from the first peer to the second is lost.
     Cut(usize, usize),
+    /// From now on, everything the peer sends is lost.
+    Silence(usize),
 }
 
 /// The bounds of the exploration, and the one mutation.
@@ -172,6 +176,12 @@ struct Raft {
     skip_vote_persist: bool,
     /// A rule of the core switched off.
     mutation: Option<Mutation>,
+    /// The lease's clock-rate margin, where not the production one.
+    lease_drift: Option<f64>,
+    /// The slowest clock is the first peer's, the fastest the last's.
+    slowest_first: bool,
+    /// A leader may be silenced (once): everything it sends is lost.
+    silence_a_leader: bool,
 }
 
 impl Raft {
@@ -183,11 +193,19 @@ impl Raft {
         let ids: Vec<String> = self.ids().iter().map(|s| s.to_string()).collect();
         let mut cfg = Config::new(NAMES[i], &ids, T, 7 + i as u64);
         cfg.mutation = self.mutation;
+        if let Some(drift) = self.lease_drift {
+            cfg.lease_drift = drift;
+        }
         cfg
     }
 
     fn rate(&self, i: usize) -> f64 {
-        FASTEST - (FASTEST - SLOWEST) * i as f64 / (self.peers - 1) as f64
+        let place = if self.slowest_first {
+            self.peers - 1 - i
+        } else {
+            i
+        };
+        FASTEST - (FASTEST - SLOWEST) * place as f64 / (self.peers - 1) as f64
     }
 
     /// Peer `i`'s clock at global instant `now`.
@@ -414,9 +432,13 @@ impl Model for Raft {
                     let at = self.global(i, due);
                     next_timer = Some(next_timer.map_or(at, |t| t.min(at)));
                 }
-                if w.transfers < self.max_transfers && node.status(self.local(i, w.now)).is_self {
+                let leads = node.status(self.local(i, w.now)).is_self;
+                if w.transfers < self.max_transfers && leads {
                     actions.push(Action::Transfer(i));
                     transfer_pending |= w.now >= self.transfer_by;
+                }
+                if self.silence_a_leader && leads && w.cut.is_empty() {
+                    actions.push(Action::Silence(i));
                 }
             }
             let may_crash =
@@ -523,6 +545,14 @@ impl Model for Raft {
                 w.cut.insert((from, to));
                 w.net.retain(|&(f, t, _)| (f, t) != (from, to));
             }
+            Action::Silence(from) => {
+                w.cut.extend(
+                    (0..self.peers)
+                        .filter(|&to| to != from)
+                        .map(|to| (from, to)),
+                );
+                w.net.retain(|&(f, _, _)| f != from);
+            }
         }
         // A follower cut off from its leader that campaigns while the
         // leader holds its lease: the PreVotes it needed came from peers
@@ -600,6 +630,16 @@ impl Model for Raft {
                 "a leader that hears no majority for T steps down",
                 |_, w: &World| !w.overstayed,
             ),
+            // Why `tick` never finds its own campaign inside its promise
+            // (see `Node::promised_until`): no timer is drawn that early.
+            Property::always(
+                "no peer's timer falls due inside its promise",
+                |_, w: &World| {
+                    w.peers.iter().filter_map(|p| p.node.as_ref()).all(|n| {
+                        n.role() == Role::Leader || n.next_deadline() >= n.promised_until()
+                    })
+                },
+            ),
         ];
         if self.prompt {
             // Only where every message arrives at once: a heartbeat that
@@ -662,6 +702,7 @@ fn trace(steps: &[(World, Option<Action>)]) -> String {
             Action::Restart(i) => format!("{} restarts from {:?}", NAMES[i], w.peers[i].disk),
             Action::Transfer(i) => format!("{} is asked to hand over", NAMES[i]),
             Action::Cut(from, to) => format!("the link {} -> {} is cut", NAMES[from], NAMES[to]),
+            Action::Silence(i) => format!("everything {} sends is lost from now on", NAMES[i]),
         };
         lines.push(format!("{at}  {line}"));
     }
@@ -689,6 +730,9 @@ fn bounded() -> Raft {
         liveness: false,
         skip_vote_persist: false,
         mutation: None,
+        lease_drift: None,
+        slowest_first: false,
+        silence_a_leader: false,
     }
 }
 
@@ -765,6 +809,29 @@ fn prompt_without_faults() -> Raft {
         prompt: true,
         transfer_by: T * 5 / 2,
         liveness: true,
+        ..bounded()
+    }
+}
+
+/// The world of the lease's clock-rate margin: prompt (no message takes
+/// any time, so a follower's promise starts the instant the leader's
+/// lease does), no losses or crashes, the slowest clock the first peer's
+/// (the first to lead), and a leader may fall silent once: everything it
+/// sends is lost from then on, so that its followers time out at the end
+/// of their promise while it judges its lease on its slow clock.
+fn silenced_leader() -> Raft {
+    Raft {
+        horizon: T * 5,
+        max_crashes: 0,
+        max_duplicates: 0,
+        max_transfers: 0,
+        max_in_flight: 10,
+        trace_depth: 300,
+        lossy: false,
+        prompt: true,
+        reach_term: 2,
+        slowest_first: true,
+        silence_a_leader: true,
         ..bounded()
     }
 }
@@ -984,4 +1051,37 @@ fn without_a_pledge_binding_as_a_vote_a_term_has_two_leaders() {
 fn without_a_pledge_on_disk_standing_a_term_has_two_leaders() {
     let world = mutant(Mutation::DiskPledgeAsOwn, prompt_crashes());
     caught("pledge on disk taken for this run's", world);
+}
+
+/// Asserts that `what` is caught in `model` by a search of every
+/// interleaving (so by a shortest counterexample), and prints how.
+fn caught_breadth_first(what: &str, model: Raft, states: usize) {
+    let checker = model
+        .checker()
+        .threads(2)
+        .target_state_count(states)
+        .spawn_bfs()
+        .join();
+    let (property, steps, trace) = broken(&checker)
+        .unwrap_or_else(|| panic!("{what}: the checker must find what this rule prevents"));
+    eprintln!("{what}: \"{property}\" broken in {steps} steps:\n{trace}");
+}
+
+/// The world in which the lease's clock-rate margin matters: every
+/// interleaving keeps the production core safe there...
+#[test]
+fn a_silenced_leader_on_the_slowest_clock_keeps_raft_vote_safe() {
+    breadth_first(silenced_leader(), 1_000_000);
+}
+
+/// ...and without the margin (`lease_drift` 0), its followers, on
+/// faster clocks, time out at the end of their promise and elect a
+/// successor while it still judges its lease unexpired on its slow clock.
+#[test]
+fn without_the_lease_drift_margin_two_peers_lead_at_once() {
+    let world = Raft {
+        lease_drift: Some(0.0),
+        ..silenced_leader()
+    };
+    caught_breadth_first("no lease drift margin", world, 1_000_000);
 }

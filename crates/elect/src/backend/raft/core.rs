@@ -428,6 +428,23 @@ impl Node {
         }
     }
 
+    /// Until when this node refuses (pre)votes, its own campaign included:
+    /// the promise of its latest granted vote, or of its start.
+    ///
+    /// `tick` defers a campaign whose timer falls inside it, but no timer
+    /// is ever drawn there: a promise is made (a start, a granted vote)
+    /// only together with a fresh election timer, at least T ahead, and
+    /// every later draw (a heartbeat, a step-down, a hand-over) is at
+    /// least T after its own, later, instant. So a follower's timer never
+    /// falls before its promise ends. The model check holds that as a
+    /// property in every search ("no peer's timer falls due inside its
+    /// promise"); the deferral in `tick` keeps the rule should a future
+    /// timer be drawn shorter.
+    #[doc(hidden)]
+    pub fn promised_until(&self) -> Time {
+        self.promised_until
+    }
+
     /// The next instant `tick` has something to do.
     pub fn next_deadline(&self) -> Time {
         match &self.leader_state {
