@@ -40,9 +40,10 @@
 //! model time, one crash, one duplicate, one transfer, any message lost;
 //! a prompt world of five election timeouts with crashes, a cut and a
 //! transfer; and a prompt world where the first leader, on the slowest
-//! clock, falls silent: the world of the lease's clock-rate margin); seeded random traces through deeper worlds (losses and two
-//! crashes; a cut link and late messages; a cut-off follower; leaders
-//! crashing; five peers).
+//! clock, falls silent: the world of the lease's clock-rate margin);
+//! seeded random traces through deeper worlds (losses and two crashes; a
+//! cut link and late messages; a cut-off follower; leaders crashing; five
+//! peers).
 //!
 //! Teeth: each rule of the safety argument, switched off
 //! (`Config::mutation`, the lease's margin `Config::lease_drift` set to
