@@ -40,6 +40,7 @@ use zookeeper_client::{
 use super::layout;
 use super::lease::SessionLease;
 use super::observe::{self, View, is_terminal, list_queue, until_disconnected, until_reconnected};
+use super::recipe::{Gone, Input, Next, Request, WaitForTurn};
 use super::{Opened, zk_error};
 use crate::backend::backoff::Backoff;
 use crate::backend::candidates::Candidates;
@@ -742,21 +743,12 @@ enum Turn {
     Gone,
 }
 
-/// Waits until our znode is the first participant and confirms it is ours.
-///
-/// Claiming needs two facts: nobody is queued ahead of us, and our znode is
-/// ours (`ephemeralOwner` = our session) as the quorum knows it, read by a
-/// synced read. The next in line (its
-/// predecessor leads, as our listing or the session's `view` shows) keeps
-/// the second fact fresh while it waits, with a synced read every
-/// `session_timeout / 3` as a leader renews. When its predecessor's
-/// deletion is announced it knows the first fact too: the leader was the
-/// only znode before ours, and nobody can queue ahead of an existing znode
-/// (sequence numbers only grow), so it leads without another round trip,
-/// one round trip sooner than kazoo or Curator, which list the children
-/// first. The leadership deadline does not depend on that read: it is the
-/// session's, proven by [`keep_session`]'s syncs. It also watches its own
-/// znode, so a deletion by hand is known before it could claim.
+/// Waits until our znode is the first participant and confirms it is ours:
+/// the I/O of [`WaitForTurn`], whose module says how it decides. The next
+/// in line leads on its predecessor's deletion alone, one round trip
+/// sooner than kazoo or Curator, which list the children first. The
+/// leadership deadline does not depend on these reads: it is the
+/// session's, proven by [`keep_session`]'s syncs.
 async fn wait_for_turn(
     client: &Client,
     election: &str,
@@ -765,94 +757,99 @@ async fn wait_for_turn(
     mut view: watch::Receiver<View>,
 ) -> Result<Turn> {
     let own = path.rsplit('/').next().unwrap_or_default();
-    let refresh_every = session_timeout / 3;
-    let fresh = |at: Instant| Instant::now() < at + refresh_every;
-    // The send time of the last synced read that found our znode ours.
-    let mut confirmed: Option<Instant> = None;
+    let mut turn = WaitForTurn::new(election, own, session_timeout / 3);
+    let origin = Instant::now();
+    let now = || Instant::now() - origin;
+    let leader_path = |view: &View| view.leader.as_ref().map(|l| l.path.clone());
+    turn.input(
+        now(),
+        Input::LeaderSeen(leader_path(&view.borrow_and_update())),
+    );
+    let mut own_watch: Option<OwnWatch> = None;
+    let mut predecessor_watch: Option<OwnWatch> = None;
     loop {
-        let sent = Instant::now();
-        let (queue, confirmed_at) = match confirmed.filter(|at| fresh(*at)) {
-            // A listing can only be older than the quorum's state: it may
-            // show more predecessors, never fewer.
-            Some(at) => (list_queue(client, election).await?, at),
-            None => {
-                // The queue and our znode's owner in one round trip: a
-                // session's requests are answered in order, so both reads
-                // see the same state or the stat a later one.
+        let input = match turn.poll(now()) {
+            Next::Lead { read_free } => {
+                if read_free {
+                    PROCESS.led_without_read();
+                }
+                return Ok(Turn::Ours);
+            }
+            Next::Gone(why) => {
+                if why == Gone::Deleted {
+                    warn_counted!("our znode was deleted while we waited");
+                }
+                return Ok(Turn::Gone);
+            }
+            Next::Send(Request::Read { owner: false }) => Input::Read {
+                queue: names(list_queue(client, election).await?),
+                ours: None,
+            },
+            Next::Send(Request::Read { owner: true }) => {
+                // A session's requests are answered in order: both reads
+                // see the same state, or the stat a later one.
                 let (queue, ours) = tokio::join!(list_queue(client, election), owns(client, path));
-                if !ours? {
-                    return Ok(Turn::Gone);
-                }
-                (queue?, sent)
-            }
-        };
-        confirmed = Some(confirmed_at);
-        let Some(at) = queue.iter().position(|p| p.name == own) else {
-            return Ok(Turn::Gone);
-        };
-        if at == 0 {
-            return Ok(Turn::Ours);
-        }
-        let predecessor = format!("{election}/{}", queue[at - 1].name);
-        let watcher = match client.check_and_watch_stat(&predecessor).await {
-            Ok((None, _)) => continue,
-            Ok((Some(_), watcher)) => watcher,
-            Err(e) => return Err(zk_error("watching our predecessor", e)),
-        };
-        debug!(%predecessor, "waiting on our predecessor");
-        let changed = watcher.changed();
-        tokio::pin!(changed);
-        // Any read that ever showed our predecessor leading shows that
-        // nothing is left before it: deletions are final.
-        let leads = |view: &View| view.leader.as_ref().is_some_and(|l| l.path == predecessor);
-        let mut next_in_line = at == 1 || leads(&view.borrow_and_update());
-        let mut refresh_at = confirmed_at + refresh_every;
-        // The next in line also watches its own znode: it will claim on
-        // the predecessor's deletion alone, so it must know first if its
-        // own znode was deleted (by hand) meanwhile. Events of one session
-        // arrive in the order of the changes, and `biased` looks at ours
-        // first.
-        let mut own_watch: Option<OwnWatch> = None;
-        let event = loop {
-            if next_in_line && own_watch.is_none() {
-                match watch_own(client, path).await? {
-                    Some(watch) => own_watch = Some(watch),
-                    None => return Ok(Turn::Gone),
+                let ours = ours?;
+                Input::Read {
+                    queue: if ours { names(queue?) } else { Vec::new() },
+                    ours: Some(ours),
                 }
             }
-            tokio::select! {
-                biased;
-                event = async { own_watch.as_mut().expect("armed").await }, if own_watch.is_some() => {
-                    if event.event_type == EventType::NodeDeleted {
-                        warn_counted!("our znode was deleted while we waited");
-                        return Ok(Turn::Gone);
+            Next::Send(Request::WatchPredecessor(predecessor)) => {
+                predecessor_watch = None;
+                own_watch = None;
+                match client.check_and_watch_stat(&predecessor).await {
+                    Ok((None, _)) => Input::PredecessorWatched { exists: false },
+                    Ok((Some(_), watcher)) => {
+                        debug!(%predecessor, "waiting on our predecessor");
+                        predecessor_watch = Some(Box::pin(watcher.changed()));
+                        Input::PredecessorWatched { exists: true }
                     }
-                    own_watch = None;
+                    Err(e) => return Err(zk_error("watching our predecessor", e)),
                 }
-                event = &mut changed => break event,
-                () = sleep_until(refresh_at), if next_in_line => {
-                    let sent = Instant::now();
-                    if !owns(client, path).await? {
-                        return Ok(Turn::Gone);
+            }
+            Next::Send(Request::WatchOwn) => {
+                own_watch = watch_own(client, path).await?;
+                Input::OwnWatched {
+                    ours: own_watch.is_some(),
+                }
+            }
+            Next::Send(Request::ConfirmOwn) => Input::Confirmed {
+                ours: owns(client, path).await?,
+            },
+            Next::Wait(until) => {
+                let refresh = async {
+                    match until {
+                        Some(at) => sleep_until(origin + at).await,
+                        None => std::future::pending().await,
                     }
-                    confirmed = Some(sent);
-                    refresh_at = sent + refresh_every;
-                }
-                Ok(()) = view.changed(), if !next_in_line => {
-                    next_in_line = leads(&view.borrow_and_update());
+                };
+                tokio::select! {
+                    // Events of one session arrive in the order of the
+                    // changes: ours first, if both are ready.
+                    biased;
+                    event = async { own_watch.as_mut().expect("armed").await }, if own_watch.is_some() => {
+                        own_watch = None;
+                        Input::OwnChanged { deleted: event.event_type == EventType::NodeDeleted }
+                    }
+                    event = async { predecessor_watch.as_mut().expect("armed").await }, if predecessor_watch.is_some() => {
+                        predecessor_watch = None;
+                        PROCESS.woken();
+                        debug!(event = ?event.event_type, "woke: predecessor changed");
+                        Input::PredecessorChanged { deleted: event.event_type == EventType::NodeDeleted }
+                    }
+                    () = refresh => continue,
+                    Ok(()) = view.changed() => Input::LeaderSeen(leader_path(&view.borrow_and_update())),
                 }
             }
         };
-        PROCESS.woken();
-        debug!(%predecessor, event = ?event.event_type, "woke: predecessor changed");
-        if next_in_line
-            && event.event_type == EventType::NodeDeleted
-            && confirmed.is_some_and(fresh)
-        {
-            PROCESS.led_without_read();
-            return Ok(Turn::Ours);
-        }
+        turn.input(now(), input);
     }
+}
+
+/// The queue's znode names, in order.
+fn names(queue: Vec<layout::Participant>) -> Vec<String> {
+    queue.into_iter().map(|p| p.name).collect()
 }
 
 /// A one-shot watch on our own znode, waiting for its change.

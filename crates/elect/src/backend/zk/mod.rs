@@ -7,6 +7,8 @@
 //! - [`campaign`]: create our znode (protected against lost replies), wait
 //!   on our predecessor only, confirm ownership, lead while the session
 //!   provably lives (through disconnections too), resign.
+//! - [`recipe`]: when it is our turn, as a state machine without I/O that
+//!   `campaign` drives and the model check drives unchanged.
 //! - [`lease`]: how long the session provably lives on the ZooKeeper
 //!   leader, from what our syncs prove; the argument is there.
 //!
@@ -19,7 +21,10 @@ pub mod lease;
 #[cfg(test)]
 mod lease_model;
 pub mod observe;
+pub mod recipe;
 pub mod timing;
+#[cfg(test)]
+mod turn_model;
 
 use std::future::Future;
 

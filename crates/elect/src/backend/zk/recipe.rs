@@ -1,0 +1,460 @@
+//! Waiting for our turn in a ZooKeeper election, as a state machine with
+//! no I/O: the decisions of [`campaign`](super::campaign)'s wait, which
+//! the tokio driver there feeds with ZooKeeper's answers and events, and
+//! which the model check (`turn_model`) drives unchanged against a model
+//! of ZooKeeper, with each rule switched off in turn ([`Mutation`]).
+//!
+//! Claiming needs two facts: nobody is queued ahead of us, and our znode
+//! is ours (`ephemeralOwner` = our session) as the quorum knows it, read
+//! by a synced read. The recipe:
+//! 1. lists the queue; unless a synced read found our znode ours within
+//!    the last `refresh_every`, it reads our znode's owner in the same
+//!    round trip (a session's requests are answered in order, so both see
+//!    one state, or the owner a later one). Not ours, or not queued: gone.
+//!    First in the queue: lead;
+//! 2. otherwise watches its predecessor only (no herd effect); if that is
+//!    gone already, back to 1;
+//! 3. the next in line (its predecessor is the first participant, as our
+//!    listing or the election's view shows) also watches its own znode, so
+//!    that a deletion by hand is known before it could claim, and keeps
+//!    the second fact fresh with a synced read every `refresh_every`;
+//! 4. when the predecessor changes: the next in line whose predecessor
+//!    was deleted, with our znode confirmed fresh, leads without another
+//!    read (deletions are final, and nobody queues ahead of an existing
+//!    znode: sequence numbers only grow); anyone else goes back to 1.
+//!
+//! Events of one session arrive in the order of the changes; the driver
+//! hands in our own znode's event before the predecessor's when both are
+//! ready.
+
+use std::time::Duration;
+
+/// Instants as the driver's clock reads them, from any origin.
+pub type Time = Duration;
+
+/// What the recipe asks the driver to send. Each is answered by its
+/// [`Input`] before the recipe is asked again.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Request {
+    /// List the queue; with `owner`, also read our znode's owner in a
+    /// synced read, in the same round trip. Answer: [`Input::Read`].
+    Read { owner: bool },
+    /// Check that the znode exists and watch it. Answer:
+    /// [`Input::PredecessorWatched`].
+    WatchPredecessor(String),
+    /// Check our znode is ours and watch it. Answer: [`Input::OwnWatched`].
+    WatchOwn,
+    /// A synced read of our znode's owner. Answer: [`Input::Confirmed`].
+    ConfirmOwn,
+}
+
+/// Answers and events.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Input {
+    /// The queue's znode names in order, and with an owner read, whether
+    /// our znode exists and is our session's.
+    Read {
+        queue: Vec<String>,
+        ours: Option<bool>,
+    },
+    PredecessorWatched {
+        exists: bool,
+    },
+    /// Whether our znode exists and is ours (its watch is armed if so).
+    OwnWatched {
+        ours: bool,
+    },
+    Confirmed {
+        ours: bool,
+    },
+    /// Our znode's watch fired.
+    OwnChanged {
+        deleted: bool,
+    },
+    /// The predecessor's watch fired.
+    PredecessorChanged {
+        deleted: bool,
+    },
+    /// The election's view names this znode (its full path) as the leader.
+    LeaderSeen(Option<String>),
+}
+
+/// What the driver does next.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Next {
+    Send(Request),
+    /// Wait for a watch or the view, or until this instant (a refresh).
+    Wait(Option<Time>),
+    /// It is our turn; `read_free` when the predecessor's deletion alone
+    /// said so.
+    Lead {
+        read_free: bool,
+    },
+    Gone(Gone),
+}
+
+/// Why we cannot take our turn with this znode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Gone {
+    /// It is gone, or not our session's.
+    NotOurs,
+    /// It is not in the queue.
+    NotQueued,
+    /// It was deleted while we waited.
+    Deleted,
+}
+
+/// A rule of the recipe switched off, for the model check's teeth tests
+/// only: they show the checker finds what each rule prevents.
+#[cfg_attr(not(test), allow(dead_code))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mutation {
+    /// Any waiter whose predecessor was deleted leads at once, not only
+    /// the next in line.
+    LeadOnAnyDeletion,
+    /// The next in line does not watch its own znode.
+    NoOwnWatch,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum State {
+    Listing,
+    Reading {
+        sent: Time,
+        owner: bool,
+    },
+    Watching {
+        predecessor: String,
+        next_in_line: bool,
+    },
+    Waiting(Waiting),
+    Done(Next),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Waiting {
+    predecessor: String,
+    next_in_line: bool,
+    own_watch: OwnWatch,
+    refresh_at: Time,
+    /// A confirming read sent at this instant is under way.
+    confirming: Option<Time>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum OwnWatch {
+    Unarmed,
+    Arming,
+    Armed,
+}
+
+/// One candidate's wait for its turn, from its znode's creation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WaitForTurn {
+    election: String,
+    own: String,
+    refresh_every: Duration,
+    /// The send time of the last synced read that found our znode ours.
+    confirmed: Option<Time>,
+    /// The leader's znode as the election's view last named it.
+    leader_seen: Option<String>,
+    state: State,
+    mutation: Option<Mutation>,
+}
+
+impl WaitForTurn {
+    /// Waits with our znode `own` (its name) in `election`, keeping the
+    /// proof that it is ours fresh every `refresh_every` (a third of the
+    /// session timeout, as a leader renews).
+    pub fn new(election: &str, own: &str, refresh_every: Duration) -> WaitForTurn {
+        WaitForTurn {
+            election: election.to_owned(),
+            own: own.to_owned(),
+            refresh_every,
+            confirmed: None,
+            leader_seen: None,
+            state: State::Listing,
+            mutation: None,
+        }
+    }
+
+    /// The same, with one rule switched off (model check only).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn mutated(mut self, mutation: Option<Mutation>) -> WaitForTurn {
+        self.mutation = mutation;
+        self
+    }
+
+    fn fresh(&self, now: Time) -> bool {
+        self.confirmed
+            .is_some_and(|at| now < at + self.refresh_every)
+    }
+
+    /// Whether the recipe waits on the predecessor as the next in line.
+    #[cfg(test)]
+    fn next_in_line(&self) -> bool {
+        matches!(&self.state, State::Waiting(w) if w.next_in_line)
+    }
+
+    /// What to do at `now`. A request returned must be answered (with
+    /// [`WaitForTurn::input`]) before the next call.
+    pub fn poll(&mut self, now: Time) -> Next {
+        match &mut self.state {
+            State::Listing => {
+                let owner = !self.fresh(now);
+                self.state = State::Reading { sent: now, owner };
+                Next::Send(Request::Read { owner })
+            }
+            State::Reading { .. } => unreachable!("a read is under way"),
+            State::Watching { predecessor, .. } => {
+                Next::Send(Request::WatchPredecessor(predecessor.clone()))
+            }
+            State::Waiting(w) => {
+                if w.next_in_line
+                    && w.own_watch == OwnWatch::Unarmed
+                    && self.mutation != Some(Mutation::NoOwnWatch)
+                {
+                    w.own_watch = OwnWatch::Arming;
+                    return Next::Send(Request::WatchOwn);
+                }
+                if w.next_in_line && w.confirming.is_none() && now >= w.refresh_at {
+                    w.confirming = Some(now);
+                    return Next::Send(Request::ConfirmOwn);
+                }
+                Next::Wait(w.next_in_line.then_some(w.refresh_at))
+            }
+            State::Done(next) => next.clone(),
+        }
+    }
+
+    /// Takes an answer or an event at `now`.
+    pub fn input(&mut self, now: Time, input: Input) {
+        if let Input::LeaderSeen(leader) = input {
+            self.leader_seen = leader;
+            if let State::Waiting(w) = &mut self.state {
+                // Any view that ever showed our predecessor leading shows
+                // that nothing is left before it: deletions are final.
+                w.next_in_line |= self.leader_seen.as_ref() == Some(&w.predecessor);
+            }
+            return;
+        }
+        let state = std::mem::replace(&mut self.state, State::Listing);
+        self.state = match (state, input) {
+            (State::Reading { sent, owner }, Input::Read { queue, ours }) => {
+                self.read(sent, owner, &queue, ours)
+            }
+            (State::Watching { .. }, Input::PredecessorWatched { exists: false }) => State::Listing,
+            (
+                State::Watching {
+                    predecessor,
+                    next_in_line,
+                },
+                Input::PredecessorWatched { exists: true },
+            ) => {
+                let next_in_line = next_in_line || self.leader_seen.as_ref() == Some(&predecessor);
+                State::Waiting(Waiting {
+                    predecessor,
+                    next_in_line,
+                    own_watch: OwnWatch::Unarmed,
+                    refresh_at: self.confirmed.unwrap_or(now) + self.refresh_every,
+                    confirming: None,
+                })
+            }
+            (State::Waiting(mut w), Input::OwnWatched { ours }) => {
+                if ours {
+                    w.own_watch = OwnWatch::Armed;
+                    State::Waiting(w)
+                } else {
+                    State::Done(Next::Gone(Gone::NotOurs))
+                }
+            }
+            (State::Waiting(mut w), Input::Confirmed { ours }) => match w.confirming.take() {
+                Some(sent) if ours => {
+                    self.confirmed = Some(sent);
+                    w.refresh_at = sent + self.refresh_every;
+                    State::Waiting(w)
+                }
+                _ => State::Done(Next::Gone(Gone::NotOurs)),
+            },
+            (State::Waiting(_), Input::OwnChanged { deleted: true }) => {
+                State::Done(Next::Gone(Gone::Deleted))
+            }
+            (State::Waiting(mut w), Input::OwnChanged { deleted: false }) => {
+                // Watches fire once: arm it again.
+                w.own_watch = OwnWatch::Unarmed;
+                State::Waiting(w)
+            }
+            (State::Waiting(w), Input::PredecessorChanged { deleted }) => {
+                let may_lead = match self.mutation {
+                    Some(Mutation::LeadOnAnyDeletion) => true,
+                    _ => w.next_in_line,
+                };
+                if may_lead && deleted && self.fresh(now) {
+                    State::Done(Next::Lead { read_free: true })
+                } else {
+                    State::Listing
+                }
+            }
+            (state @ State::Done(_), _) => state,
+            (state, input) => unreachable!("{input:?} in {state:?}"),
+        };
+    }
+
+    fn read(&mut self, sent: Time, owner: bool, queue: &[String], ours: Option<bool>) -> State {
+        if owner {
+            if ours != Some(true) {
+                return State::Done(Next::Gone(Gone::NotOurs));
+            }
+            self.confirmed = Some(sent);
+        }
+        match queue.iter().position(|name| *name == self.own) {
+            None => State::Done(Next::Gone(Gone::NotQueued)),
+            Some(0) => State::Done(Next::Lead { read_free: false }),
+            Some(at) => State::Watching {
+                predecessor: format!("{}/{}", self.election, queue[at - 1]),
+                next_in_line: at == 1,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EVERY: Duration = Duration::from_secs(2);
+
+    fn ms(n: u64) -> Time {
+        Duration::from_millis(n)
+    }
+
+    fn queue(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    /// Reads the queue `names`, with an owner read answered `ours`.
+    fn read(turn: &mut WaitForTurn, now: Time, names: &[&str]) -> Next {
+        let Next::Send(Request::Read { owner }) = turn.poll(now) else {
+            panic!("a read");
+        };
+        let ours = owner.then_some(true);
+        turn.input(
+            now,
+            Input::Read {
+                queue: queue(names),
+                ours,
+            },
+        );
+        turn.poll(now)
+    }
+
+    #[test]
+    fn the_first_in_the_queue_leads_after_one_read_with_the_owner() {
+        let mut turn = WaitForTurn::new("/e", "n1", EVERY);
+        assert_eq!(turn.poll(ms(0)), Next::Send(Request::Read { owner: true }));
+        turn.input(
+            ms(0),
+            Input::Read {
+                queue: queue(&["n1", "n2"]),
+                ours: Some(true),
+            },
+        );
+        assert_eq!(turn.poll(ms(1)), Next::Lead { read_free: false });
+    }
+
+    #[test]
+    fn a_znode_not_ours_or_not_queued_is_gone() {
+        let mut turn = WaitForTurn::new("/e", "n1", EVERY);
+        turn.poll(ms(0));
+        turn.input(
+            ms(0),
+            Input::Read {
+                queue: queue(&["n1"]),
+                ours: Some(false),
+            },
+        );
+        assert_eq!(turn.poll(ms(1)), Next::Gone(Gone::NotOurs));
+
+        let mut turn = WaitForTurn::new("/e", "n1", EVERY);
+        assert_eq!(read(&mut turn, ms(0), &["n0"]), Next::Gone(Gone::NotQueued));
+    }
+
+    #[test]
+    fn the_next_in_line_watches_itself_and_leads_on_the_deletion_alone() {
+        let mut turn = WaitForTurn::new("/e", "n2", EVERY);
+        assert_eq!(
+            read(&mut turn, ms(0), &["n1", "n2", "n3"]),
+            Next::Send(Request::WatchPredecessor("/e/n1".into()))
+        );
+        turn.input(ms(1), Input::PredecessorWatched { exists: true });
+        assert_eq!(turn.poll(ms(1)), Next::Send(Request::WatchOwn));
+        turn.input(ms(2), Input::OwnWatched { ours: true });
+        assert_eq!(turn.poll(ms(2)), Next::Wait(Some(EVERY)));
+        turn.input(ms(500), Input::PredecessorChanged { deleted: true });
+        assert_eq!(turn.poll(ms(500)), Next::Lead { read_free: true });
+    }
+
+    #[test]
+    fn the_next_in_line_refreshes_its_proof_and_leads_read_free_only_while_fresh() {
+        let mut turn = WaitForTurn::new("/e", "n2", EVERY);
+        read(&mut turn, ms(0), &["n1", "n2"]);
+        turn.input(ms(1), Input::PredecessorWatched { exists: true });
+        turn.poll(ms(1));
+        turn.input(ms(1), Input::OwnWatched { ours: true });
+        // At the refresh instant: a synced read of the owner.
+        assert_eq!(turn.poll(EVERY), Next::Send(Request::ConfirmOwn));
+        turn.input(EVERY + ms(5), Input::Confirmed { ours: true });
+        assert_eq!(turn.poll(EVERY + ms(5)), Next::Wait(Some(EVERY * 2)));
+        // Its answer lost, the proof goes stale: a deletion then sends it
+        // back to the listing, with the owner read again.
+        let mut stale = turn.clone();
+        stale.input(EVERY * 3, Input::PredecessorChanged { deleted: true });
+        assert_eq!(
+            stale.poll(EVERY * 3),
+            Next::Send(Request::Read { owner: true })
+        );
+        // A refresh that finds our znode not ours ends the wait.
+        assert_eq!(turn.poll(EVERY * 2), Next::Send(Request::ConfirmOwn));
+        turn.input(EVERY * 2, Input::Confirmed { ours: false });
+        assert_eq!(turn.poll(EVERY * 2), Next::Gone(Gone::NotOurs));
+    }
+
+    #[test]
+    fn a_waiter_further_back_reads_again_when_its_predecessor_goes() {
+        let mut turn = WaitForTurn::new("/e", "n3", EVERY);
+        read(&mut turn, ms(0), &["n1", "n2", "n3"]);
+        turn.input(ms(1), Input::PredecessorWatched { exists: true });
+        // Not next in line: no own watch, no refresh.
+        assert_eq!(turn.poll(ms(1)), Next::Wait(None));
+        turn.input(ms(9), Input::PredecessorChanged { deleted: true });
+        // Confirmed within the last third: the listing alone.
+        assert_eq!(turn.poll(ms(9)), Next::Send(Request::Read { owner: false }));
+    }
+
+    #[test]
+    fn the_view_naming_the_predecessor_leader_makes_us_next_in_line() {
+        let mut turn = WaitForTurn::new("/e", "n3", EVERY);
+        read(&mut turn, ms(0), &["n1", "n2", "n3"]);
+        turn.input(ms(1), Input::PredecessorWatched { exists: true });
+        assert!(!turn.next_in_line());
+        turn.input(ms(2), Input::LeaderSeen(Some("/e/n2".into())));
+        assert!(turn.next_in_line());
+        assert_eq!(turn.poll(ms(2)), Next::Send(Request::WatchOwn));
+    }
+
+    #[test]
+    fn our_deletion_seen_first_ends_the_wait_and_a_vanished_predecessor_reads_again() {
+        let mut turn = WaitForTurn::new("/e", "n2", EVERY);
+        read(&mut turn, ms(0), &["n1", "n2"]);
+        turn.input(ms(1), Input::PredecessorWatched { exists: true });
+        turn.poll(ms(1));
+        turn.input(ms(1), Input::OwnWatched { ours: true });
+        turn.input(ms(3), Input::OwnChanged { deleted: true });
+        assert_eq!(turn.poll(ms(3)), Next::Gone(Gone::Deleted));
+
+        let mut turn = WaitForTurn::new("/e", "n2", EVERY);
+        read(&mut turn, ms(0), &["n1", "n2"]);
+        turn.input(ms(1), Input::PredecessorWatched { exists: false });
+        assert_eq!(turn.poll(ms(1)), Next::Send(Request::Read { owner: false }));
+    }
+}
