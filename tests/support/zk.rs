@@ -18,8 +18,17 @@ pub struct Ensemble {
 
 impl Ensemble {
     pub fn start() -> Ensemble {
-        let lab = Lab::up(&Spec::new(super::mode(), 0, 3))
-            .unwrap_or_else(|e| panic!("starting ZooKeeper: {e}"));
+        Ensemble::start_with_sync_limit(elect_lab::zk::SYNC_LIMIT)
+    }
+
+    /// An ensemble whose ZooKeeper leader drops a silent follower (and
+    /// steps down, cut from its quorum) after `sync_limit` ticks.
+    pub fn start_with_sync_limit(sync_limit: u32) -> Ensemble {
+        let spec = Spec {
+            zk_sync_limit: sync_limit,
+            ..Spec::new(super::mode(), 0, 3)
+        };
+        let lab = Lab::up(&spec).unwrap_or_else(|e| panic!("starting ZooKeeper: {e}"));
         let endpoints = lab.endpoints(Role::Zk).expect("ZooKeeper members");
         Ensemble { lab, endpoints }
     }

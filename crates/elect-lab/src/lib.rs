@@ -235,6 +235,8 @@ pub struct Spec {
     pub secure: bool,
     /// A secured etcd's `--auth-token-ttl`, in seconds.
     pub etcd_auth_token_ttl: u64,
+    /// ZooKeeper's `syncLimit`, in ticks (by default [`zk::SYNC_LIMIT`]).
+    pub zk_sync_limit: u32,
 }
 
 impl Spec {
@@ -253,6 +255,7 @@ impl Spec {
             ready_within: Duration::from_secs(90),
             secure: false,
             etcd_auth_token_ttl: ETCD_AUTH_TOKEN_TTL,
+            zk_sync_limit: zk::SYNC_LIMIT,
         }
     }
 }
@@ -400,7 +403,7 @@ impl Lab {
         if spec.zk > 0 {
             let h: Vec<String> = (0..spec.zk).map(|i| hosts(21 + i as u8)).collect();
             lab.members
-                .extend(zk::start(&place, &h, authority.as_ref())?);
+                .extend(zk::start(&place, &h, authority.as_ref(), spec.zk_sync_limit)?);
         }
         if spec.raft > 0 {
             let bin = match &spec.elect_bin {

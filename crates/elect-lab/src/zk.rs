@@ -42,6 +42,7 @@ pub(crate) fn start(
     place: &Placement,
     hosts: &[String],
     authority: Option<&Authority>,
+    sync_limit: u32,
 ) -> Result<Vec<Member>> {
     let servers: String = hosts
         .iter()
@@ -78,7 +79,7 @@ pub(crate) fn start(
                 ),
             };
             format!(
-                "tickTime={}\ninitLimit=50\nsyncLimit={SYNC_LIMIT}\ndataDir={data}\nclientPort=2181\n\
+                "tickTime={}\ninitLimit=50\nsyncLimit={sync_limit}\ndataDir={data}\nclientPort=2181\n\
                  clientPortAddress={host}\n4lw.commands.whitelist=*\n\
                  admin.enableServer=false\nstandaloneEnabled=false\nmaxClientCnxns=0\n{secure}{servers}",
                 TICK.as_millis(),
