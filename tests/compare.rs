@@ -68,6 +68,16 @@ fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
             assert_eq!(samples.len() as u64, r["trials"].as_u64().unwrap(), "{r}");
             assert!(!samples.is_empty(), "{r}");
             assert!(r["safety_violation"].is_null(), "{r}");
+            // Counters that started again with a restarted member are
+            // not measured, never negative.
+            for field in ["notifications_per_change", "requests_per_change"] {
+                assert!(r[field].as_f64().is_none_or(|v| v >= 0.0), "{field} in {r}");
+            }
+        }
+        if backend != "raft" {
+            let r = row(backend, "rolling-restart");
+            assert!(r["requests_per_change"].is_null(), "{r}");
+            assert!(r["notes"].to_string().contains("not measured"), "{r}");
         }
         for scenario in ["freeze", "cutoff", "churn"] {
             assert_eq!(row(backend, scenario)["stale_writes_accepted"], 0);

@@ -402,8 +402,12 @@ impl Lab {
         }
         if spec.zk > 0 {
             let h: Vec<String> = (0..spec.zk).map(|i| hosts(21 + i as u8)).collect();
-            lab.members
-                .extend(zk::start(&place, &h, authority.as_ref(), spec.zk_sync_limit)?);
+            lab.members.extend(zk::start(
+                &place,
+                &h,
+                authority.as_ref(),
+                spec.zk_sync_limit,
+            )?);
         }
         if spec.raft > 0 {
             let bin = match &spec.elect_bin {

@@ -969,7 +969,7 @@ fn scale_rows(
             n,
             &point.samples,
             point.changes,
-            Some(point.counters),
+            point.counters,
         );
         row.memory_kib_per_candidate = Some((point.memory_kib_per_candidate * 10.0).round() / 10.0);
         row.connections_per_candidate = Some((point.sockets_per_candidate * 10.0).round() / 10.0);

@@ -27,13 +27,16 @@ pub struct Counters {
     pub requests: f64,
 }
 
-impl std::ops::Sub for Counters {
-    type Output = Counters;
-    fn sub(self, rhs: Counters) -> Counters {
-        Counters {
-            notifications: self.notifications - rhs.notifications,
-            requests: self.requests - rhs.requests,
-        }
+impl Counters {
+    /// What was counted since `before`; `None` where a counter went back
+    /// (a member restarted, or did not answer now): no difference then
+    /// says what happened between.
+    pub fn since(self, before: Counters) -> Option<Counters> {
+        let counted = Counters {
+            notifications: self.notifications - before.notifications,
+            requests: self.requests - before.requests,
+        };
+        (counted.notifications >= 0.0 && counted.requests >= 0.0).then_some(counted)
     }
 }
 
@@ -240,4 +243,29 @@ fn etcd_count(member: &str, election: &str) -> Option<usize> {
         .nth(1)
         .and_then(|rest| rest.split('"').next())
         .map_or(Some(0), |n| n.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_counter_that_went_back_is_not_a_count() {
+        let before = Counters {
+            notifications: 200.0,
+            requests: 1000.0,
+        };
+        let after = Counters {
+            notifications: 230.0,
+            requests: 1100.0,
+        };
+        let counted = after.since(before).unwrap();
+        assert_eq!((counted.notifications, counted.requests), (30.0, 100.0));
+        // A member restarted meanwhile: its counters began again at zero.
+        let restarted = Counters {
+            notifications: 53.0,
+            requests: 1100.0,
+        };
+        assert!(restarted.since(before).is_none());
+    }
 }

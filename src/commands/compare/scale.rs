@@ -19,7 +19,8 @@ use elect::Backend;
 /// One point of the scale curve.
 pub struct ScalePoint {
     pub samples: Vec<Duration>,
-    pub counters: Counters,
+    /// `None` where a member did not answer for its counters.
+    pub counters: Option<Counters>,
     /// Campaign wake-ups over the handovers.
     pub wakeups: u64,
     pub changes: usize,
@@ -135,7 +136,7 @@ pub fn run(
             tokio::task::block_in_place(|| queued(n))?;
             progress.inc();
         }
-        let counters = tokio::task::block_in_place(|| probe.counters()) - before;
+        let counters = tokio::task::block_in_place(|| probe.counters()).since(before);
         let woken = elect::backend::counters::snapshot().wakeups - woken_before;
         let mut set = tokio::task::JoinSet::new();
         for c in campaigns.into_iter().flatten() {

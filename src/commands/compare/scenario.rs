@@ -152,6 +152,14 @@ impl Scenario {
         matches!(self, Scenario::Scale | Scenario::Elections)
     }
 
+    /// Whether members of the service restart during it.
+    pub fn restarts_members(self) -> bool {
+        matches!(
+            self,
+            Scenario::MemberKill | Scenario::RollingRestart | Scenario::ServiceLeaderKill
+        )
+    }
+
     /// Whether it is one of the operations on the service (member restarts
     /// and kills) that should cost no leadership.
     pub fn operates(self) -> bool {
@@ -236,12 +244,23 @@ pub fn run(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         Scenario::Scale => unreachable!("scale runs in-process: see scale.rs"),
         Scenario::Elections => unreachable!("elections runs in-process: see elections.rs"),
     };
-    // A killed member starts its counters from zero again.
-    if let (Some(probe), Some(before), false) =
-        (setup.probe, before, scenario == Scenario::MemberKill)
-    {
+    if let (Some(probe), Some(before)) = (setup.probe, before) {
         let from = outcome.counters_from.take().unwrap_or(before);
-        outcome.counters = Some(probe.counters() - from);
+        // A member that restarts counts from zero again, and one that does
+        // not answer counts for nothing: the difference would not be what
+        // the scenario cost.
+        outcome.counters = if scenario.restarts_members() {
+            None
+        } else {
+            probe.counters().since(from)
+        };
+        if outcome.counters.is_none() {
+            outcome.notes.push(
+                "notif/chg and req/chg not measured: the servers' counters start again \
+                 from zero when a member restarts (or count nothing when one does not answer)"
+                    .into(),
+            );
+        }
     }
     Ok(outcome)
 }
