@@ -39,8 +39,9 @@ use super::etcd_error;
 use super::handover::{self, LeaderWatch};
 use super::keywatch::{TurnWatch, Woken, wait_for_delete};
 use super::layout::{self, CandidateKey, Ours};
-use super::lease::{Lease, LeaseState, Renewer, granted_by_elect};
+use super::lease::{Lease, LeaseState, Renewer};
 use super::observe::View;
+use super::recipe::{Input, Next, Request, Turn, TurnCheck, WaitForTurn};
 use super::tenure::{self, Claim};
 use crate::backend::backoff::Backoff;
 use crate::backend::counters::{PROCESS, warn_counted};
@@ -365,6 +366,7 @@ impl Candidate {
             Turn::Ours {
                 confirmed_at,
                 handed_over,
+                ..
             } => (confirmed_at, handed_over),
             // An elect predecessor whose key went without a release (an
             // operator deleted it): its work may still run until its
@@ -621,156 +623,124 @@ async fn create_key(client: &Client, key: &str, id: &str, lease: i64) -> i64 {
     .await
 }
 
-/// How waiting for our turn ended.
-#[derive(Debug)]
-enum Turn {
-    /// No older key is left and our key is ours, as of `confirmed_at` (the
-    /// revision of the read that said both, or of the touch that handed
-    /// over to us: `handed_over`).
-    Ours {
-        confirmed_at: i64,
-        handed_over: bool,
-    },
-    /// No older key is left, but the last predecessor was an elect
-    /// candidate whose key went without a release: wait for its lease.
-    /// Our key is read back afterwards (by the claim).
-    AfterLeaseOf(CandidateKey),
-    /// Nobody was ever ahead of us; our key is read back by the claim.
-    First,
-    /// Our key is gone or not ours.
-    KeyGone,
-}
-
 /// Waits until no key older than ours is left, waiting only on our
-/// predecessor. A resigning elect leader hands over by touching our key
-/// (see the `handover` module): we lead at that event with no request of
-/// our own. When the predecessor goes otherwise, one read tells what we
-/// need to lead (our key still ours, the next older key, the
-/// predecessor's release marker), served by a member from its own state
-/// (see [`check_turn_locally`]).
+/// predecessor: the I/O of [`WaitForTurn`], whose module says how it
+/// decides. A resigning elect leader hands over by touching our key (see
+/// the `handover` module): we lead at that event with no request of our
+/// own. When the predecessor goes otherwise, one read tells what we need
+/// to lead, served by a member from its own state if it can (see
+/// [`check_turn_locally`]).
 async fn wait_for_turn(client: &Client, election: &str, ours: Ours<'_>) -> Turn {
     let prefix = layout::prefix(election);
-    let (mut pred, mut rev) = retry("finding our predecessor", || {
-        older_key(client, &prefix, ours.create_revision)
-    })
-    .await;
+    let mut turn = WaitForTurn::new();
+    // The stream on the predecessor's key and ours, while we wait on it.
+    let mut watch: Option<TurnWatch> = None;
     loop {
-        let Some(p) = pred else {
-            // Nobody was ever ahead of us: the claim reads our key back.
-            return Turn::First;
-        };
-        let marker = layout::release_marker(election, p.create_revision);
-        // Boxed: the watch stream and the read racing it are most of a
-        // waiting candidate's future (see `a_candidates_futures_stay_small`).
-        let check = match Box::pin(wait_on(client, &prefix, ours, &p, rev, &marker)).await {
-            Waited::HandedOver(at) => {
-                return Turn::Ours {
-                    confirmed_at: at,
-                    handed_over: true,
-                };
-            }
-            Waited::Checked(check) => check,
-        };
-        match check {
-            TurnCheck::KeyGone => return Turn::KeyGone,
-            TurnCheck::Older(key, at) => (pred, rev) = (Some(key), at),
-            TurnCheck::Clear { at, released } => {
-                if released {
+        let input = match turn.next() {
+            Next::Decided(decided) => {
+                if let Turn::Ours {
+                    released: Some(predecessor),
+                    ..
+                } = &decided
+                {
                     // The predecessor revokes its lease once the marker
                     // is gone (or after a while): take it now.
-                    let (client, marker) = (client.clone(), marker.clone());
+                    let marker = layout::release_marker(election, predecessor.create_revision);
+                    let client = client.clone();
                     tokio::spawn(async move {
                         let _ = client.kv_client().delete(marker, None).await;
                     });
                 }
-                return if released || !granted_by_elect(p.lease) {
-                    Turn::Ours {
-                        confirmed_at: at,
-                        handed_over: false,
+                return decided;
+            }
+            Next::Send(Request::FindPredecessor) => {
+                let (key, at) = retry("finding our predecessor", || {
+                    older_key(client, &prefix, ours.create_revision)
+                })
+                .await;
+                Input::Predecessor { key, at }
+            }
+            Next::Send(Request::Watch { predecessor, from }) => {
+                // Boxed: the watch stream is most of a waiting candidate's
+                // future (see `a_candidates_futures_stay_small`).
+                watch = None;
+                let woken =
+                    match Box::pin(TurnWatch::open(client, &predecessor.key, ours, from)).await {
+                        Ok(stream) => Box::pin(watch.insert(stream).next()).await,
+                        Err(e) => Err(e),
+                    };
+                match woken {
+                    Ok(woken) => {
+                        if matches!(woken, Woken::HandedOver(_) | Woken::PredecessorGone(_)) {
+                            PROCESS.woken();
+                        }
+                        if let Woken::HandedOver(at) = woken {
+                            PROCESS.led_without_read();
+                            debug!(predecessor = %predecessor.id, revision = at, "handed over");
+                        } else {
+                            debug!(predecessor = %predecessor.id, ?woken, "woke");
+                        }
+                        Input::Woken(woken)
                     }
-                } else {
-                    Turn::AfterLeaseOf(p)
+                    Err(e) => {
+                        warn_counted!("{e}; looking again");
+                        watch = None;
+                        sleep(Duration::from_millis(50)).await;
+                        Input::WatchBroke
+                    }
+                }
+            }
+            Next::Send(Request::CheckTurn { seen }) => {
+                let predecessor = turn.predecessor().expect("a predecessor is checked");
+                let marker = layout::release_marker(election, predecessor.create_revision);
+                // A leader that hands over touches our key in the
+                // transaction that deleted its own, so that event is right
+                // behind the deletion's on our stream. It is waited for
+                // while the read is in flight: both are sound, the first
+                // decides, and the touch is preferred when both are there.
+                let read = async {
+                    let local = match seen {
+                        Some(seen) => {
+                            check_turn_locally(client, &prefix, ours, &marker, seen).await
+                        }
+                        None => None,
+                    };
+                    match local {
+                        Some(check) => (check, "local"),
+                        None => (
+                            check_turn_linearizably(client, &prefix, ours, &marker).await,
+                            "linearizable",
+                        ),
+                    }
                 };
+                let mut read = Box::pin(read);
+                let checked = loop {
+                    let racing = turn.races_the_watch() && watch.is_some();
+                    tokio::select! {
+                        biased;
+                        woken = async { watch.as_mut().expect("racing").next().await }, if racing => {
+                            let woken = woken.map_or(Input::WatchBroke, Input::Woken);
+                            if let Input::Woken(Woken::HandedOver(at)) = woken {
+                                PROCESS.led_without_read();
+                                debug!(revision = at, "handed over");
+                            }
+                            turn.input(woken);
+                            if matches!(turn.next(), Next::Decided(_)) {
+                                break None;
+                            }
+                        }
+                        (check, read) = &mut read => {
+                            debug!(read, "turn checked");
+                            break Some(Input::Checked(check));
+                        }
+                    }
+                };
+                // Handed over meanwhile: decided already.
+                let Some(checked) = checked else { continue };
+                checked
             }
-        }
-    }
-}
-
-/// How waiting on one predecessor ended.
-enum Waited {
-    /// The resigning leader handed over to us, at this revision.
-    HandedOver(i64),
-    /// What a read of our turn found.
-    Checked(TurnCheck),
-}
-
-/// Waits on `pred` (named by a read at `rev`) and our own key until our
-/// turn may have changed, then says what it is: handed over, when the
-/// resigning leader touched our key, else what a read finds.
-async fn wait_on(
-    client: &Client,
-    prefix: &str,
-    ours: Ours<'_>,
-    pred: &CandidateKey,
-    rev: i64,
-    marker: &str,
-) -> Waited {
-    let woken = match TurnWatch::open(client, &pred.key, ours, rev).await {
-        Ok(mut watch) => match watch.next().await {
-            Ok(Woken::HandedOver(at)) => {
-                PROCESS.woken();
-                PROCESS.led_without_read();
-                debug!(predecessor = %pred.id, revision = at, "handed over");
-                return Waited::HandedOver(at);
-            }
-            Ok(Woken::OwnKeyGone) => return Waited::Checked(TurnCheck::KeyGone),
-            Ok(Woken::PredecessorGone(seen)) => {
-                PROCESS.woken();
-                debug!(predecessor = %pred.id, "woke: predecessor changed");
-                Some((watch, seen))
-            }
-            // Compacted: read afresh.
-            Ok(Woken::Cancelled) => None,
-            Err(e) => {
-                warn_counted!("{e}; looking again");
-                sleep(Duration::from_millis(50)).await;
-                None
-            }
-        },
-        Err(e) => {
-            warn_counted!("{e}; looking again");
-            sleep(Duration::from_millis(50)).await;
-            None
-        }
-    };
-    let Some((mut watch, seen)) = woken else {
-        return Waited::Checked(check_turn_linearizably(client, prefix, ours, marker).await);
-    };
-    // A leader that hands over touches our key in the transaction that
-    // deleted its own, so that event is right behind the deletion's on
-    // our stream. It is waited for while the read is in flight: both are
-    // sound, the first decides, and the touch is preferred when both are
-    // there.
-    let read = async {
-        match check_turn_locally(client, prefix, ours, marker, seen).await {
-            Some(check) => (check, "local"),
-            None => (
-                check_turn_linearizably(client, prefix, ours, marker).await,
-                "linearizable",
-            ),
-        }
-    };
-    tokio::select! {
-        biased;
-        Ok(Woken::HandedOver(at)) = watch.next() => {
-            PROCESS.led_without_read();
-            debug!(predecessor = %pred.id, revision = at, "handed over");
-            Waited::HandedOver(at)
-        }
-        (check, read) = read => {
-            debug!(read, "turn checked");
-            Waited::Checked(check)
-        }
+        };
+        turn.input(input);
     }
 }
 
@@ -802,18 +772,6 @@ async fn older_key(
     .map_err(|e| etcd_error("finding our predecessor", e))?;
     let rev = resp.header().map_or(0, |h| h.revision());
     Ok((resp.kvs().first().map(CandidateKey::from), rev))
-}
-
-/// What [`check_turn`] read.
-enum TurnCheck {
-    KeyGone,
-    /// A key older than ours, which we now wait on, at the read's revision.
-    Older(CandidateKey, i64),
-    /// No older key; whether the predecessor's release marker is there.
-    Clear {
-        at: i64,
-        released: bool,
-    },
 }
 
 /// One linearizable transaction: if our key is still ours, the youngest

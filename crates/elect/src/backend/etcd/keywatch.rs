@@ -34,7 +34,7 @@ pub async fn wait_for_delete(client: &Client, key: &[u8], rev: i64) -> Result<Op
 }
 
 /// What woke a waiting candidate (see [`TurnWatch`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Woken {
     /// The predecessor's key was deleted, at this revision.
     PredecessorGone(i64),

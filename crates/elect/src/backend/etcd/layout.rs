@@ -36,7 +36,7 @@ pub fn candidate_key(election: &str, lease_id: i64) -> String {
 }
 
 /// One candidate's key as read from etcd.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CandidateKey {
     pub key: Vec<u8>,
     /// The value: the id the candidate published.

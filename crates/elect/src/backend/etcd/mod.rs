@@ -11,6 +11,8 @@
 //!   lead until the deadline or a contradiction, resign.
 //! - [`handover`]: a resigning leader hands over to the next in line in
 //!   its resignation's transaction, so the successor needs no read.
+//! - [`recipe`]: when it is our turn, as a state machine without I/O that
+//!   `campaign` drives and the handover model drives unchanged.
 //! - [`keywatch`]: watches on single keys (a deletion; a waiting
 //!   candidate's predecessor and own key on one stream).
 //! - [`tenure`]: the marker every leading candidacy holds, so that none
@@ -23,6 +25,7 @@ pub mod keywatch;
 pub mod layout;
 pub mod lease;
 pub mod observe;
+pub mod recipe;
 pub mod tenure;
 
 use std::time::Duration;

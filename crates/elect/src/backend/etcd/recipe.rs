@@ -1,0 +1,445 @@
+//! Waiting for our turn in an etcd election, as a state machine with no
+//! I/O: the decisions of [`campaign`](super::campaign)'s wait, which the
+//! tokio driver there feeds with etcd's answers and watch events, and
+//! which the handover model (`handover_model`) drives unchanged against
+//! etcd's key space, every past revision kept.
+//!
+//! The recipe:
+//! 1. reads the predecessor, the youngest key older than ours. None: we
+//!    were first ([`Turn::First`]; the claim reads our key back);
+//! 2. watches the predecessor's key and our own on one stream, from just
+//!    after that read. A put of our own key, unchanged (a resigning
+//!    leader's touch, in the transaction that deleted its key): we lead
+//!    at that revision with no read of our own. Our key gone: so is our
+//!    turn. The watch cancelled (compaction) or broken: a linearizable
+//!    read decides;
+//! 3. the predecessor deleted at revision `seen`: one read of our turn
+//!    (our key still ours, the next older key, the predecessor's release
+//!    marker), which the driver may take from one member's own state if
+//!    that member had applied `seen`. The watch goes on meanwhile, and a
+//!    touch that arrives first still decides; any other event ends that
+//!    race, and the read decides;
+//! 4. the read: an older key is the new predecessor (back to 2, watching
+//!    from the read's revision); no older key and a release marker, or a
+//!    predecessor that is not an elect candidate: our turn, as of the
+//!    read. No marker from an elect predecessor: its key went without a
+//!    release (an operator deleted it), so its work may still run until
+//!    its lease ends ([`Turn::AfterLeaseOf`]).
+
+use super::keywatch::Woken;
+use super::layout::CandidateKey;
+use super::lease::granted_by_elect;
+
+/// What the recipe asks the driver for. Each is answered by an [`Input`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Request {
+    /// Read the youngest key older than ours, linearizably. Answer:
+    /// [`Input::Predecessor`].
+    FindPredecessor,
+    /// Watch the predecessor's key and ours on one stream, from just after
+    /// revision `from`, and hand in what it reports: [`Input::Woken`], or
+    /// [`Input::WatchBroke`].
+    Watch {
+        predecessor: CandidateKey,
+        from: i64,
+    },
+    /// Read our turn; from one member's own state only if it had applied
+    /// revision `seen` (`None`: linearizably). Answer: [`Input::Checked`].
+    /// While [`WaitForTurn::races_the_watch`], what the watch reports
+    /// meanwhile is handed in too.
+    CheckTurn { seen: Option<i64> },
+}
+
+/// What a read of our turn found (one transaction, guarded by our key).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TurnCheck {
+    /// Our key is gone, or not ours.
+    KeyGone,
+    /// A key older than ours, read at revision `at`.
+    Older(CandidateKey, i64),
+    /// No older key, as of revision `at`; whether the predecessor's
+    /// release marker is there.
+    Clear { at: i64, released: bool },
+}
+
+/// Answers and events.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Input {
+    /// The youngest key older than ours, and the read's revision.
+    Predecessor {
+        key: Option<CandidateKey>,
+        at: i64,
+    },
+    Woken(Woken),
+    /// The watch could not be made, or broke.
+    WatchBroke,
+    Checked(TurnCheck),
+}
+
+/// How waiting for our turn ended.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Turn {
+    /// No older key is left and our key is ours, as of `confirmed_at` (the
+    /// revision of the read that said both, or of the touch that handed
+    /// over to us: `handed_over`). `released`: the predecessor's release
+    /// marker said so, and is ours to remove.
+    Ours {
+        confirmed_at: i64,
+        handed_over: bool,
+        released: Option<CandidateKey>,
+    },
+    /// No older key is left, but the last predecessor was an elect
+    /// candidate whose key went without a release: wait for its lease.
+    AfterLeaseOf(CandidateKey),
+    /// Nobody was ever ahead of us.
+    First,
+    /// Our key is gone or not ours.
+    KeyGone,
+}
+
+/// What the driver does next.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Next {
+    Send(Request),
+    Decided(Turn),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum State {
+    Finding,
+    Watching {
+        predecessor: CandidateKey,
+        from: i64,
+    },
+    Checking {
+        predecessor: CandidateKey,
+        seen: Option<i64>,
+        /// The watch still races the read: a touch may decide first.
+        racing: bool,
+    },
+    Decided(Turn),
+}
+
+/// A rule of the recipe switched off, for the model check's teeth tests
+/// only: they show the checker finds what each rule prevents.
+#[cfg_attr(not(test), allow(dead_code))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mutation {
+    /// No older key is our turn, marker or not: the wait for the lease of
+    /// a predecessor whose key went without a release is skipped.
+    NoLeaseWait,
+    /// A touch of our key is taken as a handover even after another event
+    /// ended the race with the read.
+    TouchAfterTheRace,
+}
+
+/// One candidacy's wait for its turn, from its key's creation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WaitForTurn {
+    state: State,
+    mutation: Option<Mutation>,
+}
+
+impl Default for WaitForTurn {
+    fn default() -> Self {
+        WaitForTurn::new()
+    }
+}
+
+impl WaitForTurn {
+    pub fn new() -> WaitForTurn {
+        WaitForTurn {
+            state: State::Finding,
+            mutation: None,
+        }
+    }
+
+    /// The same, with one rule switched off (model check only).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn mutated(mut self, mutation: Option<Mutation>) -> WaitForTurn {
+        self.mutation = mutation;
+        self
+    }
+
+    /// What the driver does now: the request to answer, or the turn.
+    pub fn next(&self) -> Next {
+        match &self.state {
+            State::Finding => Next::Send(Request::FindPredecessor),
+            State::Watching { predecessor, from } => Next::Send(Request::Watch {
+                predecessor: predecessor.clone(),
+                from: *from,
+            }),
+            State::Checking { seen, .. } => Next::Send(Request::CheckTurn { seen: *seen }),
+            State::Decided(turn) => Next::Decided(turn.clone()),
+        }
+    }
+
+    /// Whether what the watch reports still matters while our turn is
+    /// read: a touch then decides before the read.
+    pub fn races_the_watch(&self) -> bool {
+        matches!(self.state, State::Checking { racing: true, .. })
+    }
+
+    /// The predecessor we wait on, if any.
+    pub fn predecessor(&self) -> Option<&CandidateKey> {
+        match &self.state {
+            State::Watching { predecessor, .. } | State::Checking { predecessor, .. } => {
+                Some(predecessor)
+            }
+            _ => None,
+        }
+    }
+
+    /// Takes an answer or an event.
+    pub fn input(&mut self, input: Input) {
+        let state = std::mem::replace(&mut self.state, State::Finding);
+        self.state = match (state, input) {
+            (State::Finding, Input::Predecessor { key, at }) => match key {
+                None => State::Decided(Turn::First),
+                Some(predecessor) => State::Watching {
+                    predecessor,
+                    from: at,
+                },
+            },
+            (State::Watching { predecessor, .. }, Input::Woken(woken)) => match woken {
+                Woken::HandedOver(at) => State::Decided(Turn::Ours {
+                    confirmed_at: at,
+                    handed_over: true,
+                    released: None,
+                }),
+                Woken::OwnKeyGone => State::Decided(Turn::KeyGone),
+                Woken::PredecessorGone(seen) => State::Checking {
+                    predecessor,
+                    seen: Some(seen),
+                    racing: true,
+                },
+                // Compacted: read afresh.
+                Woken::Cancelled => State::Checking {
+                    predecessor,
+                    seen: None,
+                    racing: false,
+                },
+            },
+            (State::Watching { predecessor, .. }, Input::WatchBroke) => State::Checking {
+                predecessor,
+                seen: None,
+                racing: false,
+            },
+            (
+                State::Checking {
+                    predecessor,
+                    seen,
+                    racing,
+                },
+                Input::Woken(woken),
+            ) => match woken {
+                Woken::HandedOver(at)
+                    if racing || self.mutation == Some(Mutation::TouchAfterTheRace) =>
+                {
+                    State::Decided(Turn::Ours {
+                        confirmed_at: at,
+                        handed_over: true,
+                        released: None,
+                    })
+                }
+                // Anything else ends the race: the read decides.
+                _ => State::Checking {
+                    predecessor,
+                    seen,
+                    racing: false,
+                },
+            },
+            (
+                State::Checking {
+                    predecessor, seen, ..
+                },
+                Input::WatchBroke,
+            ) => State::Checking {
+                predecessor,
+                seen,
+                racing: false,
+            },
+            (State::Checking { predecessor, .. }, Input::Checked(check)) => {
+                self.checked(predecessor, check)
+            }
+            (state @ State::Decided(_), _) => state,
+            (state, input) => unreachable!("{input:?} while {state:?}"),
+        };
+    }
+
+    fn checked(&self, predecessor: CandidateKey, check: TurnCheck) -> State {
+        match check {
+            TurnCheck::KeyGone => State::Decided(Turn::KeyGone),
+            TurnCheck::Older(key, at) => State::Watching {
+                predecessor: key,
+                from: at,
+            },
+            TurnCheck::Clear { at, released } => {
+                let waits_for_lease = !released
+                    && granted_by_elect(predecessor.lease)
+                    && self.mutation != Some(Mutation::NoLeaseWait);
+                if waits_for_lease {
+                    State::Decided(Turn::AfterLeaseOf(predecessor))
+                } else {
+                    State::Decided(Turn::Ours {
+                        confirmed_at: at,
+                        handed_over: false,
+                        released: released.then_some(predecessor),
+                    })
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::lease::ELECT_LEASE_TAG;
+    use super::*;
+
+    fn key(create_revision: i64, elect: bool) -> CandidateKey {
+        let lease = (create_revision << 16) | if elect { ELECT_LEASE_TAG } else { 1 };
+        CandidateKey {
+            key: format!("e/{lease:x}").into_bytes(),
+            id: format!("c{create_revision}"),
+            create_revision,
+            lease,
+        }
+    }
+
+    fn waiting_on(pred: &CandidateKey, at: i64) -> WaitForTurn {
+        let mut turn = WaitForTurn::new();
+        assert_eq!(turn.next(), Next::Send(Request::FindPredecessor));
+        turn.input(Input::Predecessor {
+            key: Some(pred.clone()),
+            at,
+        });
+        assert_eq!(
+            turn.next(),
+            Next::Send(Request::Watch {
+                predecessor: pred.clone(),
+                from: at
+            })
+        );
+        turn
+    }
+
+    #[test]
+    fn the_first_has_nobody_to_wait_on() {
+        let mut turn = WaitForTurn::new();
+        turn.input(Input::Predecessor { key: None, at: 5 });
+        assert_eq!(turn.next(), Next::Decided(Turn::First));
+    }
+
+    #[test]
+    fn a_touch_hands_over_without_a_read() {
+        let mut turn = waiting_on(&key(3, true), 7);
+        turn.input(Input::Woken(Woken::HandedOver(9)));
+        assert_eq!(
+            turn.next(),
+            Next::Decided(Turn::Ours {
+                confirmed_at: 9,
+                handed_over: true,
+                released: None
+            })
+        );
+    }
+
+    #[test]
+    fn a_deletion_is_read_and_a_touch_during_the_read_still_decides() {
+        let pred = key(3, true);
+        let mut turn = waiting_on(&pred, 7);
+        turn.input(Input::Woken(Woken::PredecessorGone(8)));
+        assert_eq!(
+            turn.next(),
+            Next::Send(Request::CheckTurn { seen: Some(8) })
+        );
+        assert!(turn.races_the_watch());
+        let mut touched = turn.clone();
+        touched.input(Input::Woken(Woken::HandedOver(8)));
+        assert!(matches!(
+            touched.next(),
+            Next::Decided(Turn::Ours {
+                handed_over: true,
+                ..
+            })
+        ));
+        // Another event first: the race is over, the read decides.
+        turn.input(Input::Woken(Woken::OwnKeyGone));
+        assert!(!turn.races_the_watch());
+        turn.input(Input::Woken(Woken::HandedOver(9)));
+        assert_eq!(
+            turn.next(),
+            Next::Send(Request::CheckTurn { seen: Some(8) })
+        );
+        turn.input(Input::Checked(TurnCheck::KeyGone));
+        assert_eq!(turn.next(), Next::Decided(Turn::KeyGone));
+    }
+
+    #[test]
+    fn an_older_key_is_waited_on_next() {
+        let mut turn = waiting_on(&key(3, true), 7);
+        turn.input(Input::Woken(Woken::PredecessorGone(8)));
+        let older = key(2, false);
+        turn.input(Input::Checked(TurnCheck::Older(older.clone(), 8)));
+        assert_eq!(
+            turn.next(),
+            Next::Send(Request::Watch {
+                predecessor: older,
+                from: 8
+            })
+        );
+    }
+
+    #[test]
+    fn a_release_marker_or_a_go_predecessor_is_our_turn_else_its_lease_is_waited_for() {
+        let elect = key(3, true);
+        let mut released = waiting_on(&elect, 7);
+        released.input(Input::Woken(Woken::PredecessorGone(8)));
+        released.input(Input::Checked(TurnCheck::Clear {
+            at: 8,
+            released: true,
+        }));
+        assert_eq!(
+            released.next(),
+            Next::Decided(Turn::Ours {
+                confirmed_at: 8,
+                handed_over: false,
+                released: Some(elect.clone())
+            })
+        );
+
+        let mut deleted = waiting_on(&elect, 7);
+        deleted.input(Input::Woken(Woken::PredecessorGone(8)));
+        deleted.input(Input::Checked(TurnCheck::Clear {
+            at: 8,
+            released: false,
+        }));
+        assert_eq!(deleted.next(), Next::Decided(Turn::AfterLeaseOf(elect)));
+
+        let go = key(3, false);
+        let mut from_go = waiting_on(&go, 7);
+        from_go.input(Input::Woken(Woken::PredecessorGone(8)));
+        from_go.input(Input::Checked(TurnCheck::Clear {
+            at: 9,
+            released: false,
+        }));
+        assert!(matches!(
+            from_go.next(),
+            Next::Decided(Turn::Ours {
+                confirmed_at: 9,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_broken_or_compacted_watch_reads_linearizably() {
+        for broken in [Input::WatchBroke, Input::Woken(Woken::Cancelled)] {
+            let mut turn = waiting_on(&key(3, true), 7);
+            turn.input(broken);
+            assert_eq!(turn.next(), Next::Send(Request::CheckTurn { seen: None }));
+            assert!(!turn.races_the_watch());
+        }
+    }
+}
