@@ -21,6 +21,8 @@
 pub mod campaign;
 mod connection;
 pub mod handover;
+#[cfg(test)]
+mod handover_model;
 pub mod keywatch;
 pub mod layout;
 pub mod lease;

@@ -2,7 +2,8 @@
 //! I/O: the decisions of [`campaign`](super::campaign)'s wait, which the
 //! tokio driver there feeds with etcd's answers and watch events, and
 //! which the handover model (`handover_model`) drives unchanged against
-//! etcd's key space, every past revision kept.
+//! etcd's key space, every past revision kept, with each rule switched
+//! off in turn ([`Mutation`]).
 //!
 //! The recipe:
 //! 1. reads the predecessor, the youngest key older than ours. None: we
@@ -128,9 +129,9 @@ pub enum Mutation {
     /// No older key is our turn, marker or not: the wait for the lease of
     /// a predecessor whose key went without a release is skipped.
     NoLeaseWait,
-    /// A touch of our key is taken as a handover even after another event
-    /// ended the race with the read.
-    TouchAfterTheRace,
+    /// The predecessor's deletion is our turn, without a read: whatever
+    /// is older still is not seen.
+    LeadOnDeletion,
 }
 
 /// One candidacy's wait for its turn, from its key's creation.
@@ -208,6 +209,13 @@ impl WaitForTurn {
                     released: None,
                 }),
                 Woken::OwnKeyGone => State::Decided(Turn::KeyGone),
+                Woken::PredecessorGone(seen) if self.mutation == Some(Mutation::LeadOnDeletion) => {
+                    State::Decided(Turn::Ours {
+                        confirmed_at: seen,
+                        handed_over: false,
+                        released: None,
+                    })
+                }
                 Woken::PredecessorGone(seen) => State::Checking {
                     predecessor,
                     seen: Some(seen),
@@ -233,15 +241,11 @@ impl WaitForTurn {
                 },
                 Input::Woken(woken),
             ) => match woken {
-                Woken::HandedOver(at)
-                    if racing || self.mutation == Some(Mutation::TouchAfterTheRace) =>
-                {
-                    State::Decided(Turn::Ours {
-                        confirmed_at: at,
-                        handed_over: true,
-                        released: None,
-                    })
-                }
+                Woken::HandedOver(at) if racing => State::Decided(Turn::Ours {
+                    confirmed_at: at,
+                    handed_over: true,
+                    released: None,
+                }),
                 // Anything else ends the race: the read decides.
                 _ => State::Checking {
                     predecessor,

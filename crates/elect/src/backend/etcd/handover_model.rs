@@ -1,6 +1,10 @@
 //! The etcd backend's handover, every interleaving up to a bound, under
-//! stateright: the argument of `src/backend/etcd/handover.rs` and the
-//! recipe's paths beside it, checked rather than only argued.
+//! stateright: the argument of `handover.rs` and the campaign's paths
+//! beside it, checked rather than only argued. The wait for our turn is
+//! the production recipe (`recipe::WaitForTurn`), driven unchanged: the
+//! model answers its requests from the key space and hands it the watch's
+//! events, as `campaign.rs`'s driver does; the claim, the leader's watch
+//! and the release are still modelled after `campaign.rs`.
 //!
 //! The world is etcd's key space as an election uses it, one revision at a
 //! time, with every past revision kept: a watch reads the revisions after
@@ -11,12 +15,13 @@
 //! a session's lease creates the same key again, younger.
 //!
 //! Three `elect` candidates campaign as `campaign.rs` does: create the key,
-//! read the predecessor, watch it and our own key on one stream; on a put
-//! of our own key (the resigning leader's touch) lead at once; on the
-//! predecessor's deletion race the watch against a read (any member's
-//! revision if it had applied the deletion, else the newest); with no older
-//! key, go on if the predecessor left its release marker, else wait for
-//! its lease to end and read our key back; then claim the tenure (write our
+//! then the recipe reads the predecessor, watches it and our own key on
+//! one stream, leads at once on a put of our own key (the resigning
+//! leader's touch), and on the predecessor's deletion races the watch
+//! against a read (any member's revision if it had applied the deletion,
+//! else the newest: the driver's rule, modelled here); with no older key,
+//! it goes on if the predecessor left its release marker, else waits for
+//! its lease to end and reads our key back; then claim the tenure (write our
 //! marker if our key is still ours, and lead once no other marker is
 //! left). A leader follows its own key and its next in line as
 //! `LeaderWatch` does (one read, then the prefix's events; a stale next
@@ -46,7 +51,11 @@
 //!
 //! Teeth: leading without a tenure marker, a release sent before the work
 //! stopped (overlap); a next in line that is not the oldest younger key,
-//! a touch without its guard (out of order). With tenure markers the wait
+//! a touch without its guard, and in the production recipe a deletion of
+//! the predecessor taken as our turn without a read (out of order). The
+//! recipe's wait for a predecessor's lease has no counterexample where
+//! tenure markers are written: the claim covers it (see
+//! `the_lease_wait_is_covered_by_the_tenure_claim`). With tenure markers the wait
 //! for a predecessor's lease is no longer what keeps two leaders apart.
 //! Found too: the read's check that the member had applied the deletion
 //! is not needed for safety (a member behind it still holds the
@@ -59,6 +68,11 @@
 //! after one TTL, and compaction (a cancelled watch reads afresh).
 
 use stateright::{Checker, HasDiscoveries, Model, Property};
+
+use super::keywatch::Woken as Reported;
+use super::layout::CandidateKey;
+use super::lease::ELECT_LEASE_TAG;
+use super::recipe::{Input, Mutation, Next as TurnNext, Request, Turn, TurnCheck, WaitForTurn};
 
 const CANDIDATES: usize = 3;
 /// Candidacies per candidate: a lost one starts once more.
@@ -88,6 +102,31 @@ struct Store {
     ended: [bool; LEASES],
     /// Tenure markers: the leases whose holder may lead (bound to them).
     tenures: Vec<u8>,
+}
+
+impl Key {
+    /// The lease id etcd would have granted an elect candidate.
+    fn lease_id(lease: u8) -> i64 {
+        ((lease as i64 + 1) << 16) | ELECT_LEASE_TAG
+    }
+
+    /// As the recipe reads it.
+    fn candidate(self) -> CandidateKey {
+        let lease = Key::lease_id(self.lease);
+        CandidateKey {
+            key: format!("e/{lease:x}").into_bytes(),
+            id: format!("l{}", self.lease),
+            create_revision: self.create as i64,
+            lease,
+        }
+    }
+
+    fn of(key: &CandidateKey) -> Key {
+        Key {
+            lease: ((key.lease >> 16) - 1) as u8,
+            create: key.create_revision as u8,
+        }
+    }
 }
 
 impl Store {
@@ -173,22 +212,11 @@ impl Next {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     Idle,
-    /// Our key was created at `mine`; who is before us is read next.
-    Created {
+    /// Our key was created at `mine`; the production recipe
+    /// (`Candidate::turn`) waits for our turn. `watch`: where its stream
+    /// stands, once it has reported something.
+    Turn {
         mine: u8,
-    },
-    /// Watching `pred` and our own key on one stream.
-    Waiting {
-        mine: u8,
-        pred: Key,
-        at: Pos,
-    },
-    /// `pred` was deleted at `seen`: a read of our turn races the rest of
-    /// the stream (`None` once a non-handover event disabled it).
-    Woken {
-        mine: u8,
-        pred: Key,
-        seen: u8,
         watch: Option<Pos>,
     },
     /// No older key, but `pred` left no marker: its work may still run
@@ -234,6 +262,8 @@ struct Candidate {
     lease: u8,
     candidacy: u8,
     phase: Phase,
+    /// The production recipe, while our turn is waited for.
+    turn: Option<WaitForTurn>,
 }
 
 impl Phase {
@@ -389,6 +419,8 @@ enum Rule {
     /// The woken candidate's read is taken from a member however far
     /// behind the deletion it is.
     AnyMember,
+    /// A rule of the production recipe switched off.
+    Recipe(Mutation),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -447,24 +479,59 @@ impl Election {
         }
     }
 
-    /// What a read of our turn at `rev` decides (`check_turn`).
-    fn turn_read(&self, w: &World, c: &Candidate, mine: u8, pred: Key, rev: u8) -> Phase {
+    /// The recipe's mutation, if the rule is one.
+    fn mutation(&self) -> Option<Mutation> {
+        match self.rule {
+            Rule::Recipe(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// What a read of our turn at `rev` answers (`turn_txn`).
+    fn turn_read(w: &World, c: &Candidate, mine: u8, pred: Key, rev: u8) -> TurnCheck {
         let store = &w.history[rev as usize].store;
         if !store.holds(Self::own_key(c, mine)) {
-            return Phase::Lost { mine };
+            return TurnCheck::KeyGone;
         }
         match store.older_than(mine) {
-            Some(older) => Phase::Waiting {
-                mine,
-                pred: older,
-                at: Pos {
-                    rev: rev + 1,
-                    event: 0,
-                },
+            Some(older) => TurnCheck::Older(older.candidate(), rev as i64),
+            None => TurnCheck::Clear {
+                at: rev as i64,
+                released: store.released(pred),
             },
-            None if store.released(pred) => self.turn(mine, Some(pred)),
-            None => Phase::AwaitingLease { mine, pred },
         }
+    }
+
+    /// Hands `input` to candidate `i`'s recipe; once it has decided, the
+    /// candidacy goes on as `campaign.rs` does with the turn.
+    fn take(&self, w: &mut World, i: usize, input: Input) {
+        let c = &mut w.candidates[i];
+        let Phase::Turn { mine, .. } = c.phase else {
+            return;
+        };
+        let recipe = c.turn.as_mut().expect("a turn under way");
+        recipe.input(input);
+        let TurnNext::Decided(turn) = recipe.next() else {
+            return;
+        };
+        let c = w.candidates[i].clone();
+        let phase = match turn {
+            Turn::First => self.confirm(w, &c, mine, None),
+            Turn::Ours {
+                handed_over: true, ..
+            } => {
+                w.touched = true;
+                Phase::leading(mine)
+            }
+            Turn::Ours { released, .. } => self.turn(mine, released.as_ref().map(Key::of)),
+            Turn::AfterLeaseOf(pred) => Phase::AwaitingLease {
+                mine,
+                pred: Key::of(&pred),
+            },
+            Turn::KeyGone => Phase::Lost { mine },
+        };
+        w.candidates[i].phase = phase;
+        w.candidates[i].turn = None;
     }
 
     /// A candidate that has just decided to lead: past its lease's end
@@ -523,6 +590,7 @@ impl Model for Election {
                 },
                 candidacy: 0,
                 phase: Phase::Idle,
+                turn: None,
             })
             .collect();
         vec![World {
@@ -544,29 +612,42 @@ impl Model for Election {
         for (i, c) in w.candidates.iter().enumerate() {
             match c.phase {
                 Phase::Idle if room => actions.push(Action::Create(i)),
-                Phase::Created { .. } => actions.push(Action::ReadPredecessor(i)),
-                Phase::Waiting { mine, pred, at }
-                    if next_turn_event(w, at, Self::own_key(c, mine), pred).is_some() =>
-                {
-                    actions.push(Action::Watch(i));
-                }
-                Phase::Woken {
-                    watch, mine, pred, ..
-                } => {
+                Phase::Turn { mine, watch } => {
+                    let recipe = c.turn.as_ref().expect("a turn under way");
                     let own = Self::own_key(c, mine);
-                    if watch.is_some_and(|at| next_turn_event(w, at, own, pred).is_some()) {
-                        actions.push(Action::Watch(i));
-                    }
-                    // A member behind `seen` is not asked: the newest
-                    // revision is read instead (see `ReadTurn`).
-                    if let Phase::Woken { seen, .. } = c.phase {
-                        let from = match self.rule {
-                            Rule::AnyMember => 0,
-                            _ => seen,
-                        };
-                        for rev in from..=w.now() {
-                            actions.push(Action::ReadTurn(i, rev));
+                    match recipe.next() {
+                        TurnNext::Send(Request::FindPredecessor) => {
+                            actions.push(Action::ReadPredecessor(i));
                         }
+                        TurnNext::Send(Request::Watch { predecessor, from }) => {
+                            let at = Pos {
+                                rev: from as u8 + 1,
+                                event: 0,
+                            };
+                            if next_turn_event(w, at, own, Key::of(&predecessor)).is_some() {
+                                actions.push(Action::Watch(i));
+                            }
+                        }
+                        TurnNext::Send(Request::CheckTurn { seen }) => {
+                            let pred = Key::of(recipe.predecessor().expect("a predecessor"));
+                            let reports =
+                                watch.is_some_and(|at| next_turn_event(w, at, own, pred).is_some());
+                            if recipe.races_the_watch() && reports {
+                                actions.push(Action::Watch(i));
+                            }
+                            // A member behind `seen` is not asked: the
+                            // newest revision is read instead (see
+                            // `ReadTurn`).
+                            let from = match (self.rule, seen) {
+                                (Rule::AnyMember, _) => 0,
+                                (_, Some(seen)) => seen as u8,
+                                (_, None) => w.now(),
+                            };
+                            for rev in from..=w.now() {
+                                actions.push(Action::ReadTurn(i, rev));
+                            }
+                        }
+                        TurnNext::Decided(_) => {}
                     }
                 }
                 Phase::Claiming { mine, claimed, .. } => {
@@ -658,92 +739,79 @@ impl Model for Election {
                     });
                     w.now()
                 };
-                w.candidates[i].phase = Phase::Created { mine };
+                w.candidates[i].phase = Phase::Turn { mine, watch: None };
+                w.candidates[i].turn = Some(WaitForTurn::new().mutated(self.mutation()));
             }
             Action::ReadPredecessor(i) => {
-                let c = &w.candidates[i];
-                let Phase::Created { mine } = c.phase else {
+                let Phase::Turn { mine, .. } = w.candidates[i].phase else {
                     return None;
                 };
-                let now = w.now();
-                w.candidates[i].phase = match w.store().older_than(mine) {
-                    None => self.confirm(&w, c, mine, None),
-                    Some(pred) => Phase::Waiting {
-                        mine,
-                        pred,
-                        at: Pos {
-                            rev: now + 1,
-                            event: 0,
-                        },
-                    },
+                let input = Input::Predecessor {
+                    key: w.store().older_than(mine).map(Key::candidate),
+                    at: w.now() as i64,
                 };
+                self.take(&mut w, i, input);
             }
             Action::Watch(i) => {
                 let c = &w.candidates[i];
-                let phase = match c.phase {
-                    Phase::Waiting { mine, pred, at } => {
-                        let (pos, woken) = next_turn_event(&w, at, Self::own_key(c, mine), pred)?;
-                        match woken {
-                            Woken::PredecessorGone(seen) => Phase::Woken {
-                                mine,
-                                pred,
-                                seen,
-                                watch: Some(Pos {
-                                    rev: pos.rev,
-                                    event: pos.event + 1,
-                                }),
-                            },
-                            Woken::HandedOver => {
-                                w.touched = true;
-                                Phase::leading(mine)
-                            }
-                            Woken::OwnKeyGone => Phase::Lost { mine },
-                        }
-                    }
-                    Phase::Woken {
-                        mine,
-                        pred,
-                        seen,
-                        watch: Some(at),
-                    } => {
-                        let (_, woken) = next_turn_event(&w, at, Self::own_key(c, mine), pred)?;
-                        if woken == Woken::HandedOver {
-                            w.touched = true;
-                            Phase::leading(mine)
-                        } else {
-                            // The select's pattern fails: the read decides.
-                            Phase::Woken {
-                                mine,
-                                pred,
-                                seen,
-                                watch: None,
-                            }
-                        }
-                    }
-                    _ => return None,
+                let Phase::Turn { mine, watch } = c.phase else {
+                    return None;
                 };
-                w.candidates[i].phase = phase;
+                let recipe = c.turn.as_ref()?;
+                // A new stream from just after the read that named the
+                // predecessor; else the one racing the read goes on.
+                let (pred, at) = match recipe.next() {
+                    TurnNext::Send(Request::Watch { predecessor, from }) => (
+                        Key::of(&predecessor),
+                        Pos {
+                            rev: from as u8 + 1,
+                            event: 0,
+                        },
+                    ),
+                    _ => (Key::of(recipe.predecessor()?), watch?),
+                };
+                let (pos, woken) = next_turn_event(&w, at, Self::own_key(c, mine), pred)?;
+                let reported = match woken {
+                    Woken::PredecessorGone(seen) => Reported::PredecessorGone(seen as i64),
+                    Woken::HandedOver => Reported::HandedOver(pos.rev as i64),
+                    Woken::OwnKeyGone => Reported::OwnKeyGone,
+                };
+                w.candidates[i].phase = Phase::Turn {
+                    mine,
+                    watch: Some(Pos {
+                        rev: pos.rev,
+                        event: pos.event + 1,
+                    }),
+                };
+                self.take(&mut w, i, Input::Woken(reported));
             }
             Action::ReadTurn(i, member) => {
                 let c = &w.candidates[i];
-                let Phase::Woken {
-                    mine, pred, seen, ..
-                } = c.phase
-                else {
+                let Phase::Turn { mine, .. } = c.phase else {
                     return None;
                 };
+                let recipe = c.turn.as_ref()?;
+                let TurnNext::Send(Request::CheckTurn { seen }) = recipe.next() else {
+                    return None;
+                };
+                let pred = Key::of(recipe.predecessor()?);
                 // A member that had not applied the deletion: the
-                // linearizable read instead.
-                let rev = if member >= seen || self.rule == Rule::AnyMember {
+                // linearizable read instead (`check_turn_locally`).
+                let applied = seen.is_some_and(|seen| member as i64 >= seen);
+                let rev = if applied || self.rule == Rule::AnyMember {
                     member
                 } else {
                     w.now()
                 };
-                let phase = self.turn_read(&w, c, mine, pred, rev);
-                if matches!(phase, Phase::Claiming { .. }) && rev < w.now() {
+                let check = Self::turn_read(&w, c, mine, pred, rev);
+                self.take(&mut w, i, Input::Checked(check));
+                let claims = matches!(
+                    w.candidates[i].phase,
+                    Phase::Claiming { .. } | Phase::Leading { .. }
+                );
+                if claims && rev < w.now() {
                     w.led_on_older_state = true;
                 }
-                w.candidates[i].phase = phase;
             }
             Action::LeaseOver(i) => {
                 let c = &w.candidates[i];
@@ -1002,7 +1070,9 @@ fn check(rule: Rule, leases: Leases, hand_deletes: HandDeletes) -> impl Checker<
     // A mutation is done once it is caught; the production rules are
     // checked in every state within the bounds.
     let finish = match rule {
-        Rule::Production | Rule::AnyMember => HasDiscoveries::All,
+        Rule::Production | Rule::AnyMember | Rule::Recipe(Mutation::NoLeaseWait) => {
+            HasDiscoveries::All
+        }
         _ => HasDiscoveries::AnyFailures,
     };
     let checker = Election {
@@ -1059,6 +1129,25 @@ fn a_read_from_a_member_behind_the_deletion_is_safe() {
     checker.assert_no_discovery(IN_ORDER);
 }
 
+/// The recipe's wait for the lease of an elect predecessor whose key went
+/// without a release is not what keeps two leaders apart where tenure
+/// markers are written: the claim then waits until the predecessor's
+/// marker is gone, and it goes only once that work has stopped (or with
+/// the lease). Without the lease wait, no state breaks either property,
+/// any key deleted by hand included. It is the guard where markers cannot
+/// be written (a role limited to the election's prefix, `Claim::Unwritable`),
+/// which is `Rule::NoTenure`'s world, caught in `each_rule_has_teeth`.
+#[test]
+fn the_lease_wait_is_covered_by_the_tenure_claim() {
+    let checker = check(
+        Rule::Recipe(Mutation::NoLeaseWait),
+        Leases::Own,
+        HandDeletes::Any,
+    );
+    checker.assert_no_discovery(ONE_AT_A_TIME);
+    checker.assert_no_discovery(IN_ORDER);
+}
+
 #[test]
 fn each_rule_has_teeth() {
     for (rule, leases, hand_deletes, property) in [
@@ -1079,6 +1168,12 @@ fn each_rule_has_teeth() {
             Rule::TouchUnguarded,
             Leases::Session,
             HandDeletes::Any,
+            IN_ORDER,
+        ),
+        (
+            Rule::Recipe(Mutation::LeadOnDeletion),
+            Leases::Own,
+            HandDeletes::None,
             IN_ORDER,
         ),
     ] {
