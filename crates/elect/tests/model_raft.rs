@@ -837,14 +837,19 @@ fn silenced_leader() -> Raft {
     }
 }
 
-fn breadth_first(model: Raft, states: usize) {
-    let started = std::time::Instant::now();
-    let checker = model
+/// Every interleaving of `model`, up to `states`.
+fn search_breadth_first(model: Raft, states: usize) -> impl Checker<Raft> {
+    model
         .checker()
         .threads(2)
         .target_state_count(states)
         .spawn_bfs()
-        .join();
+        .join()
+}
+
+fn breadth_first(model: Raft, states: usize) {
+    let started = std::time::Instant::now();
+    let checker = search_breadth_first(model, states);
     eprintln!(
         "raft-vote model, breadth first: {} states, {} distinct, depth {}, {:.1?}",
         checker.state_count(),
@@ -1057,12 +1062,7 @@ fn without_a_pledge_on_disk_standing_a_term_has_two_leaders() {
 /// Asserts that `what` is caught in `model` by a search of every
 /// interleaving (so by a shortest counterexample), and prints how.
 fn caught_breadth_first(what: &str, model: Raft, states: usize) {
-    let checker = model
-        .checker()
-        .threads(2)
-        .target_state_count(states)
-        .spawn_bfs()
-        .join();
+    let checker = search_breadth_first(model, states);
     let (property, steps, trace) = broken(&checker)
         .unwrap_or_else(|| panic!("{what}: the checker must find what this rule prevents"));
     eprintln!("{what}: \"{property}\" broken in {steps} steps:\n{trace}");
