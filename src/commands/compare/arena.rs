@@ -393,42 +393,43 @@ impl<'a> Arena<'a> {
         if self.raft.is_none() {
             return Ok(leader);
         }
-        let until = Instant::now() + SOON;
-        loop {
-            let mut views = Vec::new();
-            for (i, slot) in self.slots.iter_mut().enumerate() {
-                let Some(slot) = slot else { continue };
-                slot.pull();
-                views.push((i, slot.id.clone(), slot.view()));
-            }
-            let agreed = views
-                .first()
-                .and_then(|(_, _, v)| v.clone())
-                .filter(|first| views.iter().all(|(_, _, v)| v.as_ref() == Some(first)));
-            if let Some((i, _, _)) = agreed.and_then(|id| views.into_iter().find(|v| v.1 == id)) {
-                for slot in self.slots.iter_mut().flatten() {
-                    slot.checked = slot.lines.len();
-                }
-                return Ok(i);
-            }
-            if interrupt::requested() {
-                bail!("interrupted");
-            }
-            if Instant::now() >= until {
-                let views: Vec<String> = self
-                    .slots
-                    .iter()
-                    .flatten()
-                    .map(|s| format!("{} follows {:?}", s.id, s.view()))
-                    .collect();
-                bail!(
-                    "the Raft peers did not agree on a leader within {SOON:?} ({}){}",
-                    views.join(", "),
-                    self.stderr_tail()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(1));
+        let agreed = elect_lab::poll(SOON, || self.agreed_leader());
+        if interrupt::requested() {
+            bail!("interrupted");
         }
+        let Some(agreed) = agreed else {
+            let views: Vec<String> = self
+                .slots
+                .iter()
+                .flatten()
+                .map(|s| format!("{} follows {:?}", s.id, s.view()))
+                .collect();
+            bail!(
+                "the Raft peers did not agree on a leader within {SOON:?} ({}){}",
+                views.join(", "),
+                self.stderr_tail()
+            );
+        };
+        for slot in self.slots.iter_mut().flatten() {
+            slot.checked = slot.lines.len();
+        }
+        Ok(agreed)
+    }
+
+    /// The slot of the leader every live peer names now, if they agree
+    /// (the leader naming itself, after `elected`).
+    fn agreed_leader(&mut self) -> Option<usize> {
+        for slot in self.slots.iter_mut().flatten() {
+            slot.pull();
+        }
+        let mut live = self.slots.iter().flatten();
+        let first = live.next()?.view()?;
+        if !live.all(|s| s.view().as_ref() == Some(&first)) {
+            return None;
+        }
+        self.slots
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.id == first))
     }
 
     /// The slot that comes next after `leader` if it goes: for Raft the

@@ -456,7 +456,7 @@ impl Session<'_> {
             reporter.publish(us);
         };
         publish(&self.reporter, deadline, current);
-        let mut own_watch: Option<OwnWatch> = None;
+        let mut own_watch: Option<OneShotWatch> = None;
         let mut rearm_at = Instant::now();
         loop {
             if own_watch.is_none() && connected && Instant::now() >= rearm_at {
@@ -765,8 +765,8 @@ async fn wait_for_turn(
         now(),
         Input::LeaderSeen(leader_path(&view.borrow_and_update())),
     );
-    let mut own_watch: Option<OwnWatch> = None;
-    let mut predecessor_watch: Option<OwnWatch> = None;
+    let mut own_watch: Option<OneShotWatch> = None;
+    let mut predecessor_watch: Option<OneShotWatch> = None;
     loop {
         let input = match turn.poll(now()) {
             Next::Lead { read_free } => {
@@ -852,11 +852,12 @@ fn names(queue: Vec<layout::Participant>) -> Vec<String> {
     queue.into_iter().map(|p| p.name).collect()
 }
 
-/// A one-shot watch on our own znode, waiting for its change.
-type OwnWatch = std::pin::Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
+/// A one-shot watch on a znode (ours, or our predecessor's), waiting for
+/// its change.
+type OneShotWatch = std::pin::Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
 
 /// Arms a watch on our znode; `None` when it is gone or not our session's.
-async fn watch_own(client: &Client, path: &str) -> Result<Option<OwnWatch>> {
+async fn watch_own(client: &Client, path: &str) -> Result<Option<OneShotWatch>> {
     match client.check_and_watch_stat(path).await {
         Ok((Some(stat), watcher)) if stat.ephemeral_owner == client.session_id().0 => {
             Ok(Some(Box::pin(watcher.changed())))
