@@ -238,8 +238,12 @@ fn a_disk_too_slow_for_t_is_said_at_start_and_counted() {
             .then_some(())
     });
     assert!(said.is_some(), "no warning at start:\n{}", p0.stderr());
-    // The cluster elects (p0 votes or campaigns, writing each time).
-    p0.wait_event("leader", SOON);
+    // The cluster elects (p0 votes or campaigns, writing each time): p0
+    // may win, slow disk and all, and then says "elected", not "leader".
+    p0.wait_line("a leader", SOON, |l| {
+        l.json()
+            .is_some_and(|v| v["event"] == "leader" || v["event"] == "elected")
+    });
     let slow = elect_lab::poll(SOON, || {
         let (_, text) = support::http_get(&http, "/metrics");
         let count = text
