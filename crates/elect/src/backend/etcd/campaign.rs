@@ -41,8 +41,11 @@ use super::keywatch::{TurnWatch, Woken, wait_for_delete};
 use super::layout::{self, CandidateKey, Ours};
 use super::lease::{Lease, LeaseState, Renewer};
 use super::observe::View;
-use super::recipe::{Input, Next, Request, Turn, TurnCheck, WaitForTurn};
-use super::tenure::{self, Claim};
+use super::recipe::{
+    Input, Next, OfficeInput, OfficeStep, ReleaseStep, Request, Resignation, TakeOffice, Touch,
+    Turn, TurnCheck, WaitForTurn,
+};
+use super::tenure;
 use crate::backend::backoff::Backoff;
 use crate::backend::counters::{PROCESS, warn_counted};
 use crate::backend::report::Reporter;
@@ -123,7 +126,7 @@ impl Candidate {
             match self.candidacy(&lease).await {
                 Outcome::Resigned { led } => {
                     if led {
-                        self.hand_over(lease.id).await;
+                        self.hand_over(lease.id, lease.ttl).await;
                     }
                     lease.revoke(&self.client, self.cfg.connect_timeout).await;
                     self.resigned(led);
@@ -172,7 +175,8 @@ impl Candidate {
             match self.candidacy(&lease).await {
                 Outcome::Resigned { led } => {
                     let successor = self.elect_successor();
-                    if let Some(released) = self.release(lease.id, successor.as_ref()).await
+                    let released = self.release_when_idle(lease.id, successor, lease.ttl);
+                    if let Some(released) = released.await
                         && released.touched
                     {
                         // The successor led without reading the marker,
@@ -191,7 +195,7 @@ impl Candidate {
                         self.reporter.publish(Leadership::unknown());
                         return Err(ended());
                     }
-                    self.release(lease.id, None).await;
+                    self.release_when_idle(lease.id, None, lease.ttl).await;
                     // A lapse of renewals: campaign again only once the
                     // lease is proven alive again (or gone for good).
                     let mut state = lease.watch();
@@ -218,16 +222,17 @@ impl Candidate {
     /// after its watch saw our key go, and the lease is kept until it has
     /// taken the marker (or [`HANDOVER_WAIT`]). A failed release leaves the
     /// revoke to do it all, as before.
-    async fn hand_over(&mut self, lease: i64) {
+    async fn hand_over(&mut self, lease: i64, ttl: Duration) {
         let successor = self.elect_successor();
-        let Some(released) = self.release(lease, successor.as_ref()).await else {
+        let expects_taker = successor.is_some();
+        let Some(released) = self.release_when_idle(lease, successor, ttl).await else {
             return;
         };
         if released.touched {
             debug!(revision = released.at, "handed over to the next in line");
             return;
         }
-        if successor.is_some() {
+        if expects_taker {
             let taken = wait_for_delete(&self.client, released.marker.as_bytes(), released.at);
             match tokio::time::timeout(HANDOVER_WAIT, taken).await {
                 Ok(_) => debug!("handover: the successor took the release marker"),
@@ -256,10 +261,31 @@ impl Candidate {
             .and_then(|watch| watch.elect_successor())
     }
 
+    /// Ends the current candidacy as [`Resignation`] decides: once the work
+    /// started under our leadership has stopped (waiting at most `ttl`,
+    /// as a lost leader does), the release, with the touch of `successor`
+    /// if any.
+    async fn release_when_idle(
+        &mut self,
+        lease: i64,
+        successor: Option<CandidateKey>,
+        ttl: Duration,
+    ) -> Option<Released> {
+        let mut resignation = Resignation::new(successor, self.work.is_running());
+        if resignation.step() == ReleaseStep::AwaitWorkStopped {
+            self.wait_until_idle(ttl).await;
+            resignation.work_stopped();
+        }
+        let ReleaseStep::Release(touch) = resignation.step() else {
+            unreachable!("the work has stopped");
+        };
+        self.release(lease, touch.as_ref()).await
+    }
+
     /// Ends the current candidacy, its work stopped: one transaction
     /// deletes our key (if it is still this candidacy's), writes its
-    /// release marker, bound to the lease, and, given a `successor`, hands
-    /// over to it ([`handover::touch`]). The marker tells a successor
+    /// release marker, bound to the lease, and, given a `touch`, hands
+    /// over to the next in line ([`handover::touch`]). The marker tells a successor
     /// waiting on our lease (a session's, or ours until we revoke it) that
     /// the work is over. `None` if the transaction failed (a successor then
     /// waits for the lease).
@@ -268,10 +294,10 @@ impl Candidate {
     /// walks every key deleted there since etcd's last compaction (each
     /// candidacy leaves one), and inside the commit it would delay the
     /// handover for every waiter.
-    async fn release(&mut self, lease: i64, successor: Option<&CandidateKey>) -> Option<Released> {
+    async fn release(&mut self, lease: i64, touch: Option<&Touch>) -> Option<Released> {
         let (key, rev) = self.current.take()?;
         debug!(
-            successor = successor.map(|s| s.id.as_str()),
+            successor = touch.map(|t| t.next.id.as_str()),
             "releasing our key"
         );
         let marker = layout::release_marker(&self.cfg.election, rev);
@@ -282,7 +308,7 @@ impl Candidate {
             TxnOp::delete(key.as_str(), None),
             tenure::end(election, lease),
         ];
-        then.extend(successor.map(|next| handover::touch(election, next)));
+        then.extend(touch.map(|touch| handover::touch(election, touch)));
         let txn = Txn::new()
             .when([Compare::create_revision(
                 key.as_str(),
@@ -353,57 +379,40 @@ impl Candidate {
             Ok(turn) => turn,
             Err(outcome) => return outcome,
         };
-        let vanished = |lease: &Lease| {
-            warn_counted!("our key vanished before we could lead; campaigning again");
-            Outcome::Lost {
-                led: false,
-                deadline: lease.state().deadline,
-            }
-        };
-        let (confirmed_at, handed_over) = match turn {
-            Turn::KeyGone => return vanished(lease),
-            // The check that found no older key also confirmed ours.
-            Turn::Ours {
-                confirmed_at,
-                handed_over,
-                ..
-            } => (confirmed_at, handed_over),
-            // An elect predecessor whose key went without a release (an
-            // operator deleted it): its work may still run until its
-            // lease ends. Then our key is read back on its own.
-            Turn::AfterLeaseOf(pred) => {
-                if let Err(outcome) = self
-                    .until_lost(
-                        &mut lease_state,
-                        wait_for_lease_end(&client, &election, pred),
-                    )
-                    .await
-                {
-                    return outcome;
+        let mut office = TakeOffice::new();
+        office.input(OfficeInput::Turn(turn));
+        let confirmed_at = loop {
+            let answer = match office.step().clone() {
+                OfficeStep::Lead { confirmed_at } => break confirmed_at,
+                OfficeStep::Vanished => {
+                    warn_counted!("our key vanished before we could lead; campaigning again");
+                    return Outcome::Lost {
+                        led: false,
+                        deadline: lease.state().deadline,
+                    };
                 }
-                // The claim reads our key back.
-                (0, false)
-            }
-            Turn::First => (0, false),
-        };
-        // A handover wrote our tenure marker with its touch; every other
-        // way to our turn claims it, waiting out any other tenure.
-        let confirmed_at = if handed_over {
-            confirmed_at
-        } else {
-            let claim = tenure::claim(&client, &election, ours);
-            match self.until_lost(&mut lease_state, claim).await {
-                Ok(Claim::Ours(at)) => confirmed_at.max(at),
-                Ok(Claim::KeyGone) => return vanished(lease),
-                // Without a marker, our key is read back on its own.
-                Ok(Claim::Unwritable) => {
+                OfficeStep::AwaitTurn => unreachable!("the turn was handed in"),
+                OfficeStep::AwaitLeaseEnd(pred) => {
+                    let ended = wait_for_lease_end(&client, &election, pred);
+                    self.until_lost(&mut lease_state, ended)
+                        .await
+                        .map(|()| OfficeInput::LeaseEnded)
+                }
+                OfficeStep::Claim => {
+                    let claim = tenure::claim(&client, &election, ours);
+                    self.until_lost(&mut lease_state, claim)
+                        .await
+                        .map(OfficeInput::Claimed)
+                }
+                OfficeStep::ReadBack => {
                     let read_back = confirm(&client, &key, lease.id, my_rev);
-                    match self.until_lost(&mut lease_state, read_back).await {
-                        Ok(Some(rev)) => confirmed_at.max(rev),
-                        Ok(None) => return vanished(lease),
-                        Err(outcome) => return outcome,
-                    }
+                    self.until_lost(&mut lease_state, read_back)
+                        .await
+                        .map(OfficeInput::ReadBack)
                 }
+            };
+            match answer {
+                Ok(input) => office.input(input),
                 Err(outcome) => return outcome,
             }
         };
@@ -438,13 +447,14 @@ impl Candidate {
         // Our own key is watched directly, so its deletion is acted on at
         // the event rather than one read later through the observer; the
         // same watch keeps who is next for our resignation.
-        let watch = LeaderWatch::start(
-            self.client.clone(),
-            layout::prefix(&self.cfg.election),
-            key,
+        let own = CandidateKey {
+            key: key.as_bytes().to_vec(),
+            id: self.cfg.id.clone(),
+            create_revision: token,
             lease,
-            token,
-        );
+        };
+        let watch =
+            LeaderWatch::start(self.client.clone(), layout::prefix(&self.cfg.election), own);
         let mut key_gone = watch.key_gone();
         self.leader_watch = Some(watch);
         loop {

@@ -60,7 +60,8 @@
 use std::sync::Arc;
 
 use etcd_client::{
-    Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+    Client, Compare, CompareOp, EventType, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
+    TxnOpResponse, WatchOptions,
 };
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -69,54 +70,30 @@ use tracing::debug;
 use super::etcd_error;
 use super::keywatch::{next_response, open_watch};
 use super::layout::{self, CandidateKey};
-use super::lease::granted_by_elect;
+use super::recipe::{KeyEvent, NextInLine, NextStep, Pick, Touch};
 use super::tenure;
 use crate::backend::backoff::Backoff;
 use crate::backend::counters::warn_counted;
 use crate::error::Result;
 
 /// While we lead: our key and the next in line, from one watch on the
-/// election's prefix. Dropping it stops watching.
+/// election's prefix, as [`NextInLine`] decides. Dropping it stops
+/// watching.
 pub struct LeaderWatch {
     next: watch::Receiver<Option<CandidateKey>>,
     gone: watch::Receiver<bool>,
     task: JoinHandle<()>,
 }
 
-/// Our key, as we created it, owned by the [`LeaderWatch`] task.
-struct OwnKey {
-    key: Vec<u8>,
-    lease: i64,
-    create_revision: i64,
-}
-
-impl OwnKey {
-    /// Whether `kv` is still this key of ours (not created again, not put
-    /// again without our lease).
-    fn is(&self, kv: &etcd_client::KeyValue) -> bool {
-        kv.create_revision() == self.create_revision && kv.lease() == self.lease
-    }
-}
-
 impl LeaderWatch {
-    /// Starts watching our key, `key` on `lease` created at
-    /// `create_revision` under `prefix`, and the next in line after it.
-    pub fn start(
-        client: Arc<Client>,
-        prefix: String,
-        key: &str,
-        lease: i64,
-        create_revision: i64,
-    ) -> LeaderWatch {
+    /// Starts watching our key, `own`, under `prefix`, and the next in
+    /// line after it.
+    pub fn start(client: Arc<Client>, prefix: String, own: CandidateKey) -> LeaderWatch {
         let (next_out, next) = watch::channel(None);
         let (gone_out, gone) = watch::channel(false);
-        let own = OwnKey {
-            key: key.as_bytes().to_vec(),
-            lease,
-            create_revision,
-        };
+        let mut line = NextInLine::new(own);
         let task = tokio::spawn(async move {
-            follow(&client, &prefix, &own, &next_out).await;
+            follow(&client, &prefix, &mut line, &next_out).await;
             next_out.send_replace(None);
             gone_out.send_replace(true);
         });
@@ -126,10 +103,7 @@ impl LeaderWatch {
     /// The next in line as last known, if it is an `elect` candidate,
     /// whom a resignation may [`touch`].
     pub fn elect_successor(&self) -> Option<CandidateKey> {
-        self.next
-            .borrow()
-            .clone()
-            .filter(|next| granted_by_elect(next.lease))
+        self.next.borrow().clone()
     }
 
     /// Becomes true once our key is gone (deleted, created again, or put
@@ -145,26 +119,35 @@ impl Drop for LeaderWatch {
     }
 }
 
-/// Follows our key and the next in line until our key is gone. Failures
-/// are retried, reading afresh; meanwhile nobody is published as next, so
-/// a resignation touches no one.
+/// Does what `line` asks until our key is gone, publishing whom a
+/// resignation may touch. Failures are retried, reading afresh; meanwhile
+/// nobody is published, so a resignation touches no one.
 async fn follow(
     client: &Client,
     prefix: &str,
-    own: &OwnKey,
+    line: &mut NextInLine,
     next_out: &watch::Sender<Option<CandidateKey>>,
 ) {
     let mut backoff = Backoff::new();
     loop {
-        let watched = match read_own_and_next(client, prefix, own).await {
-            Ok(None) => return,
-            Ok(Some((next, at))) => watch_prefix(client, prefix, own, next, at, next_out).await,
-            Err(e) => Err(e),
+        let done = match *line.step() {
+            NextStep::OwnKeyGone => return,
+            NextStep::Read { pick } => {
+                match read_own_and_next(client, prefix, line.own(), pick).await {
+                    Ok((own, next, at)) => {
+                        line.read_answered(own.as_ref(), next, at);
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            NextStep::Watch { from } => watch_prefix(client, prefix, line, from, next_out).await,
         };
-        match watched {
-            Ok(Watched::OwnKeyGone) => return,
-            Ok(Watched::ReadAgain) => backoff.reset(),
+        publish_next(next_out, line);
+        match done {
+            Ok(()) => backoff.reset(),
             Err(e) => {
+                line.broke();
                 next_out.send_replace(None);
                 warn_counted!("watching our key and the next in line: {e}");
                 backoff.wait().await;
@@ -173,16 +156,22 @@ async fn follow(
     }
 }
 
-/// One linearizable read: our key (`None` if it is no longer ours) and the
-/// oldest key younger than it, with the read's revision.
+/// One linearizable read: our key as it reads, the younger key `pick`
+/// chooses, and the read's revision.
 async fn read_own_and_next(
     client: &Client,
     prefix: &str,
-    own: &OwnKey,
-) -> Result<Option<(Option<CandidateKey>, i64)>> {
+    own: &CandidateKey,
+    pick: Pick,
+) -> Result<(Option<CandidateKey>, Option<CandidateKey>, i64)> {
+    let younger = match pick {
+        Pick::Oldest => layout::younger_than(own.create_revision),
+        Pick::Youngest => layout::younger_than(own.create_revision)
+            .with_sort(SortTarget::Create, SortOrder::Descend),
+    };
     let txn = Txn::new().and_then([
         TxnOp::get(own.key.as_slice(), None),
-        TxnOp::get(prefix, Some(layout::younger_than(own.create_revision))),
+        TxnOp::get(prefix, Some(younger)),
     ]);
     let resp = Box::pin(client.kv_client().txn(txn))
         .await
@@ -198,95 +187,88 @@ async fn read_own_and_next(
             "a transaction without its reads",
         ));
     };
-    if !ours.kvs().first().is_some_and(|kv| own.is(kv)) {
-        return Ok(None);
-    }
-    Ok(Some((next.kvs().first().map(CandidateKey::from), at)))
+    Ok((
+        ours.kvs().first().map(CandidateKey::from),
+        next.kvs().first().map(CandidateKey::from),
+        at,
+    ))
 }
 
-/// Tells the resignation who is next in line now (and the debug log,
-/// which the tests wait on).
-fn publish_next(next_out: &watch::Sender<Option<CandidateKey>>, next: &Option<CandidateKey>) {
-    match next {
+/// Tells the resignation whom it may touch now, if that changed (and the
+/// debug log, which the tests wait on).
+fn publish_next(next_out: &watch::Sender<Option<CandidateKey>>, line: &NextInLine) {
+    let successor = line.successor();
+    if *next_out.borrow() == successor {
+        return;
+    }
+    match line.next() {
         Some(n) => debug!(next = n.id.as_str(), "next in line"),
         None => debug!("nobody is next in line"),
     }
-    next_out.send_replace(next.clone());
+    next_out.send_replace(successor);
 }
 
-/// Why [`watch_prefix`] returned.
-enum Watched {
-    OwnKeyGone,
-    /// The next in line left, or the server cancelled the watch.
-    ReadAgain,
-}
-
-/// Watches the prefix from just after `at`, the revision at which `next`
-/// was the next in line, publishing the next in line as it changes.
+/// Watches the prefix from just after `from`, handing `line` its events,
+/// until it asks for something else.
 async fn watch_prefix(
     client: &Client,
     prefix: &str,
-    own: &OwnKey,
-    mut next: Option<CandidateKey>,
-    at: i64,
+    line: &mut NextInLine,
+    from: i64,
     next_out: &watch::Sender<Option<CandidateKey>>,
-) -> Result<Watched> {
-    publish_next(next_out, &next);
+) -> Result<()> {
+    publish_next(next_out, line);
     let options = WatchOptions::new()
         .with_prefix()
-        .with_start_revision(at + 1);
+        .with_start_revision(from + 1);
     let mut stream = open_watch(client, prefix, options, "watching the election").await?;
     loop {
         let resp = next_response(&mut stream, "watching the election").await?;
         if resp.canceled() {
-            return Ok(Watched::ReadAgain);
+            line.cancelled();
+            return Ok(());
         }
         for event in resp.events() {
             let Some(kv) = event.kv() else { continue };
-            if kv.key() == own.key.as_slice() {
-                if event.event_type() == EventType::Delete || !own.is(kv) {
-                    return Ok(Watched::OwnKeyGone);
-                }
-                continue;
+            let event = match event.event_type() {
+                EventType::Delete => KeyEvent::Delete(kv.key().to_vec()),
+                EventType::Put => KeyEvent::Put(CandidateKey::from(kv), kv.version()),
+            };
+            if let KeyEvent::Delete(key) = &event
+                && line.next().is_some_and(|n| n.key == *key)
+            {
+                debug!(next = %line.next().map_or("", |n| n.id.as_str()), "the next in line left");
             }
-            match (event.event_type(), &next) {
-                (EventType::Delete, Some(n)) if n.key == kv.key() => {
-                    debug!(next = %n.id, "the next in line left");
-                    return Ok(Watched::ReadAgain);
-                }
-                // Nobody was queued at `at`: the first key created since
-                // is the next in line (events come in revision order).
-                (EventType::Put, None) if kv.version() == 1 => {
-                    next = Some(CandidateKey::from(kv));
-                    publish_next(next_out, &next);
-                }
-                _ => {}
+            line.event(event);
+            if !matches!(line.step(), NextStep::Watch { .. }) {
+                return Ok(());
             }
+            publish_next(next_out, line);
         }
     }
 }
 
-/// The part of a resignation's transaction that hands over to `next`: if
-/// its key still has the create revision and lease it was read with, put
-/// it again, value and lease unchanged, and write its tenure marker (see
-/// the `tenure` module), which it would otherwise claim itself.
-pub fn touch(election: &str, next: &CandidateKey) -> TxnOp {
+/// The part of a resignation's transaction that hands over (see
+/// [`Touch`]): if the next's key still has the create revision and lease
+/// it was read with, put it again, value and lease unchanged, and write
+/// its tenure marker (see the `tenure` module), which it would otherwise
+/// claim itself.
+pub fn touch(election: &str, touch: &Touch) -> TxnOp {
+    let next = &touch.next;
     let key = next.key.as_slice();
-    TxnOp::txn(
-        Txn::new()
-            .when([
-                Compare::create_revision(key, CompareOp::Equal, next.create_revision),
-                Compare::lease(key, CompareOp::Equal, next.lease),
-            ])
-            .and_then([
-                TxnOp::put(
-                    key,
-                    "",
-                    Some(PutOptions::new().with_ignore_value().with_ignore_lease()),
-                ),
-                tenure::hand_on(election, next.lease),
-            ]),
-    )
+    let guard = [
+        Compare::create_revision(key, CompareOp::Equal, next.create_revision),
+        Compare::lease(key, CompareOp::Equal, next.lease),
+    ];
+    let guard = if touch.guarded { &guard[..] } else { &[] };
+    TxnOp::txn(Txn::new().when(guard.to_vec()).and_then([
+        TxnOp::put(
+            key,
+            "",
+            Some(PutOptions::new().with_ignore_value().with_ignore_lease()),
+        ),
+        tenure::hand_on(election, next.lease),
+    ]))
 }
 
 /// Whether a resignation's [`touch`] found its key and put it.

@@ -1,10 +1,14 @@
 //! The etcd backend's handover, every interleaving up to a bound, under
 //! stateright: the argument of `handover.rs` and the campaign's paths
-//! beside it, checked rather than only argued. The wait for our turn is
-//! the production recipe (`recipe::WaitForTurn`), driven unchanged: the
-//! model answers its requests from the key space and hands it the watch's
-//! events, as `campaign.rs`'s driver does; the claim, the leader's watch
-//! and the release are still modelled after `campaign.rs`.
+//! beside it, checked rather than only argued. Every decision is the
+//! production recipes' (`recipe`), driven unchanged: the wait for our
+//! turn (`WaitForTurn`), the way to office (`TakeOffice`), the leader's
+//! following of its next in line (`NextInLine`) and the release
+//! (`Resignation`). The model answers their requests from the key space
+//! and hands them the watches' events, as `campaign.rs` and `handover.rs`
+//! do; what is modelled is etcd (the key space, its revisions, leases,
+//! what a transaction does) and the claim's I/O (write our marker, then
+//! wait until no other is left).
 //!
 //! The world is etcd's key space as an election uses it, one revision at a
 //! time, with every past revision kept: a watch reads the revisions after
@@ -47,16 +51,16 @@
 //! on that key waited for its lease, but a candidate that was not (a
 //! newcomer, or one queued behind another key that went) found no older
 //! key and nothing that said the old leader's work was still stopping, and
-//! led at once (`Rule::NoTenure`, caught in 5 steps).
+//! led at once (`Mutation::NoTenure`, caught in 7 steps).
 //!
-//! Teeth: leading without a tenure marker, a release sent before the work
-//! stopped (overlap); a next in line that is not the oldest younger key,
-//! a touch without its guard, and in the production recipe a deletion of
-//! the predecessor taken as our turn without a read (out of order). The
-//! recipe's wait for a predecessor's lease has no counterexample where
-//! tenure markers are written: the claim covers it (see
-//! `the_lease_wait_is_covered_by_the_tenure_claim`). With tenure markers the wait
-//! for a predecessor's lease is no longer what keeps two leaders apart.
+//! Teeth, each a rule of the production recipes switched off
+//! ([`Mutation`]): leading without a tenure marker, a release sent before
+//! the work stopped (overlap); a next in line that is not the oldest
+//! younger key, a touch without its guard, a deletion of the predecessor
+//! taken as our turn without a read (out of order). The recipe's wait for
+//! a predecessor's lease has no counterexample where tenure markers are
+//! written: the claim covers it (see
+//! `the_lease_wait_is_covered_by_the_tenure_claim`).
 //! Found too: the read's check that the member had applied the deletion
 //! is not needed for safety (a member behind it still holds the
 //! predecessor's key, or not yet ours, so it never says the way is
@@ -72,7 +76,10 @@ use stateright::{Checker, HasDiscoveries, Model, Property};
 use super::keywatch::Woken as Reported;
 use super::layout::CandidateKey;
 use super::lease::ELECT_LEASE_TAG;
-use super::recipe::{Input, Mutation, Next as TurnNext, Request, Turn, TurnCheck, WaitForTurn};
+use super::recipe::{
+    Claim, Input, KeyEvent, Mutation, Next as TurnNext, NextInLine, NextStep, OfficeInput,
+    OfficeStep, Pick, ReleaseStep, Request, Resignation, TakeOffice, Turn, TurnCheck, WaitForTurn,
+};
 
 const CANDIDATES: usize = 3;
 /// Candidacies per candidate: a lost one starts once more.
@@ -191,24 +198,6 @@ struct Pos {
     event: u8,
 }
 
-/// A leader's knowledge of its next in line (`LeaderWatch`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Next {
-    /// To be read; until then the last one known stays published.
-    Reading { stale: Option<Key> },
-    /// Read, and followed from revision `from` on.
-    Following { next: Option<Key>, from: u8 },
-}
-
-impl Next {
-    fn published(self) -> Option<Key> {
-        match self {
-            Next::Reading { stale } => stale,
-            Next::Following { next, .. } => next,
-        }
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Phase {
     Idle,
@@ -219,28 +208,25 @@ enum Phase {
         mine: u8,
         watch: Option<Pos>,
     },
-    /// No older key, but `pred` left no marker: its work may still run
-    /// until its lease ends.
-    AwaitingLease {
+    /// Our turn came; the production recipe (`TakeOffice`) takes us to
+    /// leading: the tenure claim (our marker written once `claimed`, and
+    /// we lead once no other candidate's is left), or the wait for a
+    /// predecessor's lease, or a read of our key back.
+    Office {
         mine: u8,
-        pred: Key,
-    },
-    /// Our turn, read: our tenure marker is written next (`claimed` once
-    /// it is), and we lead once no other candidate's is left.
-    Claiming {
-        mine: u8,
-        pred: Option<Key>,
         claimed: bool,
     },
+    /// Leading; the production recipe (`NextInLine`) follows the next in
+    /// line. `watch`: where its stream stands, once it has reported
+    /// something since its last read.
     Leading {
         mine: u8,
-        next: Next,
+        watch: Option<Pos>,
     },
-    /// Resigning: the release's transaction is on its way. `working` only
-    /// under the mutation that sends it before stopping the work.
+    /// Resigning: the production recipe (`Resignation`) sends the release
+    /// once the work has stopped (`working` until then).
     Releasing {
         mine: u8,
-        next: Option<Key>,
         working: bool,
     },
     /// Released; the lease is revoked next (own leases), or the work
@@ -262,18 +248,12 @@ struct Candidate {
     lease: u8,
     candidacy: u8,
     phase: Phase,
-    /// The production recipe, while our turn is waited for.
+    /// The production recipes: while our turn is waited for, on the way
+    /// to leading, while leading, and while resigning.
     turn: Option<WaitForTurn>,
-}
-
-impl Phase {
-    /// Leading from now on, the next in line still to be read.
-    fn leading(mine: u8) -> Phase {
-        Phase::Leading {
-            mine,
-            next: Next::Reading { stale: None },
-        }
-    }
+    office: Option<TakeOffice>,
+    line: Option<NextInLine>,
+    resignation: Option<Resignation>,
 }
 
 impl Candidate {
@@ -394,32 +374,39 @@ fn next_turn_event(w: &World, at: Pos, own: Key, pred: Key) -> Option<(Pos, Woke
         .find_map(|(pos, e)| turn_event(w, pos, e, own, pred).map(|woken| (pos, woken)))
 }
 
-/// Whether the leader's watch on the prefix reacts to `event`.
-fn leader_event(event: Event, own: Key, next: Option<Key>) -> bool {
+/// `event`, at `pos`, as the leader's watch on the prefix reports it.
+fn key_event(w: &World, pos: Pos, event: Event) -> KeyEvent {
     match event {
-        Event::Created(l) | Event::Put(l) | Event::Deleted(l) if l == own.lease => true,
-        Event::Deleted(l) => next.is_some_and(|n| n.lease == l),
-        Event::Created(_) => next.is_none(),
-        Event::Put(_) => false,
+        Event::Created(lease) => KeyEvent::Put(
+            Key {
+                lease,
+                create: pos.rev,
+            }
+            .candidate(),
+            1,
+        ),
+        Event::Put(lease) => {
+            let create = w.history[pos.rev as usize].store.keys[lease as usize];
+            KeyEvent::Put(Key { lease, create }.candidate(), 2)
+        }
+        Event::Deleted(lease) => KeyEvent::Delete(Key { lease, create: 0 }.candidate().key),
     }
+}
+
+/// The first event from `at` on that the leader's recipe reacts to.
+fn next_leader_event(w: &World, at: Pos, line: &NextInLine) -> Option<(Pos, KeyEvent)> {
+    w.events_from(at)
+        .map(|(pos, e)| (pos, key_event(w, pos, e)))
+        .find(|(_, e)| line.reacts_to(e))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Rule {
     Production,
-    /// The touch puts the next's key whatever its create revision.
-    TouchUnguarded,
-    /// The release is sent while the work still runs.
-    ReleaseBeforeStop,
-    /// The leader takes the youngest key as its next, not the oldest
-    /// younger one.
-    NextAnyYounger,
-    /// Lead on a read of our turn without a tenure marker.
-    NoTenure,
     /// The woken candidate's read is taken from a member however far
     /// behind the deletion it is.
     AnyMember,
-    /// A rule of the production recipe switched off.
+    /// A rule of the production recipes switched off.
     Recipe(Mutation),
 }
 
@@ -459,6 +446,8 @@ enum Action {
     LeaseOver(usize),
     /// Writes our tenure marker and reads the others', or reads them again.
     Claim(usize),
+    /// Reads our key back (a candidacy that cannot write markers).
+    ReadBack(usize),
     LeaderRead(usize),
     LeaderWatch(usize),
     Resign(usize),
@@ -503,7 +492,7 @@ impl Election {
     }
 
     /// Hands `input` to candidate `i`'s recipe; once it has decided, the
-    /// candidacy goes on as `campaign.rs` does with the turn.
+    /// turn goes to the next recipe, as in `campaign.rs`.
     fn take(&self, w: &mut World, i: usize, input: Input) {
         let c = &mut w.candidates[i];
         let Phase::Turn { mine, .. } = c.phase else {
@@ -514,24 +503,55 @@ impl Election {
         let TurnNext::Decided(turn) = recipe.next() else {
             return;
         };
-        let c = w.candidates[i].clone();
-        let phase = match turn {
-            Turn::First => self.confirm(w, &c, mine, None),
+        if matches!(
+            turn,
             Turn::Ours {
-                handed_over: true, ..
-            } => {
-                w.touched = true;
-                Phase::leading(mine)
+                handed_over: true,
+                ..
             }
-            Turn::Ours { released, .. } => self.turn(mine, released.as_ref().map(Key::of)),
-            Turn::AfterLeaseOf(pred) => Phase::AwaitingLease {
-                mine,
-                pred: Key::of(&pred),
-            },
-            Turn::KeyGone => Phase::Lost { mine },
+        ) {
+            w.touched = true;
+        }
+        let c = &mut w.candidates[i];
+        c.turn = None;
+        c.office = Some(TakeOffice::new().mutated(self.mutation()));
+        c.phase = Phase::Office {
+            mine,
+            claimed: false,
         };
-        w.candidates[i].phase = phase;
-        w.candidates[i].turn = None;
+        self.answer_office(w, i, OfficeInput::Turn(turn));
+    }
+
+    /// Hands `input` to candidate `i`'s way to office; once it leads, the
+    /// next in line is followed, as `LeaderWatch` does.
+    fn answer_office(&self, w: &mut World, i: usize, input: OfficeInput) {
+        let c = &mut w.candidates[i];
+        let Phase::Office { mine, .. } = c.phase else {
+            return;
+        };
+        let office = c.office.as_mut().expect("on the way to office");
+        office.input(input);
+        match office.step() {
+            OfficeStep::Lead { .. } => {
+                let own = Self::own_key(c, mine).candidate();
+                c.line = Some(NextInLine::new(own).mutated(self.mutation()));
+                c.office = None;
+                c.phase = Phase::Leading { mine, watch: None };
+            }
+            OfficeStep::Vanished => {
+                c.office = None;
+                c.phase = Phase::Lost { mine };
+            }
+            _ => {}
+        }
+    }
+
+    /// Candidate `i`'s candidacy is lost: its work stopped with it.
+    fn lose(w: &mut World, i: usize, mine: u8) {
+        let c = &mut w.candidates[i];
+        c.phase = Phase::Lost { mine };
+        c.office = None;
+        c.line = None;
     }
 
     /// A candidate that has just decided to lead: past its lease's end
@@ -547,33 +567,10 @@ impl Election {
         }
         let lease = w.candidates[i].lease;
         if w.store().ended[lease as usize] {
-            w.candidates[i].phase = Phase::Lost { mine };
+            Self::lose(w, i, mine);
             return;
         }
         w.out_of_order |= w.store().older_than(mine).is_some();
-    }
-
-    /// A first candidate, or one whose predecessor's lease ended: the
-    /// claim reads our key back (its guard); without markers (the
-    /// mutation) a read of its own does: lead, or lost.
-    fn confirm(&self, w: &World, c: &Candidate, mine: u8, pred: Option<Key>) -> Phase {
-        if self.rule != Rule::NoTenure || w.store().holds(Self::own_key(c, mine)) {
-            self.turn(mine, pred)
-        } else {
-            Phase::Lost { mine }
-        }
-    }
-
-    /// Our turn, read: the tenure is claimed first (`Claiming`).
-    fn turn(&self, mine: u8, pred: Option<Key>) -> Phase {
-        match self.rule {
-            Rule::NoTenure => Phase::leading(mine),
-            _ => Phase::Claiming {
-                mine,
-                pred,
-                claimed: false,
-            },
-        }
     }
 }
 
@@ -591,6 +588,9 @@ impl Model for Election {
                 candidacy: 0,
                 phase: Phase::Idle,
                 turn: None,
+                office: None,
+                line: None,
+                resignation: None,
             })
             .collect();
         vec![World {
@@ -650,33 +650,40 @@ impl Model for Election {
                         TurnNext::Decided(_) => {}
                     }
                 }
-                Phase::Claiming { mine, claimed, .. } => {
+                Phase::Office { mine, claimed } => {
                     let store = w.store();
-                    let others = store.tenures.iter().any(|&l| l != c.lease);
-                    let gone = !store.holds(Self::own_key(c, mine));
-                    if (!claimed && room) || (claimed && (gone || !others)) {
-                        actions.push(Action::Claim(i));
+                    match c.office.as_ref().expect("on the way to office").step() {
+                        OfficeStep::Claim => {
+                            let others = store.tenures.iter().any(|&l| l != c.lease);
+                            let gone = !store.holds(Self::own_key(c, mine));
+                            if (!claimed && room) || (claimed && (gone || !others)) {
+                                actions.push(Action::Claim(i));
+                            }
+                        }
+                        OfficeStep::AwaitLeaseEnd(pred) => {
+                            let pred = Key::of(pred);
+                            if store.ended[pred.lease as usize] || store.released(pred) {
+                                actions.push(Action::LeaseOver(i));
+                            }
+                        }
+                        OfficeStep::ReadBack => actions.push(Action::ReadBack(i)),
+                        step => unreachable!("{step:?} is not a step on the way"),
                     }
                 }
-                Phase::AwaitingLease { pred, .. } => {
-                    let store = w.store();
-                    if store.ended[pred.lease as usize] || store.released(pred) {
-                        actions.push(Action::LeaseOver(i));
-                    }
-                }
-                Phase::Leading { mine, next } => {
-                    match next {
-                        Next::Reading { .. } => actions.push(Action::LeaderRead(i)),
-                        Next::Following { next, from } => {
-                            let own = Self::own_key(c, mine);
-                            let at = Pos {
-                                rev: from,
+                Phase::Leading { watch, .. } => {
+                    let line = c.line.as_ref().expect("a leader follows its next");
+                    match *line.step() {
+                        NextStep::Read { .. } => actions.push(Action::LeaderRead(i)),
+                        NextStep::Watch { from } => {
+                            let at = watch.unwrap_or(Pos {
+                                rev: from as u8 + 1,
                                 event: 0,
-                            };
-                            if w.events_from(at).any(|(_, e)| leader_event(e, own, next)) {
+                            });
+                            if next_leader_event(w, at, line).is_some() {
                                 actions.push(Action::LeaderWatch(i));
                             }
                         }
+                        NextStep::OwnKeyGone => unreachable!("leading on a key that is gone"),
                     }
                     if room {
                         actions.push(Action::Resign(i));
@@ -686,7 +693,9 @@ impl Model for Election {
                     }
                 }
                 Phase::Releasing { working, .. } => {
-                    if room {
+                    let resignation = c.resignation.as_ref().expect("resigning");
+                    let sends = matches!(resignation.step(), ReleaseStep::Release(_));
+                    if room && sends {
                         actions.push(Action::Release(i));
                     }
                     if working {
@@ -807,34 +816,40 @@ impl Model for Election {
                 self.take(&mut w, i, Input::Checked(check));
                 let claims = matches!(
                     w.candidates[i].phase,
-                    Phase::Claiming { .. } | Phase::Leading { .. }
+                    Phase::Office { .. } | Phase::Leading { .. }
                 );
                 if claims && rev < w.now() {
                     w.led_on_older_state = true;
                 }
             }
-            Action::LeaseOver(i) => {
+            Action::LeaseOver(i) => self.answer_office(&mut w, i, OfficeInput::LeaseEnded),
+            Action::ReadBack(i) => {
                 let c = &w.candidates[i];
-                let Phase::AwaitingLease { mine, pred } = c.phase else {
+                let Phase::Office { mine, .. } = c.phase else {
                     return None;
                 };
-                w.candidates[i].phase = self.confirm(&w, c, mine, Some(pred));
+                let read = w
+                    .store()
+                    .holds(Self::own_key(c, mine))
+                    .then_some(mine as i64);
+                self.answer_office(&mut w, i, OfficeInput::ReadBack(read));
             }
             Action::Claim(i) => {
                 let c = w.candidates[i].clone();
-                let Phase::Claiming {
-                    mine,
-                    pred,
-                    claimed,
-                } = c.phase
-                else {
+                let Phase::Office { mine, claimed } = c.phase else {
                     return None;
                 };
                 let own = Self::own_key(&c, mine);
                 if !claimed {
-                    // Guarded by our key; a put on an ended lease fails.
-                    if !w.store().holds(own) || w.store().ended[c.lease as usize] {
-                        w.candidates[i].phase = Phase::Lost { mine };
+                    // A put on an ended lease fails: the claim is retried
+                    // until the deadline, which has passed.
+                    if w.store().ended[c.lease as usize] {
+                        Self::lose(&mut w, i, mine);
+                        return Some(w);
+                    }
+                    // Guarded by our key.
+                    if !w.store().holds(own) {
+                        self.answer_office(&mut w, i, OfficeInput::Claimed(Claim::KeyGone));
                         return Some(w);
                     }
                     w.commit(|s, _| {
@@ -843,99 +858,98 @@ impl Model for Election {
                     });
                 }
                 let store = w.store();
-                w.candidates[i].phase = if !store.holds(own) {
-                    Phase::Lost { mine }
+                let claim = if !store.holds(own) {
+                    Claim::KeyGone
                 } else if store.tenures.iter().all(|&l| l == c.lease) {
-                    Phase::leading(mine)
+                    Claim::Ours(w.now() as i64)
                 } else {
-                    Phase::Claiming {
+                    w.candidates[i].phase = Phase::Office {
                         mine,
-                        pred,
                         claimed: true,
-                    }
+                    };
+                    return Some(w);
                 };
+                self.answer_office(&mut w, i, OfficeInput::Claimed(claim));
             }
             Action::LeaderRead(i) => {
                 let c = &w.candidates[i];
                 let Phase::Leading { mine, .. } = c.phase else {
                     return None;
                 };
-                let store = w.store();
-                w.candidates[i].phase = if !store.holds(Self::own_key(c, mine)) {
-                    Phase::Lost { mine }
-                } else {
-                    let next = match self.rule {
-                        Rule::NextAnyYounger => store.youngest_after(mine),
-                        _ => store.younger_than(mine),
-                    };
-                    Phase::Leading {
-                        mine,
-                        next: Next::Following {
-                            next,
-                            from: w.now() + 1,
-                        },
-                    }
+                let line = c.line.as_ref()?;
+                let NextStep::Read { pick } = *line.step() else {
+                    return None;
                 };
+                let store = w.store();
+                let own = Key {
+                    lease: c.lease,
+                    create: store.keys[c.lease as usize],
+                };
+                let own = (own.create != 0).then(|| own.candidate());
+                let next = match pick {
+                    Pick::Oldest => store.younger_than(mine),
+                    Pick::Youngest => store.youngest_after(mine),
+                };
+                let at = w.now() as i64;
+                let c = &mut w.candidates[i];
+                let line = c.line.as_mut()?;
+                line.read_answered(own.as_ref(), next.map(Key::candidate), at);
+                let gone = *line.step() == NextStep::OwnKeyGone;
+                c.phase = Phase::Leading { mine, watch: None };
+                if gone {
+                    Self::lose(&mut w, i, mine);
+                }
             }
             Action::LeaderWatch(i) => {
                 let c = &w.candidates[i];
-                let Phase::Leading {
-                    mine,
-                    next: Next::Following { next, from },
-                } = c.phase
-                else {
+                let Phase::Leading { mine, watch } = c.phase else {
                     return None;
                 };
-                let own = Self::own_key(c, mine);
-                let (pos, event) = w
-                    .events_from(Pos {
-                        rev: from,
-                        event: 0,
-                    })
-                    .find(|&(_, e)| leader_event(e, own, next))?;
-                let after = pos.rev + 1;
-                w.candidates[i].phase = match event {
-                    Event::Created(l) | Event::Put(l) | Event::Deleted(l) if l == own.lease => {
-                        Phase::Lost { mine }
-                    }
-                    Event::Deleted(_) => Phase::Leading {
-                        mine,
-                        next: Next::Reading { stale: next },
-                    },
-                    Event::Created(l) => Phase::Leading {
-                        mine,
-                        next: Next::Following {
-                            next: Some(Key {
-                                lease: l,
-                                create: pos.rev,
-                            }),
-                            from: after,
-                        },
-                    },
-                    Event::Put(_) => return None,
+                let line = c.line.as_ref()?;
+                let NextStep::Watch { from } = *line.step() else {
+                    return None;
                 };
+                let at = watch.unwrap_or(Pos {
+                    rev: from as u8 + 1,
+                    event: 0,
+                });
+                let (pos, event) = next_leader_event(&w, at, line)?;
+                let c = &mut w.candidates[i];
+                let line = c.line.as_mut()?;
+                line.event(event);
+                let gone = *line.step() == NextStep::OwnKeyGone;
+                c.phase = Phase::Leading {
+                    mine,
+                    watch: Some(Pos {
+                        rev: pos.rev,
+                        event: pos.event + 1,
+                    }),
+                };
+                if gone {
+                    Self::lose(&mut w, i, mine);
+                }
             }
             Action::Resign(i) => {
-                let Phase::Leading { mine, next } = w.candidates[i].phase else {
+                let c = &mut w.candidates[i];
+                let Phase::Leading { mine, .. } = c.phase else {
                     return None;
                 };
-                w.candidates[i].phase = Phase::Releasing {
+                let successor = c.line.take()?.successor();
+                // The work runs until it is stopped.
+                c.resignation = Some(Resignation::new(successor, true).mutated(self.mutation()));
+                c.phase = Phase::Releasing {
                     mine,
-                    next: next.published(),
-                    working: self.rule == Rule::ReleaseBeforeStop,
+                    working: true,
                 };
             }
             Action::Release(i) => {
                 let c = w.candidates[i].clone();
-                let Phase::Releasing {
-                    mine,
-                    next,
-                    working,
-                } = c.phase
-                else {
+                let Phase::Releasing { mine, working } = c.phase else {
                     return None;
                 };
-                let guard = self.rule != Rule::TouchUnguarded;
+                let ReleaseStep::Release(touch) = c.resignation.as_ref()?.step() else {
+                    return None;
+                };
                 // A put bound to an ended lease fails the whole transaction.
                 let alive = !w.store().ended[c.lease as usize];
                 if alive {
@@ -948,9 +962,12 @@ impl Model for Election {
                         s.keys[c.lease as usize] = 0;
                         s.tenures.retain(|&l| l != c.lease);
                         let mut events = vec![Event::Deleted(c.lease)];
-                        if let Some(n) = next {
+                        if let Some(touch) = touch {
+                            let n = Key::of(&touch.next);
                             let there = s.keys[n.lease as usize];
-                            if there != 0 && (!guard || there == n.create) {
+                            // Keys are named by their lease here: the
+                            // guard's lease compare always holds.
+                            if there != 0 && (!touch.guarded || there == n.create) {
                                 events.push(Event::Put(n.lease));
                                 // The successor's tenure, bound to its lease.
                                 s.tenures.push(n.lease);
@@ -959,7 +976,9 @@ impl Model for Election {
                         events
                     });
                 }
-                w.candidates[i].phase = match self.leases {
+                let c = &mut w.candidates[i];
+                c.resignation = None;
+                c.phase = match self.leases {
                     Leases::Own => Phase::Released { mine, working },
                     Leases::Session if working => Phase::Released { mine, working },
                     Leases::Session => Phase::Done,
@@ -970,18 +989,24 @@ impl Model for Election {
                 w.end_lease(lease);
                 w.candidates[i].phase = Phase::Done;
             }
-            Action::StopWork(i) => match &mut w.candidates[i].phase {
-                Phase::Releasing { working, .. } | Phase::Released { working, .. } => {
-                    *working = false
+            Action::StopWork(i) => {
+                let c = &mut w.candidates[i];
+                match &mut c.phase {
+                    Phase::Releasing { working, .. } | Phase::Released { working, .. } => {
+                        *working = false
+                    }
+                    _ => return None,
                 }
-                _ => return None,
-            },
+                if let Some(resignation) = &mut c.resignation {
+                    resignation.work_stopped();
+                }
+            }
             Action::DeadlinePasses(i) => {
                 let Phase::Leading { mine, .. } = w.candidates[i].phase else {
                     return None;
                 };
                 w.lapses += 1;
-                w.candidates[i].phase = Phase::Lost { mine };
+                Self::lose(&mut w, i, mine);
             }
             Action::Recover(i) => {
                 let c = w.candidates[i].clone();
@@ -1064,7 +1089,7 @@ fn check(rule: Rule, leases: Leases, hand_deletes: HandDeletes) -> impl Checker<
     // Its counterexample takes nine revisions: the leader's next deleted
     // by hand and created again behind another key, before the release.
     let revisions = match rule {
-        Rule::TouchUnguarded => 10,
+        Rule::Recipe(Mutation::TouchUnguarded) => 10,
         _ => revisions,
     };
     // A mutation is done once it is caught; the production rules are
@@ -1136,7 +1161,7 @@ fn a_read_from_a_member_behind_the_deletion_is_safe() {
 /// the lease). Without the lease wait, no state breaks either property,
 /// any key deleted by hand included. It is the guard where markers cannot
 /// be written (a role limited to the election's prefix, `Claim::Unwritable`),
-/// which is `Rule::NoTenure`'s world, caught in `each_rule_has_teeth`.
+/// which is `Mutation::NoTenure`'s world, caught in `each_rule_has_teeth`.
 #[test]
 fn the_lease_wait_is_covered_by_the_tenure_claim() {
     let checker = check(
@@ -1151,21 +1176,26 @@ fn the_lease_wait_is_covered_by_the_tenure_claim() {
 #[test]
 fn each_rule_has_teeth() {
     for (rule, leases, hand_deletes, property) in [
-        (Rule::NoTenure, Leases::Own, HandDeletes::Any, ONE_AT_A_TIME),
         (
-            Rule::ReleaseBeforeStop,
+            Rule::Recipe(Mutation::NoTenure),
+            Leases::Own,
+            HandDeletes::Any,
+            ONE_AT_A_TIME,
+        ),
+        (
+            Rule::Recipe(Mutation::ReleaseBeforeStop),
             Leases::Own,
             HandDeletes::None,
             ONE_AT_A_TIME,
         ),
         (
-            Rule::NextAnyYounger,
+            Rule::Recipe(Mutation::NextAnyYounger),
             Leases::Own,
             HandDeletes::None,
             IN_ORDER,
         ),
         (
-            Rule::TouchUnguarded,
+            Rule::Recipe(Mutation::TouchUnguarded),
             Leases::Session,
             HandDeletes::Any,
             IN_ORDER,

@@ -11,8 +11,10 @@
 //!   lead until the deadline or a contradiction, resign.
 //! - [`handover`]: a resigning leader hands over to the next in line in
 //!   its resignation's transaction, so the successor needs no read.
-//! - [`recipe`]: when it is our turn, as a state machine without I/O that
-//!   `campaign` drives and the handover model drives unchanged.
+//! - [`recipe`]: every decision of a candidacy (our turn, taking office,
+//!   the next in line, the release), as state machines without I/O that
+//!   `campaign` and `handover` drive and the handover model drives
+//!   unchanged.
 //! - [`keywatch`]: watches on single keys (a deletion; a waiting
 //!   candidate's predecessor and own key on one stream).
 //! - [`tenure`]: the marker every leading candidacy holds, so that none

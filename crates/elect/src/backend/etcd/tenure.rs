@@ -44,17 +44,7 @@ use crate::backend::backoff::Backoff;
 use crate::backend::counters::warn_counted;
 use crate::error::Result;
 
-/// How a claim ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Claim {
-    /// Our marker is written and no other is left, as of this revision.
-    Ours(i64),
-    /// Our key is gone or not ours: no marker was written.
-    KeyGone,
-    /// We may not write markers (permission denied): nothing was written,
-    /// and our key was not read back.
-    Unwritable,
-}
+pub use super::recipe::Claim;
 
 /// Claims the tenure for our candidacy (see the module docs): returns
 /// once our marker is the only one, or our key is gone. Retries failures

@@ -1,35 +1,31 @@
-//! Waiting for our turn in an etcd election, as a state machine with no
-//! I/O: the decisions of [`campaign`](super::campaign)'s wait, which the
-//! tokio driver there feeds with etcd's answers and watch events, and
-//! which the handover model (`handover_model`) drives unchanged against
-//! etcd's key space, every past revision kept, with each rule switched
-//! off in turn ([`Mutation`]).
+//! Waiting for our turn, from our key's creation to the decision that the
+//! way is clear ([`WaitForTurn`]).
 //!
-//! The recipe:
-//! 1. reads the predecessor, the youngest key older than ours. None: we
-//!    were first ([`Turn::First`]; the claim reads our key back);
-//! 2. watches the predecessor's key and our own on one stream, from just
+//! 1. Read the predecessor, the youngest key older than ours. None: we
+//!    were first ([`Turn::First`]; the claim reads our key back).
+//! 2. Watch the predecessor's key and our own on one stream, from just
 //!    after that read. A put of our own key, unchanged (a resigning
 //!    leader's touch, in the transaction that deleted its key): we lead
 //!    at that revision with no read of our own. Our key gone: so is our
 //!    turn. The watch cancelled (compaction) or broken: a linearizable
-//!    read decides;
-//! 3. the predecessor deleted at revision `seen`: one read of our turn
+//!    read decides.
+//! 3. The predecessor deleted at revision `seen`: one read of our turn
 //!    (our key still ours, the next older key, the predecessor's release
 //!    marker), which the driver may take from one member's own state if
 //!    that member had applied `seen`. The watch goes on meanwhile, and a
 //!    touch that arrives first still decides; any other event ends that
-//!    race, and the read decides;
-//! 4. the read: an older key is the new predecessor (back to 2, watching
+//!    race, and the read decides.
+//! 4. The read: an older key is the new predecessor (back to 2, watching
 //!    from the read's revision); no older key and a release marker, or a
 //!    predecessor that is not an elect candidate: our turn, as of the
 //!    read. No marker from an elect predecessor: its key went without a
 //!    release (an operator deleted it), so its work may still run until
 //!    its lease ends ([`Turn::AfterLeaseOf`]).
 
-use super::keywatch::Woken;
-use super::layout::CandidateKey;
-use super::lease::granted_by_elect;
+use super::Mutation;
+use crate::backend::etcd::keywatch::Woken;
+use crate::backend::etcd::layout::CandidateKey;
+use crate::backend::etcd::lease::granted_by_elect;
 
 /// What the recipe asks the driver for. Each is answered by an [`Input`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -119,19 +115,6 @@ enum State {
         racing: bool,
     },
     Decided(Turn),
-}
-
-/// A rule of the recipe switched off, for the model check's teeth tests
-/// only: they show the checker finds what each rule prevents.
-#[cfg_attr(not(test), allow(dead_code))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Mutation {
-    /// No older key is our turn, marker or not: the wait for the lease of
-    /// a predecessor whose key went without a release is skipped.
-    NoLeaseWait,
-    /// The predecessor's deletion is our turn, without a read: whatever
-    /// is older still is not seen.
-    LeadOnDeletion,
 }
 
 /// One candidacy's wait for its turn, from its key's creation.
@@ -298,8 +281,8 @@ impl WaitForTurn {
 
 #[cfg(test)]
 mod tests {
-    use super::super::lease::ELECT_LEASE_TAG;
     use super::*;
+    use crate::backend::etcd::lease::ELECT_LEASE_TAG;
 
     fn key(create_revision: i64, elect: bool) -> CandidateKey {
         let lease = (create_revision << 16) | if elect { ELECT_LEASE_TAG } else { 1 };
