@@ -40,7 +40,10 @@ use zookeeper_client::{
 use super::layout;
 use super::lease::SessionLease;
 use super::observe::{self, View, is_terminal, list_queue, until_disconnected, until_reconnected};
-use super::recipe::{Gone, Input, Next, Request, WaitForTurn};
+use super::recipe::{
+    Demotion, Gone, Input, Next, Request, Stint, StintEnd, StintInput, StintNext, StintRequest,
+    WaitForTurn,
+};
 use super::{Opened, zk_error};
 use crate::backend::backoff::Backoff;
 use crate::backend::candidates::Candidates;
@@ -53,14 +56,6 @@ use crate::credentials::User;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
 use crate::work::WorkWatch;
-
-/// How a stretch of leadership ended.
-enum Stint {
-    Ended(End),
-    /// Nothing proved the session alive past this deadline: we stepped
-    /// down, but the session (and our znode) may live.
-    Lapsed(BootInstant),
-}
 
 /// Why a session's campaign ended.
 enum SessionEnd {
@@ -380,182 +375,137 @@ impl Session<'_> {
     }
 
     /// Leads, across disconnections within the session, until leadership
-    /// is lost for good or we resign. When nothing proves the session
-    /// alive by the deadline we step down but keep our znode: if the
-    /// session lives we are still first in line and nobody else can lead
-    /// before it expires, so once syncs prove it alive again and our znode
-    /// is still ours, we lead again with the same token.
+    /// is lost for good or we resign, doing what [`Stint`] decides. When
+    /// nothing proves the session alive by the deadline we step down but
+    /// keep our znode: if the session lives we are still first in line and
+    /// nobody else can lead before it expires, so once syncs prove it
+    /// alive again and our znode is still ours, we lead again with the
+    /// same token.
     async fn lead(&mut self, path: &str, token: u64) -> End {
-        loop {
-            match self.stint(path, token).await {
-                Stint::Ended(end) => return end,
-                Stint::Lapsed(at) => {
-                    self.reporter.demoted(at);
-                    // The supervisor starts the command again only once the
-                    // old one is gone.
-                    if let Err(end) = self.until_proven_alive(path).await {
-                        return end;
-                    }
-                }
-            }
-        }
-    }
-
-    /// After a lapse: waits until the session is proven alive for a while
-    /// ahead and our znode is still ours.
-    async fn until_proven_alive(&mut self, path: &str) -> Result<(), End> {
         let client = self.client;
-        let ahead = client.session_timeout() / 4;
-        loop {
-            let mut lease = self.lease.clone();
-            let proven = self
-                .step(async move {
-                    lease
-                        .wait_for(|d| d.is_some_and(|d| d > BootInstant::now() + ahead))
-                        .await
-                        .is_ok()
-                })
-                .await?;
-            if !proven {
-                return Err(End::SessionEnded);
-            }
-            match owns(client, path).await {
-                Ok(true) => {
-                    info!("the session is proven alive again and our znode is ours");
-                    return Ok(());
-                }
-                Ok(false) => {
-                    warn_counted!("our znode is gone or not our session's");
-                    return Err(self.after_loss(path).await);
-                }
-                Err(e) => {
-                    debug!("{e}");
-                    self.step(sleep(client.session_timeout() / 20)).await?;
-                }
-            }
-        }
-    }
-
-    /// One stretch of leadership, from a fresh deadline until it lapses or
-    /// ends for good.
-    async fn stint(&mut self, path: &str, token: u64) -> Stint {
-        let client = self.client;
-        let Some(mut deadline) = self.fresh_deadline().await else {
-            return Stint::Ended(End::SessionEnded);
-        };
-        let rearm_every = self.client.session_timeout() / 20;
-        info!(token, "elected");
-        self.reporter.leading = true;
-        let mut connected = true;
-        // Whether the view we publish is current: false from a
-        // disconnection until our znode was read back after it.
-        let mut current = true;
-        let publish = |reporter: &Reporter<View>, deadline, current| {
-            let mut us = Leadership::elected(self.cfg.id.clone(), token, deadline);
-            us.current = current;
-            reporter.publish(us);
-        };
-        publish(&self.reporter, deadline, current);
+        let timeout = client.session_timeout();
+        let mut stint = Stint::new(timeout / 20, timeout / 4);
         let mut own_watch: Option<OneShotWatch> = None;
-        let mut rearm_at = Instant::now();
+        let mut led = false;
+        if let Some(proven) = *self.lease.borrow_and_update() {
+            stint.input(BootInstant::now(), StintInput::Renewed(proven));
+        }
         loop {
-            if own_watch.is_none() && connected && Instant::now() >= rearm_at {
-                // (Re-)arm the watch on our znode; it fires once. This also
-                // reads the znode back after a reconnection.
-                match watch_own(client, path).await {
-                    Ok(Some(changed)) => {
-                        own_watch = Some(changed);
-                        if !current {
-                            current = true;
-                            publish(&self.reporter, deadline, current);
+            let now = BootInstant::now();
+            let input = match stint.poll(now) {
+                StintNext::Lead { deadline, current } => {
+                    if !led {
+                        info!(token, "elected");
+                    } else if !self.reporter.leading {
+                        info!("the session is proven alive again and our znode is ours");
+                    }
+                    led = true;
+                    self.reporter.leading = true;
+                    let mut us = Leadership::elected(self.cfg.id.clone(), token, deadline);
+                    us.current = current;
+                    self.reporter.publish(us);
+                    continue;
+                }
+                StintNext::Demoted { stop_by, why } => {
+                    match why {
+                        Demotion::Lapsed => warn_counted!(
+                            "nothing proves our ZooKeeper session alive past the deadline; stepping down"
+                        ),
+                        Demotion::NodeGone => {
+                            warn_counted!("our znode was deleted, or is not our session's")
+                        }
+                        Demotion::SessionEnded => {
+                            warn_counted!("our ZooKeeper session ended: leadership lost")
                         }
                     }
-                    Ok(None) => {
-                        warn_counted!("our znode is gone or not our session's");
-                        return Stint::Ended(self.lost(path, BootInstant::now()).await);
+                    // The supervisor starts the command again only once
+                    // the old one is gone.
+                    self.reporter.demoted(stop_by);
+                    own_watch = None;
+                    continue;
+                }
+                StintNext::Ended(StintEnd::NodeGone) => return self.after_loss(path).await,
+                StintNext::Ended(StintEnd::SessionEnded) => return End::SessionEnded,
+                StintNext::Send(StintRequest::WatchOwn) => {
+                    // This also reads our znode back after a reconnection.
+                    match watch_own(client, path).await {
+                        Ok(Some(changed)) => {
+                            own_watch = Some(changed);
+                            StintInput::OwnWatched(Some(true))
+                        }
+                        Ok(None) => StintInput::OwnWatched(Some(false)),
+                        Err(e) => {
+                            debug!("{e}");
+                            StintInput::OwnWatched(None)
+                        }
+                    }
+                }
+                StintNext::Send(StintRequest::ConfirmOwn) => match owns(client, path).await {
+                    Ok(ours) => {
+                        if !ours {
+                            warn_counted!("our znode is gone or not our session's");
+                        }
+                        StintInput::Confirmed(Some(ours))
                     }
                     Err(e) => {
                         debug!("{e}");
-                        rearm_at = Instant::now() + rearm_every;
+                        StintInput::Confirmed(None)
                     }
-                }
-            }
-            tokio::select! {
-                _ = self.resign.cancelled() => return Stint::Ended(End::Resigned),
-                () = clock::sleep_until(deadline) => {
-                    warn_counted!("nothing proves our ZooKeeper session alive past the deadline; stepping down");
-                    return Stint::Lapsed(deadline);
-                }
-                Ok(()) = self.lease.changed() => {
-                    if let Some(next) = *self.lease.borrow_and_update() {
-                        deadline = deadline.max(next);
-                        publish(&self.reporter, deadline, current);
-                    }
-                }
-                event = async { own_watch.as_mut().expect("armed").await }, if own_watch.is_some() => {
-                    own_watch = None;
-                    if event.event_type == EventType::NodeDeleted {
-                        warn_counted!("our znode was deleted");
-                        return Stint::Ended(self.lost(path, BootInstant::now()).await);
-                    }
-                    if is_terminal(event.session_state) {
-                        self.reporter.demoted(BootInstant::now());
-                        return Stint::Ended(End::SessionEnded);
-                    }
-                    debug!(event = ?event.event_type, "our znode's watch fired; watching again");
-                }
-                () = sleep_until(rearm_at), if own_watch.is_none() && connected => {}
-                state = self.state.changed() => match state {
-                    SessionState::Disconnected => {
-                        (connected, current) = (false, false);
-                        warn_counted!(
-                            "disconnected from ZooKeeper: leading on for {:?} while the session provably lives",
-                            deadline.saturating_duration_since(BootInstant::now())
-                        );
-                        publish(&self.reporter, deadline, current);
-                    }
-                    SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
-                        if !connected {
-                            info!("reconnected within the session; confirming our znode");
-                        }
-                        connected = true;
-                        // Read our znode back (above) before the view is
-                        // current again.
-                        own_watch = None;
-                        rearm_at = Instant::now();
-                    }
-                    s if is_terminal(s) => {
-                        warn_counted!("ZooKeeper session {s:?}: leadership lost");
-                        self.reporter.demoted(BootInstant::now());
-                        return Stint::Ended(End::SessionEnded);
-                    }
-                    _ => {}
                 },
-            }
+                StintNext::Wait(until) => {
+                    let leading = stint.leads_until().is_some();
+                    if !leading {
+                        self.reporter.show_view();
+                    }
+                    let wake = until.unwrap_or(now + timeout);
+                    tokio::select! {
+                        _ = self.resign.cancelled() => return End::Resigned,
+                        () = clock::sleep_until(wake) => continue,
+                        changed = self.lease.changed() => match changed {
+                            Ok(()) => match *self.lease.borrow_and_update() {
+                                Some(proven) => StintInput::Renewed(proven),
+                                None => continue,
+                            },
+                            // The session's keeper is gone with the session.
+                            Err(_) => StintInput::SessionEnded,
+                        },
+                        event = async { own_watch.as_mut().expect("armed").await }, if own_watch.is_some() => {
+                            own_watch = None;
+                            if is_terminal(event.session_state) {
+                                StintInput::SessionEnded
+                            } else {
+                                debug!(event = ?event.event_type, "our znode's watch fired");
+                                StintInput::OwnChanged {
+                                    deleted: event.event_type == EventType::NodeDeleted,
+                                }
+                            }
+                        }
+                        state = self.state.changed() => match state {
+                            SessionState::Disconnected => {
+                                if let Some(deadline) = stint.leads_until() {
+                                    warn_counted!(
+                                        "disconnected from ZooKeeper: leading on for {:?} while the session provably lives",
+                                        deadline.saturating_duration_since(BootInstant::now())
+                                    );
+                                }
+                                StintInput::Disconnected
+                            }
+                            SessionState::SyncConnected | SessionState::ConnectedReadOnly => {
+                                if stint.leads_until().is_some() {
+                                    info!("reconnected within the session; confirming our znode");
+                                }
+                                own_watch = None;
+                                StintInput::Connected
+                            }
+                            s if is_terminal(s) => StintInput::SessionEnded,
+                            _ => continue,
+                        },
+                        Ok(()) = self.reporter.view.changed(), if !leading => continue,
+                    }
+                }
+            };
+            stint.input(BootInstant::now(), input);
         }
-    }
-
-    /// Waits until the session's lease gives a deadline ahead of now (it
-    /// may lag right after syncs failed); `None` if the session ended.
-    async fn fresh_deadline(&mut self) -> Option<BootInstant> {
-        loop {
-            if let Some(d) = *self.lease.borrow_and_update()
-                && d > BootInstant::now()
-            {
-                return Some(d);
-            }
-            tokio::select! {
-                changed = self.lease.changed() => if changed.is_err() { return None },
-                ended = until_disconnected(&mut self.state) => if ended { return None },
-            }
-        }
-    }
-
-    /// Leadership is lost: report it (the work must stop by `stop_by`) and
-    /// clean up before campaigning again.
-    async fn lost(&mut self, path: &str, stop_by: BootInstant) -> End {
-        self.reporter.demoted(stop_by);
-        self.after_loss(path).await
     }
 
     /// After losing leadership: wait (at most a session timeout) for the

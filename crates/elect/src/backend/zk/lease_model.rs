@@ -1,4 +1,5 @@
-//! The ZooKeeper session lease ([`SessionLease`]) against the ZooKeeper
+//! The ZooKeeper session lease ([`SessionLease`]) and the leader's stint
+//! ([`Stint`]), both production code run unchanged, against the ZooKeeper
 //! leader's session tracker, every interleaving up to a bound, under
 //! stateright.
 //!
@@ -6,7 +7,10 @@
 //! - **the client** (elect's session keeper) sends a `sync` when none is
 //!   outstanding, may give one up (its answer is then ignored), and feeds
 //!   the send time of every answered sync to the production
-//!   [`SessionLease`]; its deadline is the lease's, on its own clock.
+//!   [`SessionLease`], and the lease's deadline, its disconnections and
+//!   reconnections and its clock to the production [`Stint`], which
+//!   decides whether it leads and until when (our znode stays ours
+//!   throughout: its deletion is the turn model's and the fault suite's).
 //! - **the member it talks to** (a follower) forwards each sync to the
 //!   ZooKeeper leader on its one ordered stream, notes that it heard from
 //!   the session, and answers the leader's PINGs on that same stream with
@@ -37,19 +41,22 @@
 //! Every message takes any number of steps; the streams are ordered. The
 //! client's and the leader's clocks run up to 1% from true, 2% apart.
 //!
-//! Invariant, in every state: the client's deadline, in global time, is
-//! never after the session's expiry on the tracker that counts (the new
-//! leader's, once there is one). With `W` = T/4 (within the rule's `Q` =
+//! Invariants, in every state: while the stint leads, its deadline, in
+//! global time, is never after the session's expiry on the tracker that
+//! counts (the new leader's, once there is one), and that expiry has not
+//! come yet. With `W` = T/4 (within the rule's `Q` =
 //! T/3, which elect checks at start: see `zk::timing`) it holds. Teeth:
 //! counting from the last answered sync (as elect did before), a settle
 //! time `Q` below the ping interval, or a deposed leader answering for
-//! `W` = 3T/4, is caught.
+//! `W` = 3T/4, is caught; so is a stint that leads on through a
+//! disconnection past its deadline (Curator's rule while SUSPENDED).
 
 use std::time::Duration;
 
 use stateright::{Checker, Model, Property};
 
 use super::lease::SessionLease;
+use super::recipe::{Mutation, Stint, StintInput, StintNext, StintRequest};
 use crate::clock::BootInstant;
 
 /// The session timeout; steps are T/4.
@@ -96,8 +103,9 @@ struct World {
     answered: Vec<(u64, u64)>,
     /// The handshake's start (client clock, ns): the lease's first bound.
     handshake: u64,
-    /// The client's deadline, in global ns.
-    deadline: u64,
+    /// The leader's side: the production stint, fed the lease's deadlines
+    /// and the connection's ups and downs on the client's clock.
+    stint: Stint,
     /// Waiting for the new member's handshake to be validated.
     connecting: bool,
     /// Client -> member (the sync on its way) and member -> client (answers
@@ -146,6 +154,8 @@ enum Rule {
     /// `Q` counted from a renewal's send time instead of its answer's
     /// arrival (the rule before this model found it unsafe).
     SettleFromSend,
+    /// A rule of the production stint switched off.
+    Recipe(Mutation),
 }
 
 #[derive(Clone)]
@@ -175,6 +185,35 @@ impl World {
 
     fn client_clock(&self) -> u64 {
         (self.global_ns() as f64 * RATES[self.rates].0) as u64
+    }
+
+    fn client_now(&self) -> BootInstant {
+        BootInstant::from_nanos(self.client_clock())
+    }
+
+    /// The stint's deadline while it leads, in global ns.
+    fn leads_until(&self) -> Option<u64> {
+        let local = self.stint.leads_until()?;
+        Some(self.client_global(local.as_nanos()))
+    }
+
+    /// Hands `input` to the stint, then does what it asks: our znode is
+    /// ours throughout this world, so a watch or a read of it answers so
+    /// at once.
+    fn tell_stint(&mut self, input: Option<StintInput>) {
+        let now = self.client_now();
+        if let Some(input) = input {
+            self.stint.input(now, input);
+        }
+        loop {
+            let answer = match self.stint.poll(now) {
+                StintNext::Lead { .. } | StintNext::Demoted { .. } => continue,
+                StintNext::Send(StintRequest::WatchOwn) => StintInput::OwnWatched(Some(true)),
+                StintNext::Send(StintRequest::ConfirmOwn) => StintInput::Confirmed(Some(true)),
+                StintNext::Wait(_) | StintNext::Ended(_) => return,
+            };
+            self.stint.input(now, answer);
+        }
     }
 
     /// The global instant the client's clock reads `local`.
@@ -212,18 +251,20 @@ impl World {
         self.noted = false;
         self.outstanding = None;
         self.connecting = true;
+        self.tell_stint(Some(StintInput::Disconnected));
     }
 }
 
 impl Session {
-    /// The deadline the rule derives from the client's record.
-    fn deadline(&self, w: &World) -> u64 {
-        let local = match self.rule {
+    /// The deadline the rule derives from the client's record, on the
+    /// client's clock.
+    fn deadline(&self, w: &World) -> BootInstant {
+        match self.rule {
             Rule::LastAnswered => {
                 let last = w.answered.last().map_or(w.handshake, |&(sent, _)| sent);
                 crate::leadership::deadline_after(BootInstant::from_nanos(last), T)
             }
-            Rule::Production | Rule::ShortSettle | Rule::SettleFromSend => {
+            Rule::Production | Rule::ShortSettle | Rule::SettleFromSend | Rule::Recipe(_) => {
                 let mut lease = SessionLease::new(T, BootInstant::from_nanos(w.handshake));
                 if self.rule == Rule::ShortSettle {
                     lease = lease.with_settle(T / 8);
@@ -238,8 +279,14 @@ impl Session {
                 }
                 lease.deadline().expect("a handshake")
             }
-        };
-        w.client_global(local.as_nanos())
+        }
+    }
+
+    fn mutation(&self) -> Option<Mutation> {
+        match self.rule {
+            Rule::Recipe(m) => Some(m),
+            _ => None,
+        }
     }
 }
 
@@ -257,7 +304,11 @@ impl Model for Session {
                     outstanding: None,
                     answered: Vec::new(),
                     handshake: 0,
-                    deadline: 0,
+                    // Steps of the stint's own are not what this model is
+                    // about: a failed watch is retried a step later, and
+                    // after a lapse it leads again once proven T/4 ahead.
+                    stint: Stint::new(Duration::from_nanos(STEP_NS), T / 4)
+                        .mutated(self.mutation()),
                     connecting: false,
                     to_member: Vec::new(),
                     to_client: Vec::new(),
@@ -273,7 +324,8 @@ impl Model for Session {
                     stepped_down: false,
                     new_touched: 0,
                 };
-                w.deadline = self.deadline(&w);
+                let proven = self.deadline(&w);
+                w.tell_stint(Some(StintInput::Renewed(proven)));
                 w
             })
             .collect()
@@ -355,10 +407,14 @@ impl Model for Session {
                     let (_, sent) = w.outstanding.take()?;
                     let got = w.client_clock();
                     w.answered.push((sent, got));
-                    w.deadline = w.deadline.max(self.deadline(&w));
+                    let proven = self.deadline(&w);
+                    w.tell_stint(Some(StintInput::Renewed(proven)));
                 }
                 Some(_) => {}
-                None => w.connecting = false,
+                None => {
+                    w.connecting = false;
+                    w.tell_stint(Some(StintInput::Connected));
+                }
             },
             Action::Ping => {
                 w.down.push(Down::Ping);
@@ -384,7 +440,10 @@ impl Model for Session {
                 w.stepped_down = true;
                 w.lose_member();
             }
-            Action::Tick => w.now += 1,
+            Action::Tick => {
+                w.now += 1;
+                w.tell_stint(None);
+            }
         }
         Some(w)
     }
@@ -398,13 +457,20 @@ impl Model for Session {
         vec![
             Property::always(
                 "the deadline is never after the session's expiry",
-                |_, w: &World| w.deadline <= w.expiry(),
+                |_, w: &World| w.leads_until().is_none_or(|d| d <= w.expiry()),
+            ),
+            Property::always(
+                "nobody leads once the session may have expired",
+                |_, w: &World| w.stint.leads_until().is_none() || w.global_ns() < w.expiry(),
             ),
             // The rule is not vacuous: syncs carry the deadline a whole
             // step past the one the handshake proved.
             Property::sometimes(
                 "syncs prove the session past the handshake",
-                |_, w: &World| w.deadline > T.as_nanos() as u64 + STEP_NS,
+                |_, w: &World| {
+                    w.leads_until()
+                        .is_some_and(|d| d > T.as_nanos() as u64 + STEP_NS)
+                },
             ),
         ]
     }
@@ -437,8 +503,13 @@ fn check(model: Session) -> impl Checker<Session> {
 
 fn assert_safe(model: Session) {
     let checker = check(model);
-    if let Some(path) = checker.discovery("the deadline is never after the session's expiry") {
-        panic!("unsafe: {:?}", path.into_actions());
+    for property in [
+        "the deadline is never after the session's expiry",
+        "nobody leads once the session may have expired",
+    ] {
+        if let Some(path) = checker.discovery(property) {
+            panic!("unsafe ({property}): {:?}", path.into_actions());
+        }
     }
     checker.assert_properties();
 }
@@ -497,10 +568,33 @@ fn a_deposed_leader_answering_longer_than_q_is_caught() {
     );
 }
 
+/// The stint's rule that a disconnection is ridden out only until the
+/// deadline: a leader that leads on while disconnected, as Curator's
+/// `LeaderLatch` does while SUSPENDED, leads past the session's expiry.
+#[test]
+fn leading_through_a_disconnection_past_the_deadline_is_caught() {
+    caught_as(
+        bounded(
+            Rule::Recipe(Mutation::LeadThroughDisconnection),
+            Failure::MemberDies,
+        ),
+        "leading through a disconnection",
+        "nobody leads once the session may have expired",
+    );
+}
+
 fn caught(model: Session, what: &str) {
+    caught_as(
+        model,
+        what,
+        "the deadline is never after the session's expiry",
+    );
+}
+
+fn caught_as(model: Session, what: &str, property: &'static str) {
     let checker = check(model);
     let path = checker
-        .discovery("the deadline is never after the session's expiry")
+        .discovery(property)
         .unwrap_or_else(|| panic!("{what} must be caught"));
     eprintln!(
         "{what}: caught in {} steps: {:?}",

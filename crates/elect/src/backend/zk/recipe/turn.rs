@@ -1,8 +1,5 @@
-//! Waiting for our turn in a ZooKeeper election, as a state machine with
-//! no I/O: the decisions of [`campaign`](super::campaign)'s wait, which
-//! the tokio driver there feeds with ZooKeeper's answers and events, and
-//! which the model check (`turn_model`) drives unchanged against a model
-//! of ZooKeeper, with each rule switched off in turn ([`Mutation`]).
+//! Waiting for our turn, from our znode's creation to the decision that
+//! it is ours ([`WaitForTurn`]).
 //!
 //! Claiming needs two facts: nobody is queued ahead of us, and our znode
 //! is ours (`ephemeralOwner` = our session) as the quorum knows it, read
@@ -28,6 +25,8 @@
 //! ready.
 
 use std::time::Duration;
+
+use super::Mutation;
 
 /// Instants as the driver's clock reads them, from any origin.
 pub type Time = Duration;
@@ -102,18 +101,6 @@ pub enum Gone {
     NotQueued,
     /// It was deleted while we waited.
     Deleted,
-}
-
-/// A rule of the recipe switched off, for the model check's teeth tests
-/// only: they show the checker finds what each rule prevents.
-#[cfg_attr(not(test), allow(dead_code))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Mutation {
-    /// Any waiter whose predecessor was deleted leads at once, not only
-    /// the next in line.
-    LeadOnAnyDeletion,
-    /// The next in line does not watch its own znode.
-    NoOwnWatch,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
