@@ -40,7 +40,7 @@
 //! The environment lets a lease lapse, and in some worlds an operator
 //! deletes one key by hand, any key. A lease lapses only after its
 //! holder's work has stopped (the local deadline comes first:
-//! `model_etcd_deadline` checks that rule), and a candidate past its
+//! `deadline_model` checks that rule), and a candidate past its
 //! lease's end never starts to lead, for its deadline has passed.
 //!
 //! Invariants, in every state: at most one candidate's work runs, and
@@ -555,7 +555,7 @@ impl Election {
     }
 
     /// A candidate that has just decided to lead: past its lease's end
-    /// its deadline has passed too (`model_etcd_deadline`), so it steps
+    /// its deadline has passed too (`deadline_model`), so it steps
     /// down instead; else it notes whether it jumped the queue.
     fn settle(last: &World, w: &mut World, i: usize) {
         let (before, now) = (&last.candidates[i].phase, w.candidates[i].phase);

@@ -5,7 +5,10 @@
 //! computed from the *send* time of a ping the server acknowledged, which
 //! only the loop that sends knows. The server's expiry clock starts when it
 //! receives the ping, never earlier, so `send time + TTL` cannot be later
-//! than the server's expiry, minus what clock-rate error could add.
+//! than the server's expiry, minus what clock-rate error could add. The
+//! loop's decisions (when to ping, which answer counts, what a ping must
+//! prove) are [`recipe::Renewal`](super::recipe::Renewal)'s; this module
+//! sends what it asks for.
 //!
 //! That holds only if the member that acknowledged the ping still led etcd
 //! when it did. Before etcd 3.4.31 and 3.5.13, a leader whose Raft loop is
@@ -27,6 +30,7 @@ use tokio::time::{Instant, timeout};
 use tracing::{debug, info};
 
 use super::etcd_error;
+use super::recipe::{Renewal, RenewalInput, RenewalNext, RenewalRequest};
 use crate::backend::counters::{PROCESS, warn_counted};
 use crate::clock::{BootInstant, sleep_until};
 use crate::error::Result;
@@ -263,13 +267,13 @@ impl Lease {
         renewer: Renewer,
         state: watch::Sender<LeaseState>,
     ) -> impl std::future::Future<Output = ()> + use<> {
-        let renewal = Renewal {
+        let renewing = Renewing {
             member: 0,
             renewer,
             id: self.id,
             ttl: self.ttl,
         };
-        renewal.run(BootInstant::now(), Arc::new(state))
+        renewing.run(BootInstant::now(), Arc::new(state))
     }
 }
 
@@ -301,13 +305,13 @@ async fn keep_alive(
     let state = Arc::new(state);
     let mut members = JoinSet::new();
     for (member, renewer) in renewers.into_iter().enumerate() {
-        let renewal = Renewal {
+        let renewing = Renewing {
             member,
             renewer,
             id,
             ttl,
         };
-        members.spawn(renewal.run(granted_at, state.clone()));
+        members.spawn(renewing.run(granted_at, state.clone()));
     }
     // Renewers only return once etcd says the lease is gone; dropping the
     // set stops the others.
@@ -319,53 +323,30 @@ async fn keep_alive(
     state.send_modify(|s| s.expired = true);
 }
 
-/// One member's share of [`keep_alive`].
-struct Renewal {
+/// One member's share of [`keep_alive`]: sends what its [`Renewal`]
+/// asks for, and publishes the deadlines it proves.
+struct Renewing {
     member: usize,
     renewer: Renewer,
     id: i64,
     ttl: Duration,
 }
 
-/// What one ping came to.
-enum Ping {
-    /// Acknowledged: the server's expiry is at least send time + this.
-    Renewed(Duration),
-    /// etcd no longer knows the lease.
-    Gone,
-    /// No acknowledgement: an error, or no reply in time.
-    Failed(String),
-}
-
-impl Renewal {
-    /// Pings every TTL/3, each ping on a stream of its own. A ping left
-    /// unanswered for TTL/6 is given up (its stream with it), so a reply
-    /// that arrives late can never be credited to a later ping: that would
-    /// move the deadline past the server's expiry. Failures retry after
-    /// 50 ms, doubling up to TTL/6.
-    ///
-    /// A stream per ping, rather than one kept open: an idle keepalive
+impl Renewing {
+    /// Renews until etcd says the lease is gone. Each keepalive goes on a
+    /// stream of its own, rather than one kept open: an idle keepalive
     /// stream holds about 16 KiB of gRPC buffers, three per candidate,
     /// for a ping every TTL/3; opening one costs no extra round trip (the
-    /// ping travels with the stream's headers).
+    /// ping travels with the stream's headers). Giving a ping up drops
+    /// its stream, so a late acknowledgement never arrives at all.
     async fn run(self, granted_at: BootInstant, state: Arc<watch::Sender<LeaseState>>) {
-        let interval = self.ttl / 3;
-        let answer_within = interval / 2;
-        let mut next = granted_at + interval;
-        let mut retry = Duration::ZERO;
+        let proves = self.renewer.proof.is_some();
+        let mut renewal = Renewal::new(self.ttl, granted_at, proves);
         loop {
-            sleep_until(next).await;
-            let sent = BootInstant::now();
-            // Boxed: the request's future is large and lives only for the
-            // ping, where the task waiting between pings stays small.
-            let ping = match timeout(answer_within, Box::pin(self.ping())).await {
-                Ok(ping) => ping,
-                Err(_) => Ping::Failed("no reply in time".into()),
-            };
-            match ping {
-                Ping::Renewed(renewed) => {
+            match renewal.poll(BootInstant::now()) {
+                RenewalNext::Wait(until) => sleep_until(until).await,
+                RenewalNext::Renewed { deadline } => {
                     PROCESS.renewed();
-                    let deadline = deadline_after(sent, renewed);
                     state.send_if_modified(|s| {
                         let later = deadline > s.deadline;
                         if later {
@@ -373,54 +354,62 @@ impl Renewal {
                         }
                         later
                     });
-                    retry = Duration::ZERO;
-                    next = sent + interval;
                 }
-                Ping::Gone => return,
-                Ping::Failed(why) => {
-                    debug!(member = self.member, "keepalive: {why}");
-                    retry = (retry * 2)
-                        .max(Duration::from_millis(50))
-                        .min(answer_within);
-                    next = BootInstant::now() + retry;
+                RenewalNext::LeaseGone => return,
+                RenewalNext::Send {
+                    request,
+                    give_up_at,
+                } => {
+                    // Boxed: the request's future is large and lives only
+                    // for the ping, where the task waiting between pings
+                    // stays small.
+                    let answered = Box::pin(self.send(request));
+                    tokio::select! {
+                        input = answered => renewal.input(BootInstant::now(), input),
+                        () = sleep_until(give_up_at) => {
+                            debug!(member = self.member, "keepalive: no reply in time");
+                            renewal.gave_up(BootInstant::now());
+                        }
+                    }
                 }
             }
         }
     }
 
-    /// Sends one ping on a new stream and waits for its acknowledgement:
-    /// opening the stream sends the ping and reads its reply, which
-    /// renews the lease for its whole TTL.
-    ///
-    /// With a [`RenewalProof`], the ping counts only once proven.
-    async fn ping(&self) -> Ping {
-        let before = match self.renewer.proof.as_deref() {
-            Some(proof) => match proof.term(false).await {
-                Ok(term) => Some(term),
-                Err(e) => return Ping::Failed(format!("reading the term before the ping: {e}")),
-            },
-            None => None,
-        };
-        match self.renewer.lease.clone().keep_alive(self.id).await {
-            // Dropping the keeper and the stream closes it.
-            Ok(_opened) => {}
-            Err(etcd_client::Error::LeaseKeepAliveError(e)) if e.contains("not found") => {
-                return Ping::Gone;
-            }
-            Err(e) => return Ping::Failed(e.to_string()),
-        }
-        if let (Some(proof), Some(before)) = (self.renewer.proof.as_deref(), before) {
-            match proof.term(true).await {
-                Ok(after) if after == before => {}
-                Ok(after) => {
-                    return Ping::Failed(format!(
-                        "the member's Raft term changed from {before} to {after} around the ping: not credited"
-                    ));
+    async fn send(&self, request: RenewalRequest) -> RenewalInput {
+        match request {
+            RenewalRequest::ReadTerm { ping, linearizable } => {
+                let Some(proof) = self.renewer.proof.as_deref() else {
+                    unreachable!("a term is read only to prove a ping");
+                };
+                match proof.term(linearizable).await {
+                    Ok(term) => {
+                        debug!(
+                            member = self.member,
+                            ping, linearizable, term, "the member's Raft term"
+                        );
+                        RenewalInput::Term { ping, term }
+                    }
+                    Err(e) => {
+                        debug!(member = self.member, "keepalive: reading the term: {e}");
+                        RenewalInput::Failed { ping }
+                    }
                 }
-                Err(e) => return Ping::Failed(format!("proving the ping: {e}")),
+            }
+            RenewalRequest::KeepAlive { ping } => {
+                match self.renewer.lease.clone().keep_alive(self.id).await {
+                    // Dropping the keeper and the stream closes it.
+                    Ok(_opened) => RenewalInput::KeptAlive { ping },
+                    Err(etcd_client::Error::LeaseKeepAliveError(e)) if e.contains("not found") => {
+                        RenewalInput::LeaseGone
+                    }
+                    Err(e) => {
+                        debug!(member = self.member, "keepalive: {e}");
+                        RenewalInput::Failed { ping }
+                    }
+                }
             }
         }
-        Ping::Renewed(self.ttl)
     }
 }
 

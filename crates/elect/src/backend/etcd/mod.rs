@@ -22,6 +22,8 @@
 
 pub mod campaign;
 mod connection;
+#[cfg(test)]
+mod deadline_model;
 pub mod handover;
 #[cfg(test)]
 mod handover_model;

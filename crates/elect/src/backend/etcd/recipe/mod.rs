@@ -15,14 +15,20 @@
 //!   resignation hands over to;
 //! - [`Resignation`]: what the release writes, and not before the work
 //!   started under our leadership has stopped.
+//!
+//! Beside them, through the whole candidacy, [`Renewal`] keeps the lease
+//! alive through one member and says until when it surely is: the
+//! leadership deadline.
 
 mod office;
+mod renewal;
 mod turn;
 
 pub use office::{
     Claim, KeyEvent, NextInLine, NextStep, OfficeInput, OfficeStep, Pick, ReleaseStep, Resignation,
     TakeOffice, Touch,
 };
+pub use renewal::{Renewal, RenewalInput, RenewalNext, RenewalRequest};
 pub use turn::{Input, Next, Request, Turn, TurnCheck, WaitForTurn};
 
 /// A rule of the recipes switched off, for the model check's teeth tests
@@ -48,4 +54,9 @@ pub enum Mutation {
     /// The touch puts the next's key whatever its create revision and
     /// lease.
     TouchUnguarded,
+    /// A renewal's deadline counts from the acknowledgement's arrival,
+    /// not from the ping's send.
+    DeadlineFromAnswer,
+    /// A late acknowledgement is credited to whatever ping is out.
+    LateAnswerCredited,
 }
