@@ -3,7 +3,8 @@
 # what it needs first from Debian: etcd-server, etcd-client, zookeeper (run
 # with the machine's Java), python3-kazoo and libcurator-recipes-java (the
 # interop peers), tmux (the terminal test), stress-ng (the load tests),
-# strace (the disk-stall fault); then cargo-nextest. Building needs no
+# strace (the disk-stall fault), systemd (systemd-analyze checks the unit);
+# then cargo-nextest. Building needs no
 # protoc (see .cargo/config.toml); deploy/fresh-build.sh proves it first,
 # from a clean clone with the machine's protoc hidden.
 #
@@ -24,6 +25,7 @@ command -v etcdctl >/dev/null || missing+=(etcd-client)
 command -v tmux >/dev/null || missing+=(tmux)
 command -v stress-ng >/dev/null || missing+=(stress-ng)
 command -v strace >/dev/null || missing+=(strace)
+command -v systemd-analyze >/dev/null || missing+=(systemd)
 command -v java >/dev/null || missing+=(default-jre-headless)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 [ -f /usr/share/java/curator-recipes.jar ] || missing+=(libcurator-recipes-java)
