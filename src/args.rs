@@ -119,6 +119,16 @@ pub enum FormatArg {
     Json,
 }
 
+/// `--format` of `compare` and `simulate`, which print results, not
+/// snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ResultsFormat {
+    /// A table for people.
+    Text,
+    /// One JSON object per line for programs: a row of results each.
+    Json,
+}
+
 /// How lines on stdout are written.
 #[derive(Debug, Args)]
 pub struct FormatArgs {

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::elect::elect_once;
+use support::elect::{BIN, elect_once};
 
 fn refused(args: &[&str], flag: &str) {
     let (code, out, err, _) = elect_once(args);
@@ -259,4 +259,35 @@ fn credentials_are_checked_before_connecting_and_passwords_stay_off_argv() {
     assert!(err.contains("ELECT_PASSWORD is set too"), "{err}");
     assert!(!err.contains("hunter2"), "{err}");
     std::fs::remove_dir_all(dir).ok();
+}
+
+/// `--help` of the commands that print results, not snapshots, says what
+/// they print and write.
+#[test]
+fn help_says_what_each_command_prints_and_writes() {
+    let help = |args: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .args(args)
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?} --help");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for command in ["compare", "simulate"] {
+        let text = help(&[command]);
+        assert!(!text.contains("snapshot"), "{command} --format:\n{text}");
+        assert!(
+            text.contains("JSON row per line"),
+            "{command} --format:\n{text}"
+        );
+    }
+    let compare = help(&["compare"]);
+    for file in ["report.html", "report.md", "rows.json", "SVG"] {
+        assert!(compare.contains(file), "compare --report omits {file}");
+    }
+    let lab_up = help(&["lab", "up"]);
+    for secured in ["etcd", "ZooKeeper", "Raft-vote"] {
+        assert!(lab_up.contains(secured), "lab up --secure omits {secured}");
+    }
 }

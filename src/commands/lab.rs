@@ -64,10 +64,12 @@ enum LabAction {
         /// processes.
         #[arg(long)]
         containers: bool,
-        /// Secure them: a CA made now; etcd with client TLS, client
-        /// certificates and auth (root, and a user limited to `secured/`).
-        /// Prints the files to pass as --cacert, --cert, --key, --user and
-        /// --password-file.
+        /// Secure them, with a CA made now: etcd with client TLS, client
+        /// certificates and auth (root, and a user limited to `secured/`);
+        /// ZooKeeper with a TLS client port (client certificates required)
+        /// and digest credentials on elect's znodes; Raft-vote peers with
+        /// mutual TLS. Prints the files to pass as --cacert, --cert, --key,
+        /// --user and --password-file.
         #[arg(long)]
         secure: bool,
     },

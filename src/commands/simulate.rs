@@ -5,14 +5,15 @@ use elect_sim::run::{Algorithm, Case, Options, Report, reacts_to_suspicion, simu
 
 use clap::{Args, ValueEnum};
 
-use crate::args::FormatArg;
+use crate::args::ResultsFormat;
 use crate::usage::UsageError;
 
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
-    /// Output: text for people, json for programs.
+    /// Output: a table for people, or one JSON row per line (an
+    /// algorithm each).
     #[arg(long, env = "ELECT_FORMAT", value_enum, default_value = "text")]
-    pub format: FormatArg,
+    pub format: ResultsFormat,
 
     /// ring, chang-roberts, hirschberg-sinclair, peterson, bully,
     /// bully-modified, next-in-line, candidate-ordinary, invitation or
@@ -214,7 +215,7 @@ impl SimulateArgs {
             },
             sizes,
             plot: args.plot.clone(),
-            json: format == FormatArg::Json,
+            json: format == ResultsFormat::Json,
         })
     }
 }

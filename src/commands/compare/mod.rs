@@ -36,7 +36,7 @@ use elect_lab::{self, Lab, Mode, Role, Spec};
 
 use clap::Args;
 
-use crate::args::FormatArg;
+use crate::args::ResultsFormat;
 use crate::usage::{UsageError, parse_duration};
 use contender::{Contender, Implementation, baseline_available};
 use elect::Backend;
@@ -113,9 +113,10 @@ pub struct CompareArgs {
     #[arg(long, value_name = "BACKEND=DURATION,...")]
     pub ttl: Option<String>,
 
-    /// Output: a table for people, or one JSON row per line.
+    /// Output: a table for people, or one JSON row per line (a
+    /// backend, implementation and scenario each).
     #[arg(long, env = "ELECT_FORMAT", value_enum, default_value = "text")]
-    pub format: FormatArg,
+    pub format: ResultsFormat,
 
     /// Trials per scenario [default: depends on the scenario; see README].
     #[arg(long)]
@@ -164,8 +165,10 @@ pub struct CompareArgs {
     #[arg(long, env = "ELECT_ZK_ENDPOINTS")]
     pub zk_endpoints: Option<String>,
 
-    /// Write charts (SVG) and a page (report.md) with the table, the
-    /// command and the versions into this directory.
+    /// Write the report into this directory: report.html (one page, the
+    /// charts inlined beside the table, the command and the versions),
+    /// report.md (the same as text), the charts as SVG, and rows.json
+    /// (the rows as printed).
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
 
@@ -331,7 +334,7 @@ impl CompareArgs {
                 .as_ref()
                 .map(|e| e.replace("http://", "")),
             zk_endpoints: args.zk_endpoints.clone(),
-            json: format == FormatArg::Json,
+            json: format == ResultsFormat::Json,
             report: args.report.clone(),
             under_load: args.under_load,
             command_line: std::env::args().collect::<Vec<_>>().join(" "),
