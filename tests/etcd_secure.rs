@@ -351,7 +351,7 @@ fn refusals_say_what_was_refused_in_bounded_time() {
                 args[4] = "elsewhere".into();
                 args
             },
-            "permission denied: the user needs readwrite on the key prefix \"elsewhere/\"",
+            "permission denied: the user needs readwrite on the election's name as a prefix, \"elsewhere\"",
         ),
         (
             {
@@ -375,4 +375,80 @@ fn refusals_say_what_was_refused_in_bounded_time() {
         assert!(took < Duration::from_secs(10), "{args:?} took {took:?}");
     }
     std::fs::remove_dir_all(dir).ok();
+}
+
+/// The Kubernetes manifest's role and election, as written there: the
+/// role's commands (with a password, where the manifest's `user add`
+/// prompts for one) and its `--election`. With them the markers are
+/// written, so a clean exit hands over at a commit's cost: no permission
+/// is refused along the way, and the successor leads within a second.
+#[test]
+fn the_manifests_role_covers_the_election_and_its_markers() {
+    let manifest = include_str!("../deploy/kubernetes/sidecar.yaml");
+    let etcd = Secured::start();
+    let password = "manifest-secret";
+    for line in manifest.lines() {
+        let Some(command) = line.strip_prefix("#   etcdctl ") else {
+            continue;
+        };
+        let mut args: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
+        if args[..2] == ["user", "add"] {
+            args[2] = format!("{}:{password}", args[2]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        etcd.etcdctl_root(&args);
+    }
+    let user = manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("- --user="))
+        .expect("the sidecar's user");
+    let election = manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("- --election="))
+        .expect("the sidecar's election");
+    let password_file = support::proc::scratch("manifest-role").join("password");
+    std::fs::write(&password_file, password).unwrap();
+    let mut flags = vec!["--endpoints".to_owned(), etcd.endpoints.clone()];
+    flags.extend(etcd.security().tls_flags());
+    flags.extend([
+        "--user".to_owned(),
+        user.to_owned(),
+        "--password-file".to_owned(),
+        password_file.display().to_string(),
+    ]);
+    let campaign = |id: &str| {
+        let args = [
+            "campaign",
+            "--election",
+            election,
+            "--id",
+            id,
+            "--ttl",
+            "3s",
+        ];
+        support::elect::elect_with(id, &flags, &args)
+    };
+    let mut a = campaign("a");
+    a.wait_event("elected", Duration::from_secs(15));
+    let mut b = campaign("b");
+    b.wait_leader("a", Duration::from_secs(15));
+    let stopped = Instant::now();
+    a.signal(Signal::SIGTERM);
+    assert_eq!(a.wait_exit(Duration::from_secs(10)), 0, "{}", a.stderr());
+    b.wait_event("elected", Duration::from_secs(10));
+    let took = stopped.elapsed();
+    eprintln!("the manifest's role: handover in {took:?}");
+    for p in [&a, &b] {
+        assert!(
+            !p.stderr().contains("permission denied"),
+            "{}: a permission was refused:\n{}",
+            p.name,
+            p.stderr()
+        );
+    }
+    assert!(took < Duration::from_secs(1), "handover took {took:?}");
+    b.signal(Signal::SIGTERM);
+    assert_eq!(b.wait_exit(Duration::from_secs(10)), 0, "{}", b.stderr());
+    let (keys, _) = etcd.leftovers(election);
+    assert!(keys.is_empty(), "keys left: {keys}");
 }

@@ -430,7 +430,10 @@ fn refused(cfg: &ElectionConfig, e: etcd_client::Error) -> Error {
         return Error::Auth {
             backend: BACKEND,
             detail: format!(
-                "permission denied: the user needs readwrite on the key prefix {:?}",
+                "permission denied: the user needs readwrite on the election's name as a \
+                 prefix, {:?}, which holds its keys ({:?}) and the markers beside them; a role \
+                 on a parent prefix (say `apps/` for the election `apps/jobs`) covers both",
+                cfg.election,
                 layout::prefix(&cfg.election)
             ),
         };
