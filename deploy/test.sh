@@ -39,6 +39,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   as_root sh -c 'command -v systemctl >/dev/null && systemctl disable --now etcd zookeeper 2>/dev/null || true'
 fi
 cargo nextest --version >/dev/null 2>&1 || cargo install --locked cargo-nextest
+# The Kubernetes schema validator (from PyPI, its schemas bundled: it
+# checks offline), in a virtualenv of the repository's own.
+validator=target/tools/k8s
+if [ ! -x "$validator/bin/kubernetes-validate" ]; then
+  python3 -m venv "$validator"
+  "$validator/bin/pip" install -q kubernetes-validate==1.37.0
+fi
 
 deploy/fresh-build.sh
 cargo fmt --all -- --check
