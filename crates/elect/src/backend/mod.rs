@@ -16,6 +16,8 @@ mod candidates;
 pub mod counters;
 #[cfg(feature = "etcd")]
 pub(crate) mod etcd;
+#[cfg(test)]
+mod model_check;
 #[cfg(feature = "raft")]
 pub mod raft;
 #[cfg_attr(not(any(feature = "etcd", feature = "zk")), allow(dead_code))]

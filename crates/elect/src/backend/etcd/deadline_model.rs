@@ -27,6 +27,8 @@ use std::time::Duration;
 
 use stateright::{Checker, Model, Property};
 
+use crate::backend::model_check::breadth_first;
+
 use super::recipe::{Mutation, Renewal, RenewalInput, RenewalNext, RenewalRequest};
 use crate::clock::BootInstant;
 use crate::leadership::deadline_after;
@@ -240,22 +242,14 @@ impl Model for Lease {
 }
 
 fn check(mutation: Option<Mutation>) -> impl Checker<Lease> {
-    let started = std::time::Instant::now();
-    let checker = Lease {
+    let model = Lease {
         horizon: 28,
         mutation,
-    }
-    .checker()
-    .threads(2)
-    .spawn_bfs()
-    .join();
-    eprintln!(
-        "etcd deadline model: {} distinct states, depth {}, {:.1?}",
-        checker.unique_state_count(),
-        checker.max_depth(),
-        started.elapsed()
-    );
-    checker
+    };
+    breadth_first(
+        model.checker(),
+        &format!("etcd deadline model ({mutation:?})"),
+    )
 }
 
 #[test]

@@ -73,6 +73,8 @@
 
 use stateright::{Checker, HasDiscoveries, Model, Property};
 
+use crate::backend::model_check::breadth_first;
+
 use super::keywatch::Woken as Reported;
 use super::layout::CandidateKey;
 use super::lease::ELECT_LEASE_TAG;
@@ -1076,7 +1078,6 @@ const ONE_AT_A_TIME: &str = "at most one candidate's work runs";
 const IN_ORDER: &str = "nobody leads while a key older than its own is left";
 
 fn check(rule: Rule, leases: Leases, hand_deletes: HandDeletes) -> impl Checker<Election> {
-    let started = std::time::Instant::now();
     // A delete by hand multiplies the worlds: fewer revisions, and with
     // own leases one candidacy each (a key is created again under its old
     // name only on a session's lease).
@@ -1100,26 +1101,20 @@ fn check(rule: Rule, leases: Leases, hand_deletes: HandDeletes) -> impl Checker<
         }
         _ => HasDiscoveries::AnyFailures,
     };
-    let checker = Election {
+    let model = Election {
         rule,
         leases,
         hand_deletes,
         revisions,
         candidacies,
-    }
-    .checker()
-    .threads(2)
-    .finish_when(finish)
-    .spawn_bfs()
-    .join();
-    eprintln!(
-        "etcd handover model ({rule:?}, {leases:?} leases, hand deletes: {hand_deletes:?}, \
-         {revisions} revisions): {} distinct states, depth {}, {:.1?}",
-        checker.unique_state_count(),
-        checker.max_depth(),
-        started.elapsed()
-    );
-    checker
+    };
+    breadth_first(
+        model.checker().finish_when(finish),
+        &format!(
+            "etcd handover model ({rule:?}, {leases:?} leases, hand deletes: {hand_deletes:?}, \
+             {revisions} revisions)"
+        ),
+    )
 }
 
 #[test]

@@ -55,6 +55,8 @@ use std::time::Duration;
 
 use stateright::{Checker, Model, Property};
 
+use crate::backend::model_check::breadth_first;
+
 use super::lease::SessionLease;
 use super::recipe::{Mutation, Stint, StintInput, StintNext, StintRequest};
 use crate::clock::BootInstant;
@@ -490,15 +492,7 @@ fn bounded(rule: Rule, failure: Failure) -> Session {
 }
 
 fn check(model: Session) -> impl Checker<Session> {
-    let started = std::time::Instant::now();
-    let checker = model.checker().threads(2).spawn_bfs().join();
-    eprintln!(
-        "ZooKeeper session model: {} distinct states, depth {}, {:.1?}",
-        checker.unique_state_count(),
-        checker.max_depth(),
-        started.elapsed()
-    );
-    checker
+    breadth_first(model.checker(), "ZooKeeper session model")
 }
 
 fn assert_safe(model: Session) {

@@ -27,6 +27,8 @@ use std::time::Duration;
 
 use stateright::{Checker, Model, Property};
 
+use crate::backend::model_check::breadth_first;
+
 use super::recipe::{Input, Mutation, Next, Request, WaitForTurn};
 
 const ELECTION: &str = "/e";
@@ -303,22 +305,11 @@ impl Model for TurnModel {
 }
 
 fn check(mutation: Option<Mutation>) -> impl Checker<TurnModel> {
-    let started = std::time::Instant::now();
-    let checker = TurnModel {
+    let model = TurnModel {
         horizon: 3,
         mutation,
-    }
-    .checker()
-    .threads(2)
-    .spawn_bfs()
-    .join();
-    eprintln!(
-        "zk turn model ({mutation:?}): {} distinct states, depth {}, {:.1?}",
-        checker.unique_state_count(),
-        checker.max_depth(),
-        started.elapsed()
-    );
-    checker
+    };
+    breadth_first(model.checker(), &format!("zk turn model ({mutation:?})"))
 }
 
 /// What `action` does in `w`, in words.

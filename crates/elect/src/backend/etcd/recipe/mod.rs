@@ -60,3 +60,21 @@ pub enum Mutation {
     /// A late acknowledgement is credited to whatever ping is out.
     LateAnswerCredited,
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::backend::etcd::layout::CandidateKey;
+    use crate::backend::etcd::lease::ELECT_LEASE_TAG;
+
+    /// A candidate's key created at `create_revision`, on a lease elect
+    /// granted or not.
+    pub fn key(create_revision: i64, elect: bool) -> CandidateKey {
+        let lease = (create_revision << 16) | if elect { ELECT_LEASE_TAG } else { 1 };
+        CandidateKey {
+            key: format!("e/{lease:x}").into_bytes(),
+            id: format!("c{create_revision}"),
+            create_revision,
+            lease,
+        }
+    }
+}

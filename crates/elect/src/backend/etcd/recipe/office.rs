@@ -400,18 +400,8 @@ impl Resignation {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::key;
     use super::*;
-    use crate::backend::etcd::lease::ELECT_LEASE_TAG;
-
-    fn key(create_revision: i64, elect: bool) -> CandidateKey {
-        let lease = (create_revision << 16) | if elect { ELECT_LEASE_TAG } else { 1 };
-        CandidateKey {
-            key: format!("e/{lease:x}").into_bytes(),
-            id: format!("c{create_revision}"),
-            create_revision,
-            lease,
-        }
-    }
 
     fn after(turn: Turn) -> TakeOffice {
         let mut office = TakeOffice::new();

@@ -281,18 +281,8 @@ impl WaitForTurn {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::key;
     use super::*;
-    use crate::backend::etcd::lease::ELECT_LEASE_TAG;
-
-    fn key(create_revision: i64, elect: bool) -> CandidateKey {
-        let lease = (create_revision << 16) | if elect { ELECT_LEASE_TAG } else { 1 };
-        CandidateKey {
-            key: format!("e/{lease:x}").into_bytes(),
-            id: format!("c{create_revision}"),
-            create_revision,
-            lease,
-        }
-    }
 
     fn waiting_on(pred: &CandidateKey, at: i64) -> WaitForTurn {
         let mut turn = WaitForTurn::new();

@@ -1,0 +1,27 @@
+//! What the library's model checks share: a breadth-first search on both
+//! cores, so the first counterexample found is a shortest one, that says
+//! what it explored (distinct states, depth, time) for the README's
+//! tables and the closing notes.
+
+use std::hash::Hash;
+
+use stateright::{Checker, CheckerBuilder, Model};
+
+/// Runs `builder` breadth-first to its end (or its `finish_when`), and
+/// prints `what` with the states and depth explored.
+pub fn breadth_first<M>(builder: CheckerBuilder<M>, what: &str) -> impl Checker<M> + use<M>
+where
+    M: Model + Send + Sync + 'static,
+    M::State: Hash + Send + Sync + Clone + PartialEq + 'static,
+    M::Action: Clone + PartialEq,
+{
+    let started = std::time::Instant::now();
+    let checker = builder.threads(2).spawn_bfs().join();
+    eprintln!(
+        "{what}: {} distinct states, depth {}, {:.1?}",
+        checker.unique_state_count(),
+        checker.max_depth(),
+        started.elapsed()
+    );
+    checker
+}
