@@ -6,7 +6,7 @@
 //! 2. wait only on the predecessor, the key with the largest create
 //!    revision below ours, until no older key is left (no herd effect);
 //! 3. if the last predecessor was an `elect` candidate (its lease id carries
-//!    [`ELECT_LEASE_TAG`](super::lease::ELECT_LEASE_TAG)) and its lease
+//!    [`ELECT_LEASE_TAG`](super::layout::ELECT_LEASE_TAG)) and its lease
 //!    still lives, its work may still be stopping (its key was deleted by an
 //!    operator): wait until that lease ends, at most one of its TTLs. An
 //!    `elect` leader that loses its key keeps its lease until its command is

@@ -77,7 +77,7 @@ use crate::backend::model_check::breadth_first;
 
 use super::keywatch::Woken as Reported;
 use super::layout::CandidateKey;
-use super::lease::ELECT_LEASE_TAG;
+use super::layout::ELECT_LEASE_TAG;
 use super::recipe::{
     Claim, Input, KeyEvent, Mutation, Next as TurnNext, NextInLine, NextStep, OfficeInput,
     OfficeStep, Pick, ReleaseStep, Request, Resignation, TakeOffice, Turn, TurnCheck, WaitForTurn,

@@ -1,8 +1,23 @@
 //! The key layout of Go's `concurrency.Election`, so `etcdctl elect` and
 //! `elect` see each other's candidates: `<election>/<lease id in lowercase
-//! hex>`, value = the candidate's id, leader = lowest create revision.
+//! hex>`, value = the candidate's id, leader = lowest create revision; and
+//! the tag in the lease ids `elect` chooses, which tells its candidates
+//! from Go's.
 
 use etcd_client::{GetOptions, KeyValue, SortOrder, SortTarget};
+
+/// The low 16 bits of every lease id `elect` chooses ("e1ec"). An `elect`
+/// leader that loses its key keeps its lease until its work is dead and
+/// then revokes it, so a successor that sees this tag on its predecessor's
+/// lease knows waiting for it is worthwhile. Leases of Go clients (server
+/// assigned ids) are not waited for: `etcdctl elect` resigns by deleting
+/// its key and keeps its lease for a minute.
+pub const ELECT_LEASE_TAG: i64 = 0xe1ec;
+
+/// Whether `id` is a lease granted by `elect` (see [`ELECT_LEASE_TAG`]).
+pub fn granted_by_elect(id: i64) -> bool {
+    id > 0 && id & 0xffff == ELECT_LEASE_TAG
+}
 
 /// The range every candidate key of `election` lives under.
 pub fn prefix(election: &str) -> String {

@@ -30,24 +30,12 @@ use tokio::time::{Instant, timeout};
 use tracing::{debug, info};
 
 use super::etcd_error;
+use super::layout::ELECT_LEASE_TAG;
 use super::recipe::{Renewal, RenewalInput, RenewalNext, RenewalRequest};
 use crate::backend::counters::{PROCESS, warn_counted};
 use crate::clock::{BootInstant, sleep_until};
 use crate::error::Result;
 use crate::leadership::deadline_after;
-
-/// The low 16 bits of every lease id `elect` chooses ("e1ec"). An `elect`
-/// leader that loses its key keeps its lease until its work is dead and
-/// then revokes it, so a successor that sees this tag on its predecessor's
-/// lease knows waiting for it is worthwhile. Leases of Go clients (server
-/// assigned ids) are not waited for: `etcdctl elect` resigns by deleting
-/// its key and keeps its lease for a minute.
-pub const ELECT_LEASE_TAG: i64 = 0xe1ec;
-
-/// Whether `id` is a lease granted by `elect` (see [`ELECT_LEASE_TAG`]).
-pub fn granted_by_elect(id: i64) -> bool {
-    id > 0 && id & 0xffff == ELECT_LEASE_TAG
-}
 
 /// A random positive lease id carrying [`ELECT_LEASE_TAG`].
 fn fresh_lease_id() -> i64 {
@@ -416,6 +404,7 @@ impl Renewing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::etcd::layout::granted_by_elect;
 
     #[test]
     fn our_lease_ids_carry_the_tag() {

@@ -64,7 +64,7 @@ pub enum Mutation {
 #[cfg(test)]
 mod tests {
     use crate::backend::etcd::layout::CandidateKey;
-    use crate::backend::etcd::lease::ELECT_LEASE_TAG;
+    use crate::backend::etcd::layout::ELECT_LEASE_TAG;
 
     /// A candidate's key created at `create_revision`, on a lease elect
     /// granted or not.

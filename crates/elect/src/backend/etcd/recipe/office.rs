@@ -24,7 +24,7 @@
 
 use super::{Mutation, Turn};
 use crate::backend::etcd::layout::CandidateKey;
-use crate::backend::etcd::lease::granted_by_elect;
+use crate::backend::etcd::layout::granted_by_elect;
 
 /// How a claim of the tenure ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

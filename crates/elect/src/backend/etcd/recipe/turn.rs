@@ -25,7 +25,7 @@
 use super::Mutation;
 use crate::backend::etcd::keywatch::Woken;
 use crate::backend::etcd::layout::CandidateKey;
-use crate::backend::etcd::lease::granted_by_elect;
+use crate::backend::etcd::layout::granted_by_elect;
 
 /// What the recipe asks the driver for. Each is answered by an [`Input`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
