@@ -143,15 +143,14 @@ async fn follow(
             }
             NextStep::Watch { from } => watch_prefix(client, prefix, line, from, next_out).await,
         };
+        if let Err(e) = &done {
+            line.broke();
+            warn_counted!("watching our key and the next in line: {e}");
+        }
         publish_next(next_out, line);
         match done {
             Ok(()) => backoff.reset(),
-            Err(e) => {
-                line.broke();
-                next_out.send_replace(None);
-                warn_counted!("watching our key and the next in line: {e}");
-                backoff.wait().await;
-            }
+            Err(_) => backoff.wait().await,
         }
     }
 }
@@ -217,7 +216,6 @@ async fn watch_prefix(
     from: i64,
     next_out: &watch::Sender<Option<CandidateKey>>,
 ) -> Result<()> {
-    publish_next(next_out, line);
     let options = WatchOptions::new()
         .with_prefix()
         .with_start_revision(from + 1);
@@ -235,9 +233,9 @@ async fn watch_prefix(
                 EventType::Put => KeyEvent::Put(CandidateKey::from(kv), kv.version()),
             };
             if let KeyEvent::Delete(key) = &event
-                && line.next().is_some_and(|n| n.key == *key)
+                && let Some(next) = line.next().filter(|n| n.key == *key)
             {
-                debug!(next = %line.next().map_or("", |n| n.id.as_str()), "the next in line left");
+                debug!(next = %next.id, "the next in line left");
             }
             line.event(event);
             if !matches!(line.step(), NextStep::Watch { .. }) {
@@ -256,12 +254,14 @@ async fn watch_prefix(
 pub fn touch(election: &str, touch: &Touch) -> TxnOp {
     let next = &touch.next;
     let key = next.key.as_slice();
-    let guard = [
-        Compare::create_revision(key, CompareOp::Equal, next.create_revision),
-        Compare::lease(key, CompareOp::Equal, next.lease),
-    ];
-    let guard = if touch.guarded { &guard[..] } else { &[] };
-    TxnOp::txn(Txn::new().when(guard.to_vec()).and_then([
+    let guard = match touch.guarded {
+        true => vec![
+            Compare::create_revision(key, CompareOp::Equal, next.create_revision),
+            Compare::lease(key, CompareOp::Equal, next.lease),
+        ],
+        false => vec![],
+    };
+    TxnOp::txn(Txn::new().when(guard).and_then([
         TxnOp::put(
             key,
             "",
