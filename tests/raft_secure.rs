@@ -10,10 +10,10 @@ mod support;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use elect::backend::raft::core::Message;
 use elect::backend::raft::transport::{self, Body, Frame, PeerTls};
 use elect::credentials::Tls;
 use elect_lab::{Lab, Role, Spec, pki::Authority, raft::CLUSTER};
+use elect_raft::Message;
 use support::elect::elect_once;
 
 fn lab(secure: bool) -> Lab {

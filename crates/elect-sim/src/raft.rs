@@ -1,4 +1,4 @@
-//! The production Raft-vote core (`backend::raft::core`) as a simulated
+//! The production Raft-vote core (the crate `elect-raft`) as a simulated
 //! process, unchanged: time and messages in, [`Ready`] out.
 //!
 //! By default one time unit is one millisecond of the core's clock and the
@@ -11,15 +11,13 @@
 //! ends when the processes have settled: every live one names the same
 //! leader, which holds its lease ([`Sim::run_until_settled`]).
 //!
-//! [`Ready`]: elect::backend::raft::core::Ready
+//! [`Ready`]: elect_raft::Ready
 //! [`Sim::run_until_settled`]: super::engine::Sim::run_until_settled
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use elect::backend::raft::core::{
-    Config, HardState, Message as RaftMessage, Node, Ready, Status, Time,
-};
+use elect_raft::{Config, HardState, Message as RaftMessage, Node, Ready, Status, Time};
 
 use super::{Io, Message, Pid, Process};
 

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use elect::backend::raft::core::{HardState, Role};
+use elect_raft::{HardState, Role};
 use elect_sim::Process;
 use elect_sim::engine::{Config, Delay, Sim};
 use elect_sim::raft::{RaftProcess, Timing};

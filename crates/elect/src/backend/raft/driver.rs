@@ -11,13 +11,13 @@ use tokio::time::{sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
-use super::core::{Message, Node, Ready, Status};
 use super::store::Persister;
 use super::transport::{self, Body, Frame, Outgoing, PeerTls, WireStatus, write_frame};
 use crate::backend::counters::warn_counted;
 use crate::clock::{BootInstant, BootTimer};
 use crate::error::Result;
 use crate::leadership::Leadership;
+use elect_raft::{Message, Node, Ready, Status};
 
 /// Everything the driver loop owns.
 pub struct Driver {

@@ -1,15 +1,15 @@
 //! Raft-vote backend: the `elect` processes elect a leader among
 //! themselves with Raft's election (no log), no external service.
 //!
-//! - [`core`]: the sans-IO state machine (PreVote, CheckQuorum, leader
-//!   lease, leadership transfer), tested in a deterministic simulator;
+//! - the sans-IO state machine (PreVote, CheckQuorum, leader lease,
+//!   leadership transfer) is the crate [`elect_raft`], which `elect-sim`
+//!   and the model check run unchanged;
 //! - `store`: term and vote on disk, fsynced before any vote reply;
 //! - `transport`: TCP frames between peers, and queries from non-peers;
 //! - `driver`: the tokio loop that feeds the core.
 //!
 //! The fencing token is the leader's term.
 
-pub mod core;
 pub(crate) mod driver;
 pub(crate) mod store;
 pub mod transport;
@@ -110,8 +110,8 @@ pub async fn campaign(cfg: &ElectionConfig, _work: WorkWatch) -> Result<Campaign
         ^ std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
-    let node = core::Node::new(
-        core::Config::new(&cfg.id, &ids, cfg.ttl, seed),
+    let node = elect_raft::Node::new(
+        elect_raft::Config::new(&cfg.id, &ids, cfg.ttl, seed),
         hard,
         Duration::ZERO,
     );

@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use tracing::warn;
 
-use super::core::{HardState, Pledge};
 use crate::backend::counters::PROCESS;
 use crate::error::{Error, Result};
+use elect_raft::{HardState, Pledge};
 
 const FILE: &str = "raft-vote.state";
 const LEGACY: &str = "raft-vote.json";

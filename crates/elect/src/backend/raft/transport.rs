@@ -26,9 +26,9 @@ use tokio::sync::{mpsc, watch};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tracing::debug;
 
-use super::core::Message;
 use crate::credentials::Tls;
 use crate::error::{Error, Result};
+use elect_raft::Message;
 
 /// How long a connecting client may take over its TLS handshake: a
 /// connection that dawdles (slow-loris) is closed.

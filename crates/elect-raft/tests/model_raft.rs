@@ -1,6 +1,6 @@
 //! Every interleaving, up to a bound, of Raft-vote peers running the
-//! production core (`elect::backend::raft::core::Node`, unchanged: time
-//! and messages in, `Ready` out), under stateright's model checker.
+//! production core (`elect_raft::Node`, unchanged: time and messages
+//! in, `Ready` out), under stateright's model checker.
 //!
 //! The model is the driver's contract, not a re-implementation of the
 //! protocol: a `Ready`'s vote requests leave at once, everything else
@@ -58,7 +58,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use elect::backend::raft::core::{Config, HardState, Message, Mutation, Node, Ready, Role, Time};
+use elect_raft::{Config, HardState, Message, Mutation, Node, Ready, Role, Time};
 use stateright::{Checker, Expectation, Model, Property};
 
 /// The peers' names; a model uses the first three or all five.
