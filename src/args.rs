@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{ArgMatches, Args, ValueEnum};
 use elect::Backend;
-use elect::config::ElectionConfig;
+use elect::config::{ElectionConfig, Service};
 use elect::credentials::{PASSWORD_VAR, Password, Tls, User};
 use elect::export::{Format, OutputConfig};
 
@@ -182,8 +182,8 @@ impl ElectionArgs {
         warnings: &mut Vec<String>,
     ) -> Result<ElectionConfig> {
         let cfg = self.config(Some(candidate), matches, warnings)?;
-        if cfg.backend() == Backend::Raft {
-            let n = cfg.peer_ids().count();
+        if let Some(peers) = cfg.raft_peers() {
+            let n = peers.len();
             if n % 2 == 0 {
                 warnings.push(format!(
                     "--endpoints: a Raft-vote cluster of {n} peers needs {} of them to elect a \
@@ -213,19 +213,7 @@ impl ElectionArgs {
             .endpoints
             .as_deref()
             .unwrap_or(backend.default_endpoints());
-        let mut cfg = match backend {
-            Backend::Zk => ElectionConfig::zk(endpoints, election)?,
-            Backend::Raft => {
-                // An empty list is no peers (the library says so), not one
-                // empty entry.
-                let peers = endpoints
-                    .split(',')
-                    .filter(|_| !endpoints.trim().is_empty())
-                    .map(|entry| entry.split_once('=').unwrap_or(("", entry)));
-                ElectionConfig::raft(peers, election)?
-            }
-            _ => ElectionConfig::etcd(endpoints.split(','), election)?,
-        };
+        let mut cfg = ElectionConfig::new(Service::parse(backend, endpoints)?, election)?;
         if let Some(ttl) = &self.ttl {
             cfg = cfg.with_ttl(parse_duration("--ttl", ttl)?)?;
         }
@@ -235,7 +223,8 @@ impl ElectionArgs {
             match (&candidate.id, backend) {
                 (Some(id), _) => cfg = cfg.with_id(id)?,
                 (None, Backend::Raft) => {
-                    let ids: Vec<&str> = cfg.peer_ids().collect();
+                    let ids: Vec<&str> =
+                        cfg.raft_peers().into_iter().flat_map(|p| p.ids()).collect();
                     return Err(UsageError::new(
                         "--id",
                         format!("is required with --backend raft: one of {}", ids.join(", ")),

@@ -1,13 +1,22 @@
-//! No import cycle between modules, in any crate of the workspace.
+//! Imports point down, in every crate of the workspace.
 //!
 //! Each file is a module; an arrow runs from a module to every module it
-//! names (`crate::a::b`, `super::x`, `use child::y`). A module may use what
-//! its ancestors define (a child sees its parent's items); every other
-//! arrow must point one way only, both between files and between the
-//! top-level modules they sit under (`backend/` as a whole, say). A small
-//! check of our own: it reads the source as text, which the layout's
-//! conventions (no glob re-exports across siblings, paths spelt out) make
-//! enough.
+//! names (`crate::a::b`, `super::x`, `use child::y`). Two rules:
+//! - no cycle: every arrow points one way only, both between files and
+//!   between the top-level modules they sit under (`backend/` as a whole,
+//!   say);
+//! - no arrow up to a parent: a folder's `mod.rs` gathers its children
+//!   (declares them, re-exports, dispatches to them), so a child never
+//!   names an item its parent's file defines; what children share lives
+//!   in a child of its own (`backend/handle.rs`, `etcd/errors.rs`). Only
+//!   the crate root's re-exports (`crate::Error`) may be named from
+//!   anywhere: they are the crate's face, not a layer.
+//!
+//! A small check of our own: it reads the source as text, which the
+//! layout's conventions (no glob re-exports across siblings, paths spelt
+//! out, unit tests in an inline `#[cfg(test)] mod` at the end of a file)
+//! make enough. `cargo test --test module_cycles -- --nocapture figures`
+//! prints each crate's import graph in figures.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -41,12 +50,24 @@ fn module_of(src: &Path, file: &Path) -> Module {
     parts
 }
 
-/// The source without comments (doc links are no imports).
+/// The source without comments (doc links are no imports) and without
+/// its inline test modules (a file's unit tests see the file's items
+/// through `super`, which is no import).
 fn code(text: &str) -> String {
-    text.lines()
+    let code = text
+        .lines()
         .map(|l| l.split("//").next().unwrap_or(""))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    let lines: Vec<&str> = code.lines().collect();
+    let test_module = lines.windows(2).position(|pair| {
+        let next = pair[1].trim();
+        pair[0].trim() == "#[cfg(test)]" && next.starts_with("mod ") && next.ends_with('{')
+    });
+    match test_module {
+        Some(at) => lines[..at].join("\n"),
+        None => code,
+    }
 }
 
 fn ident_path(text: &str) -> Vec<String> {
@@ -193,11 +214,20 @@ fn show(cycle: &[Module]) -> String {
         .join(" -> ")
 }
 
-fn check_crate(src: &Path) -> Vec<String> {
+/// A crate's files and the arrows between them; `upward` holds the
+/// arrows from a module to an ancestor's items (the root's excepted).
+struct Graph {
+    modules: BTreeSet<Module>,
+    edges: BTreeMap<Module, BTreeSet<Module>>,
+    upward: BTreeSet<(Module, Module)>,
+}
+
+fn graph(src: &Path) -> Graph {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let modules: BTreeSet<Module> = files.iter().map(|f| module_of(src, f)).collect();
     let mut edges: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    let mut upward = BTreeSet::new();
     for file in &files {
         let from = module_of(src, file);
         let children: BTreeSet<String> = modules
@@ -210,12 +240,94 @@ fn check_crate(src: &Path) -> Vec<String> {
             let Some(to) = resolve(&path, &modules) else {
                 continue;
             };
-            // A module may use its ancestors' items.
-            if to != from && !from.starts_with(&to) {
+            if to == from || to.is_empty() {
+                continue;
+            }
+            if from.starts_with(&to) {
+                upward.insert((from.clone(), to));
+            } else {
                 edges.entry(from.clone()).or_default().insert(to);
             }
         }
     }
+    Graph {
+        modules,
+        edges,
+        upward,
+    }
+}
+
+/// Every arrow, those up to a parent included.
+fn all_arrows(g: &Graph) -> BTreeMap<Module, BTreeSet<Module>> {
+    let mut all = g.edges.clone();
+    for (from, to) in &g.upward {
+        all.entry(from.clone()).or_default().insert(to.clone());
+    }
+    all
+}
+
+/// The groups of files that import each other in a loop, arrows up to a
+/// parent included (strongly connected components of two files or more).
+fn loops(g: &Graph) -> usize {
+    let all = all_arrows(g);
+    let reach = |from: &Module| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.clone()];
+        while let Some(m) = todo.pop() {
+            for next in all.get(&m).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reachable: BTreeMap<&Module, BTreeSet<Module>> =
+        g.modules.iter().map(|m| (m, reach(m))).collect();
+    let mut groups = BTreeSet::new();
+    for (m, from_m) in &reachable {
+        let group: BTreeSet<&Module> = from_m
+            .iter()
+            .filter(|n| reachable.get(n).is_some_and(|r| r.contains(*m)))
+            .collect();
+        if group.len() > 1 {
+            groups.insert(group);
+        }
+    }
+    groups.len()
+}
+
+/// The number of layers: the longest chain of arrows, counted in files;
+/// `None` where arrows loop.
+fn layers(g: &Graph) -> Option<usize> {
+    let all = all_arrows(g);
+    if find_cycle(&all).is_some() {
+        return None;
+    }
+    fn depth(
+        m: &Module,
+        all: &BTreeMap<Module, BTreeSet<Module>>,
+        memo: &mut BTreeMap<Module, usize>,
+    ) -> usize {
+        if let Some(d) = memo.get(m) {
+            return *d;
+        }
+        let d = 1 + all
+            .get(m)
+            .into_iter()
+            .flatten()
+            .map(|n| depth(n, all, memo))
+            .max()
+            .unwrap_or(0);
+        memo.insert(m.clone(), d);
+        d
+    }
+    let mut memo = BTreeMap::new();
+    g.modules.iter().map(|m| depth(m, &all, &mut memo)).max()
+}
+
+fn check_crate(src: &Path) -> Vec<String> {
+    let Graph { edges, upward, .. } = graph(src);
     let mut problems = Vec::new();
     if let Some(cycle) = find_cycle(&edges) {
         problems.push(format!(
@@ -245,18 +357,54 @@ fn check_crate(src: &Path) -> Vec<String> {
             show(&cycle)
         ));
     }
+    for (from, to) in &upward {
+        problems.push(format!(
+            "{}: {} names an item of {}, which stands above it (its parent's file): \
+             move what children share into a module of its own",
+            src.display(),
+            show(std::slice::from_ref(from)),
+            show(std::slice::from_ref(to)),
+        ));
+    }
     problems
 }
 
-#[test]
-fn no_module_imports_itself_through_others() {
+fn workspace_sources() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut sources = vec![root.join("src")];
     for entry in std::fs::read_dir(root.join("crates")).unwrap() {
         sources.push(entry.unwrap().path().join("src"));
     }
-    let problems: Vec<String> = sources.iter().flat_map(|s| check_crate(s)).collect();
+    sources.sort();
+    sources
+}
+
+#[test]
+fn imports_point_down() {
+    let problems: Vec<String> = workspace_sources()
+        .iter()
+        .flat_map(|s| check_crate(s))
+        .collect();
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Per crate: files, arrows, layers, arrows up to a parent, and the
+/// loops those close.
+#[test]
+fn figures() {
+    for src in workspace_sources() {
+        let g = graph(&src);
+        let arrows: usize = g.edges.values().map(BTreeSet::len).sum();
+        let layers = layers(&g).map_or("no".to_owned(), |n| n.to_string());
+        println!(
+            "{}: {} files, {} arrows, {layers} layers, {} arrows up to a parent, {} loops",
+            src.display(),
+            g.modules.len(),
+            arrows + g.upward.len(),
+            g.upward.len(),
+            loops(&g),
+        );
+    }
 }
 
 #[test]
@@ -271,4 +419,26 @@ fn the_check_sees_a_cycle() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(problems.len(), 2, "{problems:?}");
     assert!(problems[0].contains("a -> b::x -> a"), "{problems:?}");
+}
+
+#[test]
+fn the_check_sees_an_arrow_up_to_a_parent() {
+    let dir = std::env::temp_dir().join(format!("elect-upward-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("b")).unwrap();
+    std::fs::write(dir.join("lib.rs"), "mod b;\npub use b::Thing;\n").unwrap();
+    std::fs::write(dir.join("b/mod.rs"), "mod x;\npub struct Shared;\n").unwrap();
+    std::fs::write(
+        dir.join("b/x.rs"),
+        "use super::Shared;\nuse crate::Thing;\n\n#[cfg(test)]\nmod tests {\n    use super::super::Shared;\n}\n",
+    )
+    .unwrap();
+    let problems = check_crate(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    // The parent's item is named once outside the tests; the root's
+    // re-export is no arrow up.
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("b::x names an item of b"),
+        "{problems:?}"
+    );
 }

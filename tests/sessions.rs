@@ -86,7 +86,7 @@ async fn elections_share_a_session(
     }
     // Time for each to find its predecessor and wait on it.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let woken_before = elect::backend::counters::snapshot().wakeups;
+    let woken_before = elect::counters::snapshot().wakeups;
 
     let first = terms.remove(0);
     let first_token = first.token();
@@ -110,7 +110,7 @@ async fn elections_share_a_session(
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        elect::backend::counters::snapshot().wakeups - woken_before,
+        elect::counters::snapshot().wakeups - woken_before,
         1,
         "one leader change woke one candidate, in its own election"
     );

@@ -206,7 +206,7 @@ mod tests {
         };
         assert_eq!(r.election.ttl(), Duration::from_secs(3));
         assert_eq!(r.election.id(), "a");
-        assert_eq!(r.election.endpoints(), vec!["http://127.0.0.1:2379"]);
+        assert_eq!(r.election.service().to_string(), "http://127.0.0.1:2379");
     }
 
     #[test]

@@ -34,6 +34,11 @@ use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFl
 use nix::time::{ClockId as TimeClockId, clock_gettime};
 use tokio::io::unix::AsyncFd;
 
+/// The longest duration accepted for a connect timeout, a Raft TTL and a
+/// `run` grace: anything longer is a mistake, and deadlines on this clock
+/// computed from it would overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
 /// An instant on CLOCK_BOOTTIME: monotonic, and counting through a
 /// suspend. Like [`std::time::Instant`], subtracting a later instant from
 /// an earlier one gives zero.

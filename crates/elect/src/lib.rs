@@ -82,6 +82,7 @@ pub mod backend;
 pub mod backend_kind;
 pub mod clock;
 pub mod config;
+pub mod counters;
 pub mod credentials;
 pub mod error;
 pub mod export;

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
 use elect::Backend;
-use elect::backend::counters;
 use elect::backend::{Campaign, Session};
 use elect::config::ElectionConfig;
+use elect::counters;
 use elect::work::WorkWatch;
 
 use super::arena::SOON;

@@ -113,7 +113,7 @@ pub fn run(
         let sockets_per_candidate =
             elect_lab::host::open_sockets().saturating_sub(sockets_before) as f64 / n as f64;
         let before = tokio::task::block_in_place(|| probe.counters());
-        let woken_before = elect::backend::counters::snapshot().wakeups;
+        let woken_before = elect::counters::snapshot().wakeups;
         let (mut leader, _) = recv(&mut elected).await?;
         let mut samples = Vec::new();
         for _ in 0..handovers {
@@ -137,7 +137,7 @@ pub fn run(
             progress.inc();
         }
         let counters = tokio::task::block_in_place(|| probe.counters()).since(before);
-        let woken = elect::backend::counters::snapshot().wakeups - woken_before;
+        let woken = elect::counters::snapshot().wakeups - woken_before;
         let mut set = tokio::task::JoinSet::new();
         for c in campaigns.into_iter().flatten() {
             set.spawn(c.resign());

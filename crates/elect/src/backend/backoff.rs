@@ -1,6 +1,6 @@
 //! Exponential backoff for retrying requests to a coordination service.
 
-use crate::backend::counters::warn_counted;
+use crate::counters::warn_counted;
 use std::time::Duration;
 
 /// Waits 50 ms, then twice as long each time, up to 1 s; and tells of a

@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::backend::counters::warn_counted;
+use crate::counters::warn_counted;
 use crate::error::Result;
 
 /// The campaigns running on one shared session.

@@ -13,9 +13,9 @@
 pub(crate) mod backoff;
 #[cfg(any(feature = "etcd", feature = "zk"))]
 mod candidates;
-pub mod counters;
 #[cfg(feature = "etcd")]
 pub(crate) mod etcd;
+mod handle;
 #[cfg(test)]
 mod model_check;
 #[cfg(feature = "raft")]
@@ -28,6 +28,7 @@ mod term;
 #[cfg(feature = "zk")]
 pub(crate) mod zk;
 
+pub use handle::{Campaign, Observation};
 #[cfg(any(feature = "etcd", feature = "zk"))]
 pub use session::Session;
 pub use term::Term;
@@ -41,102 +42,12 @@ pub use term::Term;
 #[cfg(feature = "zk")]
 pub use zk::tls_options as zk_tls_options;
 
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-
 #[cfg(any(feature = "etcd", feature = "zk", feature = "raft"))]
 use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
 use crate::work::WorkWatch;
-
-/// A running candidacy.
-///
-/// Dropping it without calling [`resign`](Campaign::resign) also resigns:
-/// renewals stop and the key, znode or Raft leadership is given up by a
-/// task that finishes in the background (it needs the tokio runtime to
-/// keep running for the few round trips that takes). Call `resign` to wait
-/// for it and learn whether it went well.
-#[must_use = "dropping a Campaign resigns at once; keep it for as long as you campaign"]
-pub struct Campaign {
-    leadership: watch::Receiver<Leadership>,
-    resign: CancellationToken,
-    task: Option<JoinHandle<Result<()>>>,
-}
-
-impl Campaign {
-    pub(crate) fn new(
-        leadership: watch::Receiver<Leadership>,
-        resign: CancellationToken,
-        task: JoinHandle<Result<()>>,
-    ) -> Self {
-        Campaign {
-            leadership,
-            resign,
-            task: Some(task),
-        }
-    }
-
-    /// The snapshots of this candidacy, starting with an unknown leader.
-    pub fn leadership(&self) -> watch::Receiver<Leadership> {
-        self.leadership.clone()
-    }
-
-    /// Leaves the election: our key/znode is deleted and the session ended,
-    /// so a successor takes over in round trips rather than a TTL.
-    ///
-    /// # Errors
-    /// Only if the campaign had already failed.
-    ///
-    /// # Cancel safety
-    /// Not cancel safe: dropping the future leaves the resignation to
-    /// finish in the background.
-    pub async fn resign(mut self) -> Result<()> {
-        self.resign.cancel();
-        let Some(task) = self.task.take() else {
-            return Ok(());
-        };
-        match task.await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Ok(()),
-        }
-    }
-}
-
-impl Drop for Campaign {
-    fn drop(&mut self) {
-        // The campaign task resigns when cancelled; detached, it finishes
-        // on its own.
-        self.resign.cancel();
-    }
-}
-
-/// A running observation; stops when dropped.
-#[must_use = "dropping an Observation stops it"]
-pub struct Observation {
-    leadership: watch::Receiver<Leadership>,
-    task: JoinHandle<()>,
-}
-
-impl Observation {
-    pub(crate) fn new(leadership: watch::Receiver<Leadership>, task: JoinHandle<()>) -> Self {
-        Observation { leadership, task }
-    }
-
-    /// The snapshots of this observation, starting with an unknown leader.
-    pub fn leadership(&self) -> watch::Receiver<Leadership> {
-        self.leadership.clone()
-    }
-}
-
-impl Drop for Observation {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
 
 /// Joins the election described by `cfg`. `work` tells the backend whether
 /// work started under our leadership still runs, so that after a loss it
@@ -162,7 +73,7 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
     // The default id (hostname-pid) is no Raft peer's.
     cfg.check_raft_membership()?;
     cfg.validate()?;
-    match cfg.backend {
+    match cfg.backend() {
         #[cfg(feature = "etcd")]
         Backend::Etcd => etcd::campaign(cfg, work).await,
         #[cfg(feature = "zk")]
@@ -184,7 +95,7 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
 /// Cancel safe: a dropped future leaves no observation running.
 pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
     cfg.validate()?;
-    match cfg.backend {
+    match cfg.backend() {
         #[cfg(feature = "etcd")]
         Backend::Etcd => etcd::observe(cfg).await,
         #[cfg(feature = "zk")]
@@ -206,7 +117,7 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 /// Cancel safe: it only reads.
 pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
     cfg.validate()?;
-    match cfg.backend {
+    match cfg.backend() {
         #[cfg(feature = "etcd")]
         Backend::Etcd => etcd::leader(cfg).await,
         #[cfg(feature = "zk")]

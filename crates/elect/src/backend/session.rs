@@ -13,7 +13,7 @@
 
 use tokio::sync::watch;
 
-use super::Campaign;
+use super::handle::Campaign;
 use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-use super::Campaign;
+use super::handle::Campaign;
 use crate::clock::{self, BootInstant};
 use crate::error::Result;
 use crate::leadership::Leadership;

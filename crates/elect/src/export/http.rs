@@ -26,8 +26,11 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::Metrics;
-use super::{Context, Exported};
+#[cfg(feature = "metrics")]
+use super::metrics::Metrics;
+#[cfg(not(feature = "metrics"))]
+use super::no_metrics::Metrics;
+use super::view::{Context, Exported};
 use crate::clock::BootInstant;
 use crate::error::{Error, Result};
 

@@ -4,8 +4,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::Context;
-use crate::export::Format;
+use super::view::{Context, Format};
 use crate::leadership::{Event, Leadership};
 
 /// The JSON line of the output contract; every line is a full snapshot.

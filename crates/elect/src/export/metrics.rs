@@ -3,7 +3,7 @@
 //! The export loop feeds every snapshot transition to [`Metrics::record`],
 //! so what is counted is plain code over [`Leadership`] values, tested
 //! below without a server. What the backends did (renewals, errors,
-//! wake-ups) comes from their counters ([`crate::backend::counters`]),
+//! wake-ups) comes from their counters ([`crate::counters`]),
 //! read at each scrape.
 
 use std::sync::Mutex;
@@ -210,7 +210,7 @@ impl Metrics {
             .filter(|_| current.is_self)
             .map_or(0.0, |d| d.saturating_duration_since(now).as_secs_f64());
         self.deadline_margin.set(margin);
-        let counts = crate::backend::counters::snapshot();
+        let counts = crate::counters::snapshot();
         // Concurrent scrapes must not both add the same difference.
         let _one_at_a_time = self.catch_up.lock().expect("not poisoned");
         for (counter, total) in [

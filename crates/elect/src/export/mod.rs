@@ -14,6 +14,7 @@ pub mod metrics;
 #[cfg(not(feature = "metrics"))]
 mod no_metrics;
 mod stdout;
+mod view;
 
 use std::io::Write;
 use std::sync::Arc;
@@ -22,22 +23,13 @@ use std::time::SystemTime;
 
 use tokio::sync::watch;
 
-use crate::backend_kind::Backend;
 use crate::clock::BootInstant;
 use crate::leadership::Leadership;
 #[cfg(feature = "metrics")]
 pub use metrics::Metrics;
 #[cfg(not(feature = "metrics"))]
 pub use no_metrics::Metrics;
-
-/// How changes are reported on stdout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// Sentences for people.
-    Text,
-    /// One JSON object per line, each a full snapshot.
-    Json,
-}
+pub use view::{Context, Exported, Format};
 
 /// Where leadership is exported.
 #[derive(Debug, Clone)]
@@ -49,37 +41,6 @@ pub struct OutputConfig {
     /// Where to serve the HTTP endpoints, if anywhere.
     #[cfg(feature = "http")]
     pub http: Option<std::net::SocketAddr>,
-}
-
-impl Exported {
-    /// A channel that starts with an unknown leader.
-    pub fn channel() -> (watch::Sender<Exported>, watch::Receiver<Exported>) {
-        watch::channel(Exported {
-            leadership: Leadership::unknown(),
-            since: None,
-        })
-    }
-}
-
-/// What every output line names besides the snapshot.
-#[derive(Debug, Clone)]
-pub struct Context {
-    /// Which backend decides.
-    pub backend: Backend,
-    /// The election's name.
-    pub election: String,
-    /// Under `run`: the containment level holding the command's tree
-    /// (`pidns`, `cgroup`, `subreaper`).
-    pub containment: Option<&'static str>,
-}
-
-/// The latest snapshot with what the exporters add to it.
-#[derive(Debug, Clone)]
-pub struct Exported {
-    /// The latest snapshot.
-    pub leadership: Leadership,
-    /// When this process first saw the current leader (and term).
-    pub since: Option<SystemTime>,
 }
 
 /// Reports every change of view until the sender is dropped: a line on

@@ -88,8 +88,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, sleep_until};
 use tracing::{info, warn};
 
+use crate::clock::MAX_DURATION;
 use crate::clock::{self, BootInstant};
-use crate::config::MAX_DURATION;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
 use crate::work::Work;

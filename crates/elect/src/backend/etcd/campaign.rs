@@ -35,7 +35,7 @@ use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
-use super::etcd_error;
+use super::errors::etcd_error;
 use super::handover::{self, LeaderWatch};
 use super::keywatch::{TurnWatch, Woken, wait_for_delete};
 use super::layout::{self, CandidateKey, Ours};
@@ -47,11 +47,11 @@ use super::recipe::{
 };
 use super::tenure;
 use crate::backend::backoff::Backoff;
-use crate::backend::counters::{PROCESS, warn_counted};
 use crate::backend::report::Reporter;
 use crate::backend_kind::Backend;
 use crate::clock::{BootInstant, sleep_until};
 use crate::config::ElectionConfig;
+use crate::counters::{PROCESS, warn_counted};
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
 use crate::work::WorkWatch;

@@ -31,8 +31,9 @@ use tower::Service;
 use tower::util::BoxCloneSyncService;
 use tracing::{debug, warn};
 
+use super::errors::BACKEND;
+use super::layout;
 use super::lease::{RenewalProof, Renewer};
-use super::{BACKEND, layout};
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 
@@ -108,7 +109,7 @@ async fn renewals_need_proof(cfg: &ElectionConfig, members: &[Client]) -> bool {
     let mut statuses: Vec<_> = asked.join_all().await;
     statuses.sort_by_key(|(i, _)| *i);
     let mut old = Vec::new();
-    for ((_, status), url) in statuses.into_iter().zip(&cfg.endpoints) {
+    for ((_, status), url) in statuses.into_iter().zip(cfg.etcd_urls()) {
         match status {
             Ok(Ok(status)) if !renews_without_leading(status.version()) => {}
             Ok(Ok(status)) => old.push(format!("{url} runs etcd {}", status.version())),
@@ -163,7 +164,7 @@ async fn open(cfg: &ElectionConfig) -> Result<(Arc<Client>, Vec<Channel>)> {
     loop {
         attempts += 1;
         let members = cfg
-            .endpoints
+            .etcd_urls()
             .iter()
             .map(|url| member_channel(cfg, url))
             .collect::<std::result::Result<Vec<_>, _>>()
@@ -456,7 +457,7 @@ fn refused(cfg: &ElectionConfig, e: etcd_client::Error) -> Error {
     if cfg.tls.is_some() && tls_words.iter().any(|w| lower.contains(w)) {
         return Error::Tls {
             backend: BACKEND,
-            endpoints: cfg.endpoints.join(","),
+            endpoints: cfg.service().to_string(),
             detail: text,
         };
     }
@@ -467,7 +468,7 @@ fn refused(cfg: &ElectionConfig, e: etcd_client::Error) -> Error {
     if cfg.tls.is_some() && closed.iter().any(|w| lower.contains(w)) {
         return Error::Tls {
             backend: BACKEND,
-            endpoints: cfg.endpoints.join(","),
+            endpoints: cfg.service().to_string(),
             detail: format!(
                 "etcd closed the connection; it may want a client certificate from its CA \
                  (--cert, --key) ({text})"

@@ -67,13 +67,13 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::debug;
 
-use super::etcd_error;
+use super::errors::etcd_error;
 use super::keywatch::{next_response, open_watch};
 use super::layout::{self, CandidateKey};
 use super::recipe::{KeyEvent, NextInLine, NextStep, Pick, Touch};
 use super::tenure;
 use crate::backend::backoff::Backoff;
-use crate::backend::counters::warn_counted;
+use crate::counters::warn_counted;
 use crate::error::Result;
 
 /// While we lead: our key and the next in line, from one watch on the

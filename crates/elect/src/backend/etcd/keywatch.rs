@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use etcd_client::{Client, EventType, WatchOptions, WatchStream};
 
-use super::etcd_error;
+use super::errors::etcd_error;
 use super::layout::Ours;
 use crate::error::Result;
 

@@ -29,11 +29,11 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, timeout};
 use tracing::{debug, info};
 
-use super::etcd_error;
+use super::errors::etcd_error;
 use super::layout::ELECT_LEASE_TAG;
 use super::recipe::{Renewal, RenewalInput, RenewalNext, RenewalRequest};
-use crate::backend::counters::{PROCESS, warn_counted};
 use crate::clock::{BootInstant, sleep_until};
+use crate::counters::{PROCESS, warn_counted};
 use crate::error::Result;
 use crate::leadership::deadline_after;
 

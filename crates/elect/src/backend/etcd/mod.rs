@@ -24,6 +24,7 @@ pub mod campaign;
 mod connection;
 #[cfg(test)]
 mod deadline_model;
+mod errors;
 pub mod handover;
 #[cfg(test)]
 mod handover_model;
@@ -41,25 +42,18 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::candidates::Candidates;
-use crate::backend::counters::warn_counted;
+use crate::backend::handle::{Campaign, Observation};
 use crate::backend::report::{self, Observed};
-use crate::backend::{Campaign, Observation};
-use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
-use crate::error::{Error, Result};
+use crate::counters::warn_counted;
+use crate::error::Result;
 use crate::leadership::Leadership;
 use crate::work::WorkWatch;
 use connection::{Connections, connect, connect_reader, first_contact};
 
-const BACKEND: Backend = Backend::Etcd;
-
-pub(crate) fn etcd_error(action: &'static str, e: impl Into<crate::error::BoxError>) -> Error {
-    Error::backend(BACKEND, action, e)
-}
-
 /// Reads the current leader once.
 ///
-/// Errors: [`Error::Unreachable`] when etcd does not answer within the
+/// Errors: [`Unreachable`](crate::Error::Unreachable) when etcd does not answer within the
 /// connect timeout. Cancel safe.
 pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
     let client = connect_reader(cfg).await?;
@@ -70,7 +64,7 @@ pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
 
 /// Starts following the election.
 ///
-/// Errors: [`Error::Unreachable`] when the first read fails. Later failures
+/// Errors: [`Unreachable`](crate::Error::Unreachable) when the first read fails. Later failures
 /// are retried and shown as an unknown leader.
 pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
     let client = connect_reader(cfg).await?;
@@ -90,7 +84,7 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 /// After losing leadership the campaign keeps its lease (which successors
 /// wait for) until `work` says the work started under it has stopped.
 ///
-/// Errors: [`Error::Unreachable`] when the lease cannot be granted within
+/// Errors: [`Unreachable`](crate::Error::Unreachable) when the lease cannot be granted within
 /// the connect timeout. Later failures are retried.
 pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign> {
     let Connections { client, renewers } = connect(cfg).await?;
@@ -125,7 +119,7 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
 /// on its predecessor in its own election. A candidacy that ends releases
 /// its key instead of revoking the lease (see
 /// [`campaign::Candidate::run_shared`]); when the lease ends, every
-/// candidate on it ends with [`Error::SessionEnded`].
+/// candidate on it ends with [`SessionEnded`](crate::Error::SessionEnded).
 pub(crate) struct SharedSession {
     client: std::sync::Arc<Client>,
     renewers: Vec<lease::Renewer>,
@@ -137,7 +131,7 @@ pub(crate) struct SharedSession {
 impl SharedSession {
     /// Connects and grants the session's lease.
     ///
-    /// Errors: [`Error::Unreachable`] when etcd does not grant it within
+    /// Errors: [`Unreachable`](crate::Error::Unreachable) when etcd does not grant it within
     /// the connect timeout.
     pub(crate) async fn open(cfg: &ElectionConfig) -> Result<SharedSession> {
         let Connections { client, renewers } = connect(cfg).await?;

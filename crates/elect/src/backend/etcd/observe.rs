@@ -21,12 +21,12 @@ use etcd_client::{Client, EventType, GetOptions, SortOrder, SortTarget, WatchOpt
 use tokio::sync::watch;
 use tracing::debug;
 
-use super::etcd_error;
+use super::errors::etcd_error;
 use super::keywatch::open_watch;
 use super::layout::CandidateKey;
 use crate::backend::backoff::Backoff;
-use crate::backend::counters::warn_counted;
 use crate::backend::report::{Observed, publish_if_changed};
+use crate::counters::warn_counted;
 use crate::error::Result;
 use crate::leadership::Leadership;
 

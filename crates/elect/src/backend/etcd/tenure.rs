@@ -37,11 +37,11 @@ use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, PutOptions,
 use etcd_client::{TxnOpResponse, WatchOptions};
 use tracing::{info, warn};
 
-use super::etcd_error;
+use super::errors::etcd_error;
 use super::keywatch::{next_response, open_watch};
 use super::layout::{self, Ours};
 use crate::backend::backoff::Backoff;
-use crate::backend::counters::warn_counted;
+use crate::counters::warn_counted;
 use crate::error::Result;
 
 pub use super::recipe::Claim;

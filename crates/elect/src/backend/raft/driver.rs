@@ -13,8 +13,8 @@ use tracing::{debug, info};
 
 use super::store::Persister;
 use super::transport::{self, Body, Frame, Outgoing, PeerTls, WireStatus, write_frame};
-use crate::backend::counters::warn_counted;
 use crate::clock::{BootInstant, BootTimer};
+use crate::counters::warn_counted;
 use crate::error::Result;
 use crate::leadership::Leadership;
 use elect_raft::{Message, Node, Ready, Status};
@@ -135,7 +135,7 @@ impl Driver {
         let leading = snapshot.is_self;
         if crate::backend::report::publish_if_changed(&self.leadership, snapshot) && leading {
             // Our lease (the snapshot's deadline) moved: a majority answered.
-            crate::backend::counters::PROCESS.renewed();
+            crate::counters::PROCESS.renewed();
         }
         crate::backend::report::publish_if_changed(
             &self.status,

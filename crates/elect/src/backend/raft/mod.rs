@@ -24,19 +24,19 @@ use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::backend::{Campaign, Observation};
+use crate::backend::handle::{Campaign, Observation};
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
 use crate::work::WorkWatch;
 use transport::{BoxStream, PeerTls, WireStatus};
 
-/// Peer id -> address, from validated `--endpoints` (`id=host:port`).
-pub fn peer_addresses(cfg: &ElectionConfig) -> BTreeMap<String, String> {
-    cfg.endpoints
-        .iter()
-        .filter_map(|e| e.split_once('='))
-        .map(|(id, addr)| (id.to_owned(), addr.to_owned()))
+/// Peer id -> address.
+fn peer_addresses(cfg: &ElectionConfig) -> BTreeMap<String, String> {
+    cfg.raft_peers()
+        .into_iter()
+        .flat_map(|peers| peers.iter())
+        .map(|p| (p.id().to_owned(), p.addr().to_owned()))
         .collect()
 }
 

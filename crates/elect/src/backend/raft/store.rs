@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use tracing::warn;
 
-use crate::backend::counters::PROCESS;
+use crate::counters::PROCESS;
 use crate::error::{Error, Result};
 use elect_raft::{HardState, Pledge};
 

@@ -13,7 +13,7 @@
 //! the CA may `Query`, which only reads.
 
 use crate::backend::backoff::Backoff;
-use crate::backend::counters::warn_counted;
+use crate::counters::warn_counted;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -37,6 +37,8 @@ use zookeeper_client::{
     StateWatcher, WatchedEvent,
 };
 
+use super::connection::{self, Opened};
+use super::errors::zk_error;
 use super::layout;
 use super::lease::SessionLease;
 use super::observe::{self, View, is_terminal, list_queue, until_disconnected, until_reconnected};
@@ -44,14 +46,13 @@ use super::recipe::{
     Demotion, Gone, Input, Next, Request, Stint, StintEnd, StintInput, StintNext, StintRequest,
     WaitForTurn,
 };
-use super::{Opened, zk_error};
 use crate::backend::backoff::Backoff;
 use crate::backend::candidates::Candidates;
-use crate::backend::counters::{PROCESS, warn_counted};
 use crate::backend::report::Reporter;
 use crate::backend_kind::Backend;
 use crate::clock::{self, BootInstant};
 use crate::config::ElectionConfig;
+use crate::counters::{PROCESS, warn_counted};
 use crate::credentials::User;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
@@ -146,7 +147,7 @@ impl Candidate {
                 SessionEnd::Ended => {
                     warn_counted!("ZooKeeper session ended; opening a new one");
                     self.out.send_replace(Leadership::unknown());
-                    match super::reconnect(&self.cfg, self.resign.cancelled()).await {
+                    match connection::reconnect(&self.cfg, self.resign.cancelled()).await {
                         Some(next) => (client, handshake) = (next.client, next.handshake),
                         None => return Ok(()),
                     }

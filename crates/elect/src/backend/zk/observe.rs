@@ -17,11 +17,11 @@
 //! so nobody unlisted can precede a listed participant that still exists.
 
 use crate::backend::backoff::Backoff;
-use crate::backend::counters::warn_counted;
+use crate::counters::warn_counted;
 use zookeeper_client::{Client, Error as ZkError, OneshotWatcher, SessionState};
 
+use super::errors::zk_error;
 use super::layout::{self, Participant};
-use super::zk_error;
 use crate::backend::report::{Observed, publish_if_changed};
 use crate::error::Result;
 use crate::leadership::Leadership;

@@ -20,46 +20,20 @@
 //! alive through one member and says until when it surely is: the
 //! leadership deadline.
 
+mod mutation;
 mod office;
 mod renewal;
 mod turn;
 
+// Read by the model checks, in test builds only.
+#[cfg_attr(not(test), allow(unused_imports))]
+pub use mutation::Mutation;
 pub use office::{
     Claim, KeyEvent, NextInLine, NextStep, OfficeInput, OfficeStep, Pick, ReleaseStep, Resignation,
     TakeOffice, Touch,
 };
 pub use renewal::{Renewal, RenewalInput, RenewalNext, RenewalRequest};
 pub use turn::{Input, Next, Request, Turn, TurnCheck, WaitForTurn};
-
-/// A rule of the recipes switched off, for the model check's teeth tests
-/// only: they show the checker finds what each rule prevents.
-#[cfg_attr(not(test), allow(dead_code))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Mutation {
-    /// No older key is our turn, marker or not: the wait for the lease of
-    /// a predecessor whose key went without a release is skipped.
-    NoLeaseWait,
-    /// The predecessor's deletion is our turn, without a read: whatever
-    /// is older still is not seen.
-    LeadOnDeletion,
-    /// Our turn is leadership at once: no tenure marker is claimed (a
-    /// first candidate, or one after a predecessor's lease, reads its key
-    /// back instead).
-    NoTenure,
-    /// The release is sent while the work still runs.
-    ReleaseBeforeStop,
-    /// The leader takes the youngest key as its next in line, not the
-    /// oldest younger one.
-    NextAnyYounger,
-    /// The touch puts the next's key whatever its create revision and
-    /// lease.
-    TouchUnguarded,
-    /// A renewal's deadline counts from the acknowledgement's arrival,
-    /// not from the ping's send.
-    DeadlineFromAnswer,
-    /// A late acknowledgement is credited to whatever ping is out.
-    LateAnswerCredited,
-}
 
 #[cfg(test)]
 mod tests {

@@ -22,7 +22,8 @@
 //! was read with; it is sent only once the work started under our
 //! leadership has stopped.
 
-use super::{Mutation, Turn};
+use super::mutation::Mutation;
+use super::turn::Turn;
 use crate::backend::etcd::layout::CandidateKey;
 use crate::backend::etcd::layout::granted_by_elect;
 

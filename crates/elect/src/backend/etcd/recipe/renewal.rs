@@ -22,7 +22,7 @@
 
 use std::time::Duration;
 
-use super::Mutation;
+use super::mutation::Mutation;
 use crate::clock::BootInstant;
 use crate::leadership::deadline_after;
 

@@ -22,7 +22,7 @@
 //!    release (an operator deleted it), so its work may still run until
 //!    its lease ends ([`Turn::AfterLeaseOf`]).
 
-use super::Mutation;
+use super::mutation::Mutation;
 use crate::backend::etcd::keywatch::Woken;
 use crate::backend::etcd::layout::CandidateKey;
 use crate::backend::etcd::layout::granted_by_elect;

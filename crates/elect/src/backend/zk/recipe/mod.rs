@@ -12,23 +12,12 @@
 //! - [`Stint`]: leading, until the deadline the session's lease proves,
 //!   across disconnections, lapses and reconnections.
 
+mod mutation;
 mod stint;
 mod turn;
 
+// Read by the model checks, in test builds only.
+#[cfg_attr(not(test), allow(unused_imports))]
+pub use mutation::Mutation;
 pub use stint::{Demotion, Stint, StintEnd, StintInput, StintNext, StintRequest};
 pub use turn::{Gone, Input, Next, Request, WaitForTurn};
-
-/// A rule of the recipes switched off, for the model checks' teeth tests
-/// only: they show the checker finds what each rule prevents.
-#[cfg_attr(not(test), allow(dead_code))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Mutation {
-    /// Any waiter whose predecessor was deleted leads at once, not only
-    /// the next in line.
-    LeadOnAnyDeletion,
-    /// The next in line does not watch its own znode.
-    NoOwnWatch,
-    /// A disconnected leader leads on past its deadline until the session
-    /// is back or known lost (Curator's rule while SUSPENDED).
-    LeadThroughDisconnection,
-}

@@ -25,7 +25,7 @@
 
 use std::time::Duration;
 
-use super::Mutation;
+use super::mutation::Mutation;
 use crate::clock::BootInstant;
 
 /// What the stint asks the driver to send. Each is answered by its

@@ -26,7 +26,7 @@
 
 use std::time::Duration;
 
-use super::Mutation;
+use super::mutation::Mutation;
 
 /// Instants as the driver's clock reads them, from any origin.
 pub type Time = Duration;

@@ -1,8 +1,9 @@
 //! What the backends do, counted as data: renewals answered, errors met,
 //! candidates woken by a change of their predecessor, successors that led
-//! without a read, Raft-vote's durable writes and how long they took. The metrics export
-//! and `elect compare` read these counts; the logs stay for people and
-//! may change their wording freely.
+//! without a read, Raft-vote's durable writes and how long they took. The
+//! backends write these counts; the metrics export and `elect compare`
+//! read them (so they stand below both). The logs stay for people and may
+//! change their wording freely.
 //!
 //! The counts are process-wide totals over every campaign and
 //! observation, as Prometheus client libraries keep theirs.
@@ -111,7 +112,7 @@ pub fn snapshot() -> Snapshot {
 /// Logs a backend's warning and counts it as an error.
 macro_rules! warn_counted {
     ($($arg:tt)*) => {{
-        $crate::backend::counters::PROCESS.failed();
+        $crate::counters::PROCESS.failed();
         ::tracing::warn!($($arg)*)
     }};
 }

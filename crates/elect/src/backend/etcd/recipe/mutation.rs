@@ -1,0 +1,32 @@
+//! The recipes' rules, each of which a model check may switch off to
+//! show that it finds what the rule prevents.
+
+/// A rule of the recipes switched off, for the model check's teeth tests
+/// only: they show the checker finds what each rule prevents.
+#[cfg_attr(not(test), allow(dead_code))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mutation {
+    /// No older key is our turn, marker or not: the wait for the lease of
+    /// a predecessor whose key went without a release is skipped.
+    NoLeaseWait,
+    /// The predecessor's deletion is our turn, without a read: whatever
+    /// is older still is not seen.
+    LeadOnDeletion,
+    /// Our turn is leadership at once: no tenure marker is claimed (a
+    /// first candidate, or one after a predecessor's lease, reads its key
+    /// back instead).
+    NoTenure,
+    /// The release is sent while the work still runs.
+    ReleaseBeforeStop,
+    /// The leader takes the youngest key as its next in line, not the
+    /// oldest younger one.
+    NextAnyYounger,
+    /// The touch puts the next's key whatever its create revision and
+    /// lease.
+    TouchUnguarded,
+    /// A renewal's deadline counts from the acknowledgement's arrival,
+    /// not from the ping's send.
+    DeadlineFromAnswer,
+    /// A late acknowledgement is credited to whatever ping is out.
+    LateAnswerCredited,
+}

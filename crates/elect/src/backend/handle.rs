@@ -1,0 +1,98 @@
+//! The handles a backend hands back: a [`Campaign`] (taking part) and an
+//! [`Observation`] (following). Each backend builds them; the dispatch in
+//! `backend/mod.rs` and the [`Term`](super::Term) of a won election use
+//! them; they know no backend.
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Result;
+use crate::leadership::Leadership;
+
+/// A running candidacy.
+///
+/// Dropping it without calling [`resign`](Campaign::resign) also resigns:
+/// renewals stop and the key, znode or Raft leadership is given up by a
+/// task that finishes in the background (it needs the tokio runtime to
+/// keep running for the few round trips that takes). Call `resign` to wait
+/// for it and learn whether it went well.
+#[must_use = "dropping a Campaign resigns at once; keep it for as long as you campaign"]
+pub struct Campaign {
+    /// Read in place by [`Term`](super::Term) (no clone per check).
+    pub(super) leadership: watch::Receiver<Leadership>,
+    resign: CancellationToken,
+    task: Option<JoinHandle<Result<()>>>,
+}
+
+impl Campaign {
+    pub(crate) fn new(
+        leadership: watch::Receiver<Leadership>,
+        resign: CancellationToken,
+        task: JoinHandle<Result<()>>,
+    ) -> Self {
+        Campaign {
+            leadership,
+            resign,
+            task: Some(task),
+        }
+    }
+
+    /// The snapshots of this candidacy, starting with an unknown leader.
+    pub fn leadership(&self) -> watch::Receiver<Leadership> {
+        self.leadership.clone()
+    }
+
+    /// Leaves the election: our key/znode is deleted and the session ended,
+    /// so a successor takes over in round trips rather than a TTL.
+    ///
+    /// # Errors
+    /// Only if the campaign had already failed.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropping the future leaves the resignation to
+    /// finish in the background.
+    pub async fn resign(mut self) -> Result<()> {
+        self.resign.cancel();
+        let Some(task) = self.task.take() else {
+            return Ok(());
+        };
+        match task.await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+impl Drop for Campaign {
+    fn drop(&mut self) {
+        // The campaign task resigns when cancelled; detached, it finishes
+        // on its own.
+        self.resign.cancel();
+    }
+}
+
+/// A running observation; stops when dropped.
+#[must_use = "dropping an Observation stops it"]
+pub struct Observation {
+    leadership: watch::Receiver<Leadership>,
+    task: JoinHandle<()>,
+}
+
+impl Observation {
+    pub(crate) fn new(leadership: watch::Receiver<Leadership>, task: JoinHandle<()>) -> Self {
+        Observation { leadership, task }
+    }
+
+    /// The snapshots of this observation, starting with an unknown leader.
+    pub fn leadership(&self) -> watch::Receiver<Leadership> {
+        self.leadership.clone()
+    }
+}
+
+impl Drop for Observation {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,17 @@
+//! The recipes' rules, each of which a model check may switch off to
+//! show that it finds what the rule prevents.
+
+/// A rule of the recipes switched off, for the model checks' teeth tests
+/// only: they show the checker finds what each rule prevents.
+#[cfg_attr(not(test), allow(dead_code))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mutation {
+    /// Any waiter whose predecessor was deleted leads at once, not only
+    /// the next in line.
+    LeadOnAnyDeletion,
+    /// The next in line does not watch its own znode.
+    NoOwnWatch,
+    /// A disconnected leader leads on past its deadline until the session
+    /// is back or known lost (Curator's rule while SUSPENDED).
+    LeadThroughDisconnection,
+}
