@@ -13,7 +13,6 @@ use tracing_subscriber::prelude::*;
 
 mod args;
 mod commands;
-mod palette;
 mod sidecar;
 mod usage;
 

@@ -34,7 +34,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// `commands/compare/mod.rs` -> [commands, compare]; `lib.rs` -> [].
+/// `backend/etcd/mod.rs` -> [backend, etcd]; `lib.rs` -> [].
 fn module_of(src: &Path, file: &Path) -> Module {
     let rel = file.strip_prefix(src).unwrap().with_extension("");
     let mut parts: Module = rel

@@ -289,7 +289,7 @@ mod plot {
     use elect_sim::run::{Algorithm, Case, Report};
     use plotters::prelude::*;
 
-    use crate::palette::COLORS;
+    use elect_compare::palette::COLORS;
 
     /// The textbook's message count (Elected rounds included; bounds for
     /// Hirschberg-Sinclair and Peterson), where there is one.

@@ -202,7 +202,7 @@ pub fn children(hosts: &str, path: &str) -> Vec<String> {
 /// Debian's Curator recipes.
 pub const CURATOR: &str = "/usr/share/java/curator-recipes.jar";
 
-/// Compiles the Curator `LeaderLatch` driver (src/commands/compare/LatchDriver.java);
+/// Compiles the Curator `LeaderLatch` driver (crates/elect-compare/src/LatchDriver.java);
 /// returns the directory of its classes.
 pub fn compile_latch_driver() -> std::path::PathBuf {
     static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -214,7 +214,7 @@ pub fn compile_latch_driver() -> std::path::PathBuf {
         .arg(&out)
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/src/commands/compare/LatchDriver.java"
+            "/crates/elect-compare/src/LatchDriver.java"
         ))
         .status()
         .expect("javac");

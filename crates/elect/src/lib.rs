@@ -26,13 +26,16 @@
 //!   |   the group by the deadline       Prometheus /metrics            |
 //!   +------------------------------------------------------------------+
 //!
-//!   lab: real etcd / ZooKeeper members (processes or containers), faults
-//!        on them, a TCP fault proxy, a fenced store and a history checker:
-//!        what `elect lab`, `elect compare` and the project's tests run on
-//!   sim: a deterministic simulator and the classical election algorithms
-//!        (ring, Chang-Roberts, Hirschberg-Sinclair, Peterson, bully and its
-//!        variants, invitation, and the Raft core) as sans-IO processes:
-//!        `elect simulate`
+//!   elect-raft: the Raft-vote state machine, sans I/O, that the raft
+//!        backend drives (and the simulator and the model check, unchanged)
+//!   elect-lab: real etcd / ZooKeeper members (processes or containers),
+//!        faults on them, a TCP fault proxy, a fenced store and a history
+//!        checker: what `elect lab`, `elect compare` and the tests run on
+//!   elect-sim: a deterministic simulator and the classical election
+//!        algorithms (ring, Chang-Roberts, Hirschberg-Sinclair, Peterson,
+//!        bully and its variants, invitation, and the Raft core) as sans-IO
+//!        processes: `elect simulate`
+//!   elect-compare: the scenarios of `elect compare` on every backend
 //! ```
 //!
 //! Campaigning in a few lines (see `examples/` for whole programs):

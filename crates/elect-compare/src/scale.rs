@@ -11,9 +11,9 @@ use elect::backend::{self, Campaign};
 use elect::config::ElectionConfig;
 use tokio::sync::mpsc;
 
-use super::arena::SOON;
-use super::probe::{Counters, Probe};
-use super::progress::Progress;
+use crate::arena::SOON;
+use crate::probe::{Counters, Probe};
+use crate::progress::Progress;
 use elect::Backend;
 
 /// One point of the scale curve.

@@ -14,9 +14,9 @@ use elect::config::ElectionConfig;
 use elect::counters;
 use elect::work::WorkWatch;
 
-use super::arena::SOON;
-use super::probe::Probe;
-use super::progress::Progress;
+use crate::arena::SOON;
+use crate::probe::Probe;
+use crate::progress::Progress;
 
 /// What one run measured.
 pub struct ElectionsPoint {

@@ -10,10 +10,10 @@ use elect_lab::fault::{FencedStore, Proxy, Traffic};
 use elect_lab::process::{Line, Watched, descendants};
 use elect_lab::{interrupt, loopback_net};
 
-use super::contender::{
+use crate::contender::{
     Contender, LED_WITHOUT_READ_METRIC, RaftPeers, Role, Spawned, WAKEUPS_METRIC,
 };
-use super::probe::Probe;
+use crate::probe::Probe;
 use elect::Backend;
 
 /// Long enough for anything a healthy ensemble does; a wait past it is a

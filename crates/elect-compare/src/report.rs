@@ -7,8 +7,7 @@ use std::process::Command;
 
 use plotters::prelude::*;
 
-use super::Unavailable;
-use super::output::{Row, markdown_table, table};
+use crate::output::{Row, Unavailable, markdown_table, table};
 use crate::palette::COLORS;
 
 /// Writes the report; the page's path.

@@ -10,10 +10,10 @@ use elect_lab::fault::check;
 use elect_lab::{Fault, Lab, Role};
 use nix::sys::signal::Signal;
 
-use super::arena::{Arena, CampaignCounts, Reach, SOON};
-use super::contender::{Contender, Implementation};
-use super::probe::{Counters, Probe};
-use super::progress::Progress;
+use crate::arena::{Arena, CampaignCounts, Reach, SOON};
+use crate::contender::{Contender, Implementation};
+use crate::probe::{Counters, Probe};
+use crate::progress::Progress;
 use elect::Backend;
 
 /// The scenarios, in the order they run.

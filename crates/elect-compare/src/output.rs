@@ -6,7 +6,7 @@ use std::time::Duration;
 use elect_lab::stats::{Summary, ms};
 use serde::Serialize;
 
-use super::probe::Counters;
+use crate::probe::Counters;
 
 /// One measured combination; the JSON line `--format json` prints.
 #[derive(Clone, Debug, Serialize)]
@@ -248,4 +248,17 @@ pub fn markdown_table(rows: &[Row]) -> String {
         out.push_str(&format!("| {} |\n", row.join(" | ")));
     }
     out
+}
+
+/// A backend that cannot run, and how to enable it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Unavailable {
+    /// The backend's name.
+    pub backend: &'static str,
+    /// The implementation's name (elect, etcdctl, kazoo, curator...).
+    pub implementation: &'static str,
+    /// The scenario, where only that one cannot run.
+    pub scenario: Option<&'static str>,
+    /// Why, and how to enable it.
+    pub reason: String,
 }

@@ -14,8 +14,8 @@ use anyhow::Context as _;
 use elect::Backend;
 use etcd_client::{EventType, WatchOptions};
 
-use super::progress::Progress;
-use super::scenario::HANDOVER_WARMUP;
+use crate::progress::Progress;
+use crate::scenario::HANDOVER_WARMUP;
 
 /// How long one sample may take before the run gives up.
 const WITHIN: Duration = Duration::from_secs(10);

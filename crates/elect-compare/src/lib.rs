@@ -1,0 +1,45 @@
+//! `elect compare`: the same scenarios on every backend, side by side, and
+//! the peers' own tools beside elect on the same ensembles. The `elect`
+//! binary turns its flags into [`Options`]; this crate does the rest.
+//!
+//! - [`contender`]: who campaigns (elect on a backend, `etcdctl elect`,
+//!   kazoo, Curator) and how each says it was elected;
+//! - [`arena`]: one election's candidates as real processes;
+//! - [`scenario`]: the trials (handover, failover, freeze...);
+//! - [`scale`]: many candidates in one process, through the library;
+//! - [`probe`]: what the servers count (queued candidates, notifications,
+//!   requests);
+//! - [`output`] and [`report`]: the table, JSON lines, charts and page.
+//!
+//! And how a run goes: [`plan`] checks the options, [`run()`] walks the
+//! plan (`ensembles` where the backends run, `rows` what each scenario
+//! measured).
+//!
+//! Errors are `anyhow` reports: compare is a tool whose failures are read
+//! by people; what a caller acts on is typed ([`PlanError`] for the
+//! flags, the exit code for safety).
+//!
+//! Ensembles come from the lab (local processes, or `--containers`) unless
+//! the user names them; whatever compare started is gone when it ends,
+//! also on Ctrl-C (the lab's interrupt flag ends every wait, and the
+//! `Drop`s of arenas and the lab tear down).
+
+pub mod arena;
+pub mod contender;
+pub mod elections;
+mod ensembles;
+pub mod floor;
+pub mod output;
+pub mod palette;
+pub mod plan;
+pub mod probe;
+pub mod progress;
+pub mod report;
+mod rows;
+mod run;
+pub mod scale;
+pub mod scenario;
+
+pub use plan::{Options, Plan, PlanError};
+pub use run::{SAFETY_FAILED, run};
+pub use scenario::Scenario;

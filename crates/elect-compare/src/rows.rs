@@ -1,0 +1,181 @@
+//! One scenario's measurements as the rows of the table: the process
+//! scenarios, the floor beside a handover, the scale curve, the
+//! elections on one session.
+
+use anyhow::Context as _;
+use elect::Backend;
+
+use crate::contender::Contender;
+use crate::output::Row;
+use crate::plan::Plan;
+use crate::probe::Probe;
+use crate::progress::Progress;
+use crate::scenario::{self, Scenario, Setup};
+use crate::{elections, floor, scale};
+
+/// The shortest etcd TTL the scale and elections scenarios run with.
+const SCALE_ETCD_TTL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The row of the elections scenario: `plan.elections` elections on one
+/// session, one process.
+pub(crate) fn elections(
+    plan: &Plan,
+    contender: &Contender,
+    endpoints: &str,
+    probe: &Probe,
+) -> anyhow::Result<Row> {
+    let backend = contender.backend;
+    let e = plan.elections;
+    // As in scale: thousands of etcd candidates set up at once starve a
+    // 2 s lease's keepalives on two cores; etcd runs at 10 s or more.
+    let ttl = match backend {
+        Backend::Etcd => contender.ttl.max(SCALE_ETCD_TTL),
+        _ => contender.ttl,
+    };
+    let progress = Progress::start(format!("{} elect elections e={e}", backend.name()), e);
+    let point = elections::run(backend, endpoints, ttl, e, probe, &progress)
+        .with_context(|| format!("{} elections on one session ({e})", backend.name()))?;
+    let mut row = Row::new(
+        backend.name(),
+        contender.imp.name(),
+        Scenario::Elections.name(),
+        ttl,
+        e,
+        &point.samples,
+        1,
+        None,
+    );
+    row.memory_kib_per_candidate = Some((point.memory_kib_per_election * 10.0).round() / 10.0);
+    row.renewals_per_ttl = Some((point.renewals_per_ttl * 10.0).round() / 10.0);
+    row.set_wakeups(point.wakeups as f64, 1);
+    row.notes.push(format!(
+        "{e} elections on one session; samples: each election's time to elect from the \
+         start; renewals per TTL for all of them; wake-ups of one leader change across \
+         every election"
+    ));
+    progress.finish(&summary(&row));
+    Ok(row)
+}
+
+/// The floor beside a backend's handover rows (see [`floor`]).
+pub(crate) fn floor(plan: &Plan, c: &Contender, endpoints: &str) -> anyhow::Result<Row> {
+    let trials = plan.trials(Scenario::Handover);
+    let progress = Progress::start(format!("{} floor handover", c.backend.name()), trials);
+    let samples = floor::samples(c.backend, endpoints, trials, &progress)
+        .with_context(|| format!("{} floor", c.backend.name()))?;
+    let mut row = Row::new(
+        c.backend.name(),
+        "floor",
+        Scenario::Handover.name(),
+        c.ttl,
+        1,
+        &samples,
+        samples.len(),
+        None,
+    );
+    row.notes.push(
+        "one delete committed and its watch event seen, in one process through the same \
+         client library: what any handover waits for"
+            .into(),
+    );
+    progress.finish(&summary(&row));
+    Ok(row)
+}
+
+/// One row of a process-based scenario.
+pub(crate) fn scenario(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Row> {
+    let c = setup.contender;
+    let out = scenario::run(scenario, setup)
+        .with_context(|| format!("{} {} {}", c.backend.name(), c.imp.name(), scenario.name()))?;
+    let mut row = Row::new(
+        c.backend.name(),
+        c.imp.name(),
+        scenario.name(),
+        c.ttl,
+        setup.candidates,
+        &out.samples,
+        out.changes,
+        out.counters,
+    );
+    if let Some(w) = out.wakeups {
+        row.set_wakeups(w as f64, out.changes);
+    }
+    row.fenced = scenario.fenced(c.imp);
+    row.max_overlap_ms = out
+        .max_overlap
+        .filter(|d| !d.is_zero())
+        .map(|d| (d.as_secs_f64() * 1e6).round() / 1e3);
+    row.stale_writes_accepted = out.stale_accepted;
+    row.terms_per_change = out.terms_per_change;
+    row.safety_violation = scenario::safety_violation(scenario, &out);
+    row.notes = out.notes;
+    if scenario == Scenario::Handover
+        && let Some(n) = out.led_without_read.filter(|_| out.changes > 0)
+    {
+        let share = n as f64 / out.changes as f64;
+        row.led_without_read_per_change = Some((share * 100.0).round() / 100.0);
+        row.notes.push(format!(
+            "{n} of {} successors led without a read of their own",
+            out.changes
+        ));
+    }
+    if let Some(ops) = &out.operations {
+        row.spurious_losses = Some(ops.spurious_losses);
+        row.command_restarts = ops.command_restarts;
+        row.leaderless_ms = Some((ops.leaderless.as_secs_f64() * 1e6).round() / 1e3);
+        row.notes.push(
+            "a sample is a graceful handover right after the operation; spurious_losses \
+             counts leadership lost while every session or lease lived"
+                .into(),
+        );
+    }
+    setup.progress.finish(&summary(&row));
+    Ok(row)
+}
+
+/// The scale curve: one row per candidate count.
+pub(crate) fn scale(
+    plan: &Plan,
+    contender: &Contender,
+    endpoints: &str,
+    probe: &Probe,
+) -> anyhow::Result<Vec<Row>> {
+    let backend = contender.backend;
+    // A thousand etcd leases renewed every TTL/3 from one process over three
+    // connections each overload two cores at a 2 s TTL: scale runs etcd at
+    // 10 s or more.
+    let ttl = match backend {
+        Backend::Etcd => contender.ttl.max(SCALE_ETCD_TTL),
+        _ => contender.ttl,
+    };
+    let trials = plan.trials(Scenario::Scale);
+    let mut rows = Vec::new();
+    for n in plan.scale_sizes() {
+        let progress = Progress::start(format!("{} elect scale n={n}", backend.name()), trials);
+        let point = scale::run(backend, endpoints, ttl, n, trials, probe, &progress)
+            .with_context(|| format!("{} scale with {n} candidates", backend.name()))?;
+        let mut row = Row::new(
+            backend.name(),
+            contender.imp.name(),
+            Scenario::Scale.name(),
+            ttl,
+            n,
+            &point.samples,
+            point.changes,
+            point.counters,
+        );
+        row.memory_kib_per_candidate = Some((point.memory_kib_per_candidate * 10.0).round() / 10.0);
+        row.connections_per_candidate = Some((point.sockets_per_candidate * 10.0).round() / 10.0);
+        row.set_wakeups(point.wakeups as f64, point.changes);
+        progress.finish(&summary(&row));
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+fn summary(row: &Row) -> String {
+    match (row.p50_ms, row.p99_ms) {
+        (Some(p50), Some(p99)) => format!("p50 {p50:.2}ms p99 {p99:.2}ms"),
+        _ => "no samples".into(),
+    }
+}
