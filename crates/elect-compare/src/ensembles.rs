@@ -24,78 +24,74 @@ pub(crate) struct Ensembles {
 }
 
 impl Ensembles {
+    /// The ensembles `plan` names, and those it needs started: a lab of
+    /// three members per backend. A backend whose ensemble cannot start
+    /// is given the reason, for the table's "not run" lines.
+    ///
+    /// # Errors
+    /// Only an interrupt (Ctrl-C) while the lab starts.
     pub(crate) fn prepare(plan: &Plan) -> anyhow::Result<Ensembles> {
         let wants = |b| plan.backends.contains(&b);
-        let start_etcd = wants(Backend::Etcd) && plan.etcd_endpoints.is_none();
-        let start_zk = wants(Backend::Zk) && plan.zk_endpoints.is_none();
+        let named = |e: &Option<String>| e.clone().ok_or_else(|| "not started".to_owned());
         let mut ens = Ensembles {
             etcd_plain: None,
             zk_plain: None,
             security: None,
             lab: None,
-            etcd: plan
-                .etcd_endpoints
-                .clone()
-                .ok_or_else(|| "not started".to_owned()),
-            zk: plan
-                .zk_endpoints
-                .clone()
-                .ok_or_else(|| "not started".to_owned()),
+            etcd: named(&plan.etcd_endpoints),
+            zk: named(&plan.zk_endpoints),
         };
-        if !(start_etcd || start_zk) {
-            return Ok(ens);
-        }
-        let mut etcd = usize::from(start_etcd) * 3;
-        let mut zk = usize::from(start_zk) * 3;
-        // Process mode needs the programs; say what is missing per backend
-        // rather than giving up on both.
+        let mut etcd = usize::from(wants(Backend::Etcd) && plan.etcd_endpoints.is_none()) * 3;
+        let mut zk = usize::from(wants(Backend::Zk) && plan.zk_endpoints.is_none()) * 3;
         if plan.mode == Mode::Processes {
-            if etcd > 0 && elect_lab::which("etcd").is_none() {
-                ens.etcd = Err(format!(
-                    "etcd is not installed: {}, or pass --etcd-endpoints",
-                    "apt-get install etcd-server, or use --containers"
-                ));
-                etcd = 0;
-            }
-            if zk > 0
-                && (elect_lab::which("java").is_none()
-                    || !std::path::Path::new(elect_lab::zk::JAR).exists())
-            {
-                ens.zk = Err(
-                    "ZooKeeper is not installed: apt-get install zookeeper (and a Java runtime), \
-                     or use --containers, or pass --zk-endpoints"
-                        .into(),
-                );
-                zk = 0;
-            }
+            ens.check_programs(&mut etcd, &mut zk);
         }
-        if etcd + zk == 0 {
-            return Ok(ens);
+        if etcd + zk > 0 {
+            ens.start_lab(plan, etcd, zk)?;
         }
+        Ok(ens)
+    }
+
+    /// Process mode needs the programs: says what is missing per backend
+    /// (and starts none of it) rather than giving up on both.
+    fn check_programs(&mut self, etcd: &mut usize, zk: &mut usize) {
+        if *etcd > 0 && elect_lab::which("etcd").is_none() {
+            self.etcd = Err(
+                "etcd is not installed: apt-get install etcd-server, or use --containers, \
+                 or pass --etcd-endpoints"
+                    .into(),
+            );
+            *etcd = 0;
+        }
+        let java = elect_lab::which("java").is_some();
+        if *zk > 0 && (!java || !std::path::Path::new(elect_lab::zk::JAR).exists()) {
+            self.zk = Err(
+                "ZooKeeper is not installed: apt-get install zookeeper (and a Java runtime), \
+                 or use --containers, or pass --zk-endpoints"
+                    .into(),
+            );
+            *zk = 0;
+        }
+    }
+
+    /// Starts `etcd` and `zk` members in a lab of compare's own.
+    fn start_lab(&mut self, plan: &Plan, etcd: usize, zk: usize) -> anyhow::Result<()> {
         let mut spec = Spec::new(plan.mode, etcd, zk);
         spec.dir = std::env::temp_dir().join(format!("elect-compare-{}", std::process::id()));
         spec.secure = plan.secure;
         // etcd's default: tokens that expire between trials would put a
         // password check (bcrypt) on the measured path.
         spec.etcd_auth_token_ttl = 300;
-        eprintln!(
-            "compare: starting {}{}{} as {}",
-            if etcd > 0 {
-                "a 3-member etcd cluster"
-            } else {
-                ""
-            },
-            if etcd > 0 && zk > 0 { " and " } else { "" },
-            if zk > 0 {
-                "a 3-server ZooKeeper ensemble"
-            } else {
-                ""
-            },
-            match plan.mode {
-                Mode::Processes => "local processes",
-                Mode::Containers => "containers",
-            }
-        );
+        let what = match (etcd > 0, zk > 0) {
+            (true, true) => "a 3-member etcd cluster and a 3-server ZooKeeper ensemble",
+            (true, false) => "a 3-member etcd cluster",
+            _ => "a 3-server ZooKeeper ensemble",
+        };
+        let how = match plan.mode {
+            Mode::Processes => "local processes",
+            Mode::Containers => "containers",
+        };
+        eprintln!("compare: starting {what} as {how}");
         match Lab::up(&spec) {
             Ok(lab) => {
                 let plain = |role: Role| {
@@ -108,28 +104,28 @@ impl Ensembles {
                     (!list.is_empty()).then(|| list.join(","))
                 };
                 if etcd > 0 {
-                    ens.etcd = Ok(lab.endpoints(Role::Etcd).expect("started"));
-                    ens.etcd_plain = plain(Role::Etcd);
+                    self.etcd = Ok(lab.endpoints(Role::Etcd).expect("started"));
+                    self.etcd_plain = plain(Role::Etcd);
                 }
                 if zk > 0 {
-                    ens.zk = Ok(lab.endpoints(Role::Zk).expect("started"));
-                    ens.zk_plain = plain(Role::Zk);
+                    self.zk = Ok(lab.endpoints(Role::Zk).expect("started"));
+                    self.zk_plain = plain(Role::Zk);
                 }
-                ens.security = lab.security.clone();
-                ens.lab = Some(RefCell::new(lab));
+                self.security = lab.security.clone();
+                self.lab = Some(RefCell::new(lab));
             }
             Err(elect_lab::Error::Interrupted) => anyhow::bail!("interrupted"),
             Err(e) => {
                 let reason = format!("the lab could not start it: {e}");
                 if etcd > 0 {
-                    ens.etcd = Err(reason.clone());
+                    self.etcd = Err(reason.clone());
                 }
                 if zk > 0 {
-                    ens.zk = Err(reason);
+                    self.zk = Err(reason);
                 }
             }
         }
-        Ok(ens)
+        Ok(())
     }
 
     /// The plain addresses of `backend`'s members (for probes).
