@@ -2,9 +2,16 @@
 //!
 //! An [`ElectionConfig`] is built by one constructor per backend
 //! ([`ElectionConfig::etcd`], [`ElectionConfig::zk`],
-//! [`ElectionConfig::raft`]) and refined with `with_*` methods; every value
-//! is checked once, there, so the backends never see a malformed endpoint
-//! or election name and never half-create anything because of one. Errors
+//! [`ElectionConfig::raft`]), or from a [`Service`] (what a command line's
+//! `--backend` and `--endpoints` give, through [`Service::parse`]) with
+//! [`ElectionConfig::new`], and refined with `with_*` methods. Every value
+//! is checked once, there, into its type (the service's in
+//! [`EtcdEndpoints`], [`ZkEnsemble`] or [`RaftPeers`]), so the backends
+//! never see a malformed endpoint or election name, never parse one again,
+//! and never half-create anything because of one. What only the whole
+//! configuration can tell ([`ElectionConfig::validate`]: `https://`
+//! endpoints without TLS material; a Raft candidate's id among the peers)
+//! is checked where an election starts, before any I/O. Errors
 //! are [`Error::Config`] naming the field (`endpoints`, `election`, `id`,
 //! `ttl`, `connect_timeout`, `data_dir`); the `elect` binary reports them as
 //! the flag of the same name.
