@@ -8,9 +8,10 @@
 //! - no arrow up to a parent: a folder's `mod.rs` gathers its children
 //!   (declares them, re-exports, dispatches to them), so a child never
 //!   names an item its parent's file defines; what children share lives
-//!   in a child of its own (`backend/handle.rs`, `etcd/errors.rs`). Only
-//!   the crate root's re-exports (`crate::Error`) may be named from
-//!   anywhere: they are the crate's face, not a layer.
+//!   in a child of its own (`backend/handle.rs`, `etcd/errors.rs`). The
+//!   crate root is a parent too: what its file defines is named by none
+//!   of its modules; its re-exports (`crate::Error`) are the crate's face
+//!   and may be named from anywhere.
 //!
 //! A small check of our own: it reads the source as text, which the
 //! layout's conventions (no glob re-exports across siblings, paths spelt
@@ -214,6 +215,30 @@ fn show(cycle: &[Module]) -> String {
         .join(" -> ")
 }
 
+/// Whether `code` defines `item` itself (rather than re-exporting it).
+fn defines(code: &str, item: &str) -> bool {
+    const KINDS: [&str; 9] = [
+        "struct",
+        "enum",
+        "fn",
+        "const",
+        "static",
+        "type",
+        "trait",
+        "union",
+        "macro_rules!",
+    ];
+    KINDS.iter().any(|kind| {
+        code.match_indices(&format!("{kind} {item}"))
+            .any(|(at, m)| {
+                let before = code[..at].chars().next_back();
+                let after = code[at + m.len()..].chars().next();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+    })
+}
+
 /// A crate's files and the arrows between them; `upward` holds the
 /// arrows from a module to an ancestor's items (the root's excepted).
 struct Graph {
@@ -228,6 +253,11 @@ fn graph(src: &Path) -> Graph {
     let modules: BTreeSet<Module> = files.iter().map(|f| module_of(src, f)).collect();
     let mut edges: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
     let mut upward = BTreeSet::new();
+    let root = files
+        .iter()
+        .find(|f| module_of(src, f).is_empty())
+        .map(|f| code(&std::fs::read_to_string(f).unwrap()))
+        .unwrap_or_default();
     for file in &files {
         let from = module_of(src, file);
         let children: BTreeSet<String> = modules
@@ -240,7 +270,13 @@ fn graph(src: &Path) -> Graph {
             let Some(to) = resolve(&path, &modules) else {
                 continue;
             };
-            if to == from || to.is_empty() {
+            if to == from {
+                continue;
+            }
+            // The root's re-exports are the crate's face; what the root
+            // file itself defines stands above every module like any
+            // parent's items.
+            if to.is_empty() && !path.first().is_some_and(|item| defines(&root, item)) {
                 continue;
             }
             if from.starts_with(&to) {
@@ -425,7 +461,12 @@ fn the_check_sees_a_cycle() {
 fn the_check_sees_an_arrow_up_to_a_parent() {
     let dir = std::env::temp_dir().join(format!("elect-upward-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("b")).unwrap();
-    std::fs::write(dir.join("lib.rs"), "mod b;\npub use b::Thing;\n").unwrap();
+    std::fs::write(
+        dir.join("lib.rs"),
+        "mod b;\nmod c;\npub use b::Thing;\npub struct Root;\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("c.rs"), "use crate::Root;\n").unwrap();
     std::fs::write(dir.join("b/mod.rs"), "mod x;\npub struct Shared;\n").unwrap();
     std::fs::write(
         dir.join("b/x.rs"),
@@ -434,11 +475,15 @@ fn the_check_sees_an_arrow_up_to_a_parent() {
     .unwrap();
     let problems = check_crate(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
-    // The parent's item is named once outside the tests; the root's
-    // re-export is no arrow up.
-    assert_eq!(problems.len(), 1, "{problems:?}");
+    // The parent's item is named once outside the tests, and so is what
+    // the root defines; the root's re-export is no arrow up.
+    assert_eq!(problems.len(), 2, "{problems:?}");
     assert!(
-        problems[0].contains("b::x names an item of b"),
+        problems[0].contains("b::x names an item of b,"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[1].contains("c names an item of crate"),
         "{problems:?}"
     );
 }

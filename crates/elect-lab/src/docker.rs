@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The image lab members run: Debian bookworm with etcd, ZooKeeper and a JRE.
 pub const IMAGE: &str = "elect-base:bookworm";

@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use super::member::{Member, Role, Runner};
 use super::pki::Authority;
-use super::{Placement, Result, Security, http_get};
+use crate::error::Result;
+use crate::http::http_get;
+use crate::member::Placement;
+use crate::security::Security;
 
 /// etcd's Raft timing, in milliseconds. The shortest lease etcd grants is
 /// about 1.5 election timeouts.

@@ -97,7 +97,7 @@ impl FencedStore {
     /// Waits until a write with `token` (or a higher one) was accepted;
     /// false if none was within `within`.
     pub fn wait_written(&self, token: u64, within: Duration) -> bool {
-        super::poll(within, || {
+        crate::poll::poll(within, || {
             let s = self.state.lock().unwrap();
             s.accepted.iter().any(|(t, _)| *t >= token).then_some(())
         })
@@ -106,7 +106,7 @@ impl FencedStore {
 
     /// Waits until a tenure with a token above `above` has begun.
     pub fn wait_new_tenure(&self, above: u64, within: Duration) -> Option<Interval> {
-        super::poll(within, || {
+        crate::poll::poll(within, || {
             self.intervals().into_iter().find(|i| i.token > above)
         })
     }

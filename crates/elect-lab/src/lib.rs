@@ -19,17 +19,21 @@
 
 pub mod bridge;
 pub mod docker;
+pub mod error;
 pub mod etcd;
 pub mod fault;
 pub mod host;
 pub mod http;
 pub mod interrupt;
+pub mod kinds;
 pub mod load;
 pub mod member;
 pub mod pki;
 pub mod poll;
 pub mod process;
 pub mod raft;
+pub mod security;
+pub mod spec;
 pub mod stats;
 pub mod zk;
 
@@ -38,235 +42,16 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use error::INSTALL_HINT;
+pub use error::{Error, Result};
 pub use host::{loopback_net, raise_fd_limit, which};
 pub use http::{http_get, http_request, sum_prometheus};
+pub use kinds::{Fault, Mode};
+use member::Placement;
 pub use member::{Member, Role};
 pub use poll::poll;
-
-/// What the lab could not do.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// A program, package, image or engine the lab needs is not there.
-    #[error("{what} is missing: {hint}")]
-    Missing {
-        /// What is missing.
-        what: String,
-        /// How to get it.
-        hint: String,
-    },
-    /// A `docker` command failed.
-    #[error("docker {command}: {stderr}")]
-    Docker {
-        /// Its arguments.
-        command: String,
-        /// What it said.
-        stderr: String,
-    },
-    /// Members did not become healthy in time.
-    #[error("{what} not healthy within {within:?}; member logs are in {dir}")]
-    Unhealthy {
-        /// Which ensemble.
-        what: String,
-        /// How long we waited.
-        within: Duration,
-        /// Where the logs are kept.
-        dir: String,
-    },
-    /// No member of that name.
-    #[error("no member {name:?} in this lab; its members are {members}")]
-    NoSuchMember {
-        /// The name asked for.
-        name: String,
-        /// The names there are.
-        members: String,
-    },
-    /// A fault that this member cannot be dealt.
-    #[error("cannot {fault} {member}: {why}")]
-    Fault {
-        /// The fault.
-        fault: Fault,
-        /// The member.
-        member: String,
-        /// Why not.
-        why: String,
-    },
-    /// The lab's state file is missing, or names a lab already up.
-    #[error("{0}")]
-    State(String),
-    /// Ctrl-C (or SIGTERM) arrived while waiting.
-    #[error("interrupted")]
-    Interrupted,
-    /// Reading or writing the lab's files.
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-}
-
-/// What the lab's operations return.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// How to get what process mode needs.
-pub(crate) const INSTALL_HINT: &str = "install Debian's etcd-server and zookeeper (and a Java \
-    runtime), or use containers (--containers) built by deploy/images/build.sh";
-
-/// Where members run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Local processes, each on its own loopback address.
-    Processes,
-    /// Containers on a private Docker network.
-    Containers,
-}
-
-/// A fault to deal one member.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Fault {
-    /// SIGKILL, as a crash would.
-    Kill,
-    /// Start a killed member again on its data.
-    Restart,
-    /// SIGSTOP (or `docker pause`).
-    Pause,
-    /// SIGCONT (or `docker unpause`).
-    Resume,
-    /// Take it off the network (containers only).
-    Cut,
-    /// Put it back.
-    Heal,
-    /// Hold every `fsync` and `fdatasync` of its process until
-    /// [`Fault::Unstall`], as a hung disk does (strace's syscall fault
-    /// injection; needs `strace`). Its threads that do not sync run on.
-    Stall,
-    /// Like [`Fault::Stall`], for the syncs of its log alone (etcd's WAL,
-    /// ZooKeeper's transaction log), as when the log has a disk of its
-    /// own (etcd's `--wal-dir`, ZooKeeper's `dataLogDir`) and that disk
-    /// hangs: the rest of the member, its database included, runs on.
-    StallLog,
-    /// Let its held syncs complete.
-    Unstall,
-}
-
-impl std::fmt::Display for Fault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Fault::Kill => "kill",
-            Fault::Restart => "restart",
-            Fault::Pause => "pause",
-            Fault::Resume => "resume",
-            Fault::Cut => "cut",
-            Fault::Heal => "heal",
-            Fault::Stall => "stall",
-            Fault::StallLog => "stall-log",
-            Fault::Unstall => "unstall",
-        })
-    }
-}
-
-impl Security {
-    /// `--cacert`, `--cert` and `--key` for [`Security::client`].
-    pub fn tls_flags(&self) -> Vec<String> {
-        [
-            "--cacert",
-            &self.ca.display().to_string(),
-            "--cert",
-            &self.client.cert.display().to_string(),
-            "--key",
-            &self.client.key.display().to_string(),
-        ]
-        .map(str::to_owned)
-        .into()
-    }
-
-    /// `--user` and `--password-file` for [`Security::user`].
-    pub fn user_flags(&self) -> Vec<String> {
-        vec![
-            "--user".into(),
-            self.user.clone(),
-            "--password-file".into(),
-            self.password_file.display().to_string(),
-        ]
-    }
-
-    /// Makes the client certificate and the passwords.
-    fn create(ca: &pki::Authority) -> Result<Security> {
-        let dir = ca.ca().parent().map(Path::to_owned).unwrap_or_default();
-        let client = ca.issue("elect-client", &["elect-client"])?;
-        let password = |name: &str| -> Result<PathBuf> {
-            let path = dir.join(format!("{name}.password"));
-            let mut bytes = [0u8; 16];
-            std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;
-            let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            pki::write_private(&path, &secret)?;
-            Ok(path)
-        };
-        Ok(Security {
-            ca: ca.ca(),
-            client,
-            root_password_file: password("root")?,
-            user: "elect".into(),
-            password_file: password("elect")?,
-            prefix: "secured/".into(),
-        })
-    }
-}
-
-/// What to start.
-#[derive(Clone, Debug)]
-pub struct Spec {
-    /// Where members run.
-    pub mode: Mode,
-    /// etcd members (0 for none; 1, 3 or 5 make sense).
-    pub etcd: usize,
-    /// ZooKeeper servers (0 for none).
-    pub zk: usize,
-    /// Raft-vote peers (0 for none).
-    pub raft: usize,
-    /// The `elect` binary Raft-vote peers run (default: this program).
-    pub elect_bin: Option<PathBuf>,
-    /// etcd's Raft timing.
-    pub etcd_timing: etcd::Timing,
-    /// The lab's directory: member data and logs; removed by `down`.
-    pub dir: PathBuf,
-    /// How long members may take to become healthy.
-    pub ready_within: Duration,
-    /// Secure what starts (see [`Security`]).
-    pub secure: bool,
-    /// A secured etcd's `--auth-token-ttl`, in seconds.
-    pub etcd_auth_token_ttl: u64,
-    /// ZooKeeper's `syncLimit`, in ticks (by default [`zk::SYNC_LIMIT`]).
-    pub zk_sync_limit: u32,
-}
-
-impl Spec {
-    /// `etcd` etcd members and `zk` ZooKeeper servers in `mode`, in a fresh
-    /// directory under the system's temporary directory.
-    pub fn new(mode: Mode, etcd: usize, zk: usize) -> Spec {
-        let id = host::unique_id();
-        Spec {
-            mode,
-            etcd,
-            zk,
-            raft: 0,
-            elect_bin: None,
-            etcd_timing: etcd::Timing::default(),
-            dir: std::env::temp_dir().join(format!("elect-lab-{id}")),
-            ready_within: Duration::from_secs(90),
-            secure: false,
-            etcd_auth_token_ttl: ETCD_AUTH_TOKEN_TTL,
-            zk_sync_limit: zk::SYNC_LIMIT,
-        }
-    }
-}
-
-/// Where the members being started go: the lab's id, directory and, in
-/// container mode, network.
-pub(crate) struct Placement {
-    pub(crate) id: String,
-    pub(crate) dir: PathBuf,
-    pub(crate) network: Option<docker::Network>,
-}
+pub use security::Security;
+pub use spec::{ETCD_AUTH_TOKEN_TTL, Spec};
 
 /// A running lab.
 #[derive(Debug, Serialize, Deserialize)]
@@ -290,41 +75,6 @@ pub struct Lab {
     #[serde(skip)]
     detached: bool,
 }
-
-/// A secured lab's credentials, all made when it started and kept in its
-/// directory:
-/// - etcd serves clients over TLS only, wants a client certificate from
-///   the lab's CA (`--client-cert-auth`) and has auth enabled: `root`,
-///   and [`Security::user`], whose role may read and write only under
-///   [`Security::prefix`]; simple tokens expire after
-///   [`Spec::etcd_auth_token_ttl`] (by default [`ETCD_AUTH_TOKEN_TTL`], so
-///   every test outlives a few);
-/// - ZooKeeper serves TLS clients (a client certificate required) on
-///   [`zk::SECURE_PORT`], the members' client address; the plain port
-///   2181 stays for health checks and for tools without TLS, and digest
-///   credentials protect elect's znodes there as well;
-/// - Raft-vote peers talk mutual TLS, each with a certificate naming its
-///   id; [`Security::client`] may query them.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Security {
-    /// The CA certificate every member and client trusts.
-    pub ca: PathBuf,
-    /// A client certificate and key from the CA (common name
-    /// `elect-client`, which is no etcd user).
-    pub client: pki::Issued,
-    /// The etcd `root` user's password file.
-    pub root_password_file: PathBuf,
-    /// A user limited to [`Security::prefix`].
-    pub user: String,
-    /// Its password file.
-    pub password_file: PathBuf,
-    /// The only keys `user` may read and write: elections under it.
-    pub prefix: String,
-}
-
-/// A secured lab's etcd `--auth-token-ttl` unless the spec says otherwise,
-/// in seconds: short, so that tests cross token expiry.
-pub const ETCD_AUTH_TOKEN_TTL: u64 = 3;
 
 impl Lab {
     /// Starts what `spec` asks for and waits until every member is healthy:

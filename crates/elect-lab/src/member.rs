@@ -7,8 +7,9 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
-use super::docker::Container;
-use super::{Error, Fault, Result};
+use super::docker::{self, Container};
+use crate::error::{Error, Result};
+use crate::kinds::Fault;
 
 /// What a member serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -395,4 +396,12 @@ fn process_alive(pid: u32, dir: &std::path::Path) -> bool {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let needle = dir.as_os_str().as_encoded_bytes();
     cmdline.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Where the members being started go: the lab's id, directory and, in
+/// container mode, network.
+pub(crate) struct Placement {
+    pub(crate) id: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) network: Option<docker::Network>,
 }

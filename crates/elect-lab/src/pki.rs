@@ -12,7 +12,7 @@ use rcgen::{
     ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
 };
 
-use super::{Error, Result};
+use crate::error::{Error, Result};
 
 /// A certificate and its key, as PEM files.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::member::{Member, Role, Runner};
 use super::pki::Authority;
-use super::{Placement, Result};
+use crate::error::Result;
+use crate::member::Placement;
 
 /// The election timeout the lab's peers run with.
 pub const TTL: &str = "1s";

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::member::{Member, Role, Runner};
 use super::pki::Authority;
-use super::{Placement, Result};
+use crate::error::Result;
+use crate::member::Placement;
 
 /// The ensemble's tick. Servers accept session timeouts from 2 to 20 ticks,
 /// so 200 ms allows 400 ms to 4 s and failovers stay quick.

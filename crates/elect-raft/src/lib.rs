@@ -58,7 +58,4 @@ mod node;
 
 pub use config::{Config, Mutation};
 pub use message::{HardState, Message, Pledge};
-pub use node::{Node, Ready, Role, Status};
-
-/// Time since an arbitrary, fixed origin.
-pub type Time = std::time::Duration;
+pub use node::{Node, Ready, Role, Status, Time};

@@ -3,9 +3,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::Time;
 use crate::config::{Config, Mutation};
 use crate::message::{HardState, Message, Pledge};
+
+/// Time since an arbitrary, fixed origin.
+pub type Time = Duration;
 
 /// Where a node stands in the election.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -20,7 +20,7 @@
 //! Lecture slides count 5 because they also count the detection of the
 //! failure, which here happens before time 0.
 
-use super::{Io, Message, Pid, Process};
+use crate::process::{Io, Message, Pid, Process};
 
 /// The bully algorithm's messages.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,8 +17,8 @@
 
 use std::sync::Arc;
 
-use super::{Io, Message, Pid, Process};
 use crate::bully::OK_TIMEOUT;
+use crate::process::{Io, Message, Pid, Process};
 
 /// Which variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

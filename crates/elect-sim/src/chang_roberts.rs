@@ -12,7 +12,7 @@
 //! random arrangements n*H_n on average.
 
 use super::ring::successor;
-use super::{Io, Message, Pid, Process};
+use crate::process::{Io, Message, Pid, Process};
 
 pub use super::ring::Msg;
 

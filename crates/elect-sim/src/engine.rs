@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use super::trace::Delivery;
-use super::{Io, Message, Pid, Process};
+use crate::process::{Io, Message, Pid, Process};
 
 /// How long a message takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -285,7 +285,7 @@ impl<P: Process> Sim<P> {
     }
 
     fn random(&mut self) -> u64 {
-        super::splitmix64(&mut self.rng)
+        crate::random::splitmix64(&mut self.rng)
     }
 
     fn delay(&mut self) -> u64 {

@@ -10,7 +10,7 @@
 //!
 //! At most 8n(1 + ceil(log2 n)) probes and replies, O(n) time.
 
-use super::{Io, Message, Pid, Process};
+use crate::process::{Io, Message, Pid, Process};
 
 /// Its messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -180,7 +180,7 @@ mod tests {
     fn elects_the_largest_id_within_the_bound() {
         let mut seed = 11u64;
         for n in [3usize, 4, 5, 8, 13, 64, 200] {
-            for ids in crate::arrangements(n, &mut seed) {
+            for ids in crate::run::arrangements(n, &mut seed) {
                 let procs = ids.iter().map(|&id| HirschbergSinclair::new(id)).collect();
                 let mut sim = Sim::new(procs, Config::default());
                 let s = sim.run().clone();

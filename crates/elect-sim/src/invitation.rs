@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use super::{Io, Message, Pid, Process};
+use crate::process::{Io, Message, Pid, Process};
 
 /// Its messages.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -15,7 +15,7 @@
 //! Needs FIFO links: the fixed delay model gives them.
 
 use super::ring::successor;
-use super::{Io, Message, Pid, Process};
+use crate::process::{Io, Message, Pid, Process};
 
 /// Its messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,7 +124,7 @@ mod tests {
     fn one_leader_within_the_bound() {
         let mut seed = 5u64;
         for n in [2usize, 3, 4, 7, 16, 100, 256] {
-            for ids in crate::arrangements(n, &mut seed) {
+            for ids in crate::run::arrangements(n, &mut seed) {
                 let procs = ids.iter().map(|&id| Peterson::new(id)).collect();
                 let mut sim = Sim::new(procs, Config::default());
                 let s = sim.run().clone();

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use elect_raft::{Config, HardState, Message as RaftMessage, Node, Ready, Status, Time};
 
-use super::{Io, Message, Pid, Process};
+use crate::process::{Io, Message, Pid, Process};
 
 /// The election timeout T, in time units, by default.
 pub const ELECTION_TIMEOUT: u64 = 20;

@@ -21,7 +21,7 @@
 //! leader's successor) 3N-1 messages and 3N-1 time units; best case (the
 //! would-be leader initiates) 2N and 2N.
 
-use super::{Io, Message, Pid, Process};
+use crate::process::{Io, Message, Pid, Process};
 
 /// The ring's messages.
 #[derive(Clone, Debug, PartialEq, Eq)]

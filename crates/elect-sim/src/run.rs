@@ -16,7 +16,8 @@ use super::peterson::Peterson;
 use super::raft::{ELECTION_TIMEOUT, RaftProcess};
 use super::ring::Ring;
 use super::trace::Delivery;
-use super::{Pid, Process, splitmix64};
+use crate::process::{Pid, Process};
+use crate::random::splitmix64;
 
 /// The algorithms the simulator runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -164,6 +165,15 @@ pub struct Report {
     /// The first run's ids in process (ring) order: the trace's lanes.
     #[serde(skip)]
     pub lanes: Vec<u64>,
+}
+
+/// The textbooks' three arrangements of ids 1..=n around a ring:
+/// increasing, decreasing, and shuffled by `seed`.
+#[cfg(test)]
+pub(crate) fn arrangements(n: usize, seed: &mut u64) -> [Vec<u64>; 3] {
+    let increasing: Vec<u64> = (1..=n as u64).collect();
+    let decreasing = increasing.iter().rev().copied().collect();
+    [increasing, decreasing, shuffled(n, seed)]
 }
 
 /// Ids 1..=n, shuffled by `state` (Fisher-Yates over splitmix64).
