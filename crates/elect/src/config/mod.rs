@@ -493,14 +493,8 @@ pub fn default_id() -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::service::tests::flag_of;
     use super::*;
-
-    fn flag_of(e: Error) -> &'static str {
-        match e {
-            Error::Config { field, .. } => field,
-            other => panic!("not a configuration error: {other}"),
-        }
-    }
 
     #[test]
     fn https_endpoints_want_tls_material() {

@@ -432,10 +432,11 @@ pub(crate) fn candidate_id(id: &str) -> Result<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn flag_of(e: Error) -> &'static str {
+    /// The field a configuration error names.
+    pub(in crate::config) fn flag_of(e: Error) -> &'static str {
         match e {
             Error::Config { field, .. } => field,
             other => panic!("not a configuration error: {other}"),
