@@ -62,8 +62,10 @@ fn code(text: &str) -> String {
         .join("\n");
     let lines: Vec<&str> = code.lines().collect();
     let test_module = lines.windows(2).position(|pair| {
+        // `mod tests {`, `pub(super) mod tests {`...
         let next = pair[1].trim();
-        pair[0].trim() == "#[cfg(test)]" && next.starts_with("mod ") && next.ends_with('{')
+        let module = next.starts_with("mod ") || next.contains(" mod ");
+        pair[0].trim() == "#[cfg(test)]" && module && next.ends_with('{')
     });
     match test_module {
         Some(at) => lines[..at].join("\n"),
