@@ -16,6 +16,17 @@ use crate::{elections, floor, scale};
 /// The shortest etcd TTL the scale and elections scenarios run with.
 const SCALE_ETCD_TTL: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The TTL of the in-process scenarios (scale, elections): a thousand
+/// etcd leases renewed every TTL/3 from one process over three
+/// connections each overload two cores at a 2 s TTL, so etcd runs at
+/// [`SCALE_ETCD_TTL`] or more; the others as asked.
+fn in_process_ttl(contender: &Contender) -> std::time::Duration {
+    match contender.backend {
+        Backend::Etcd => contender.ttl.max(SCALE_ETCD_TTL),
+        _ => contender.ttl,
+    }
+}
+
 /// The row of the elections scenario: `plan.elections` elections on one
 /// session, one process.
 pub(crate) fn elections(
@@ -26,12 +37,7 @@ pub(crate) fn elections(
 ) -> anyhow::Result<Row> {
     let backend = contender.backend;
     let e = plan.elections;
-    // As in scale: thousands of etcd candidates set up at once starve a
-    // 2 s lease's keepalives on two cores; etcd runs at 10 s or more.
-    let ttl = match backend {
-        Backend::Etcd => contender.ttl.max(SCALE_ETCD_TTL),
-        _ => contender.ttl,
-    };
+    let ttl = in_process_ttl(contender);
     let progress = Progress::start(format!("{} elect elections e={e}", backend.name()), e);
     let point = elections::run(backend, endpoints, ttl, e, probe, &progress)
         .with_context(|| format!("{} elections on one session ({e})", backend.name()))?;
@@ -141,13 +147,7 @@ pub(crate) fn scale(
     probe: &Probe,
 ) -> anyhow::Result<Vec<Row>> {
     let backend = contender.backend;
-    // A thousand etcd leases renewed every TTL/3 from one process over three
-    // connections each overload two cores at a 2 s TTL: scale runs etcd at
-    // 10 s or more.
-    let ttl = match backend {
-        Backend::Etcd => contender.ttl.max(SCALE_ETCD_TTL),
-        _ => contender.ttl,
-    };
+    let ttl = in_process_ttl(contender);
     let trials = plan.trials(Scenario::Scale);
     let mut rows = Vec::new();
     for n in plan.scale_sizes() {
