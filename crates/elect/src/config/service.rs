@@ -82,8 +82,11 @@ impl EtcdEndpoints {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let list: Vec<String> = members.into_iter().map(|m| m.as_ref().to_owned()).collect();
-        EtcdEndpoints::parse(&list.join(","))
+        let members: Vec<S> = members.into_iter().collect();
+        let entries = members.iter().flat_map(|m| m.as_ref().split(','));
+        Ok(EtcdEndpoints {
+            urls: etcd_endpoints(entries.collect())?,
+        })
     }
 
     /// `host:port,...`, as `--endpoints` takes it.
@@ -91,7 +94,7 @@ impl EtcdEndpoints {
     /// Errors: [`Error::Config`] naming `endpoints`.
     pub fn parse(text: &str) -> Result<EtcdEndpoints> {
         Ok(EtcdEndpoints {
-            urls: etcd_endpoints(text)?,
+            urls: etcd_endpoints(text.split(',').collect())?,
         })
     }
 
@@ -187,19 +190,27 @@ impl RaftPeers {
         A: AsRef<str>,
         B: AsRef<str>,
     {
-        let list: Vec<String> = peers
-            .into_iter()
-            .map(|(id, addr)| format!("{}={}", id.as_ref(), addr.as_ref()))
-            .collect();
-        RaftPeers::parse(&list.join(","))
+        let peers: Vec<(A, B)> = peers.into_iter().collect();
+        let entries = peers.iter().map(|(id, addr)| {
+            let (id, addr) = (id.as_ref(), addr.as_ref());
+            (format!("{id}={addr}"), Some((id, addr)))
+        });
+        Ok(RaftPeers {
+            peers: raft_peers(entries.collect())?,
+        })
     }
 
     /// `id=host:port,...`, as `--endpoints` takes it.
     ///
     /// Errors: [`Error::Config`] naming `endpoints`.
     pub fn parse(text: &str) -> Result<RaftPeers> {
+        let entries = text
+            .split(',')
+            .filter(|_| !text.trim().is_empty())
+            .map(str::trim)
+            .map(|entry| (entry.to_owned(), entry.split_once('=')));
         Ok(RaftPeers {
-            peers: raft_peers(text)?,
+            peers: raft_peers(entries.collect())?,
         })
     }
 
@@ -246,11 +257,12 @@ pub const MAX_ID_BYTES: usize = 1024;
 
 /// Checks `host:port,...` (an `http://` or `https://` scheme is accepted)
 /// and returns URLs, `http://` unless `https://` was given.
-fn etcd_endpoints(text: &str) -> Result<Vec<String>> {
+fn etcd_endpoints(entries: Vec<&str>) -> Result<Vec<String>> {
     const FLAG: &str = "endpoints";
     let mut urls = Vec::new();
-    for raw in text.split(',').map(str::trim) {
+    for raw in entries.iter().map(|e| e.trim()) {
         if raw.is_empty() {
+            let text = entries.join(",");
             return Err(Error::config(FLAG, format!("empty entry in {text:?}")));
         }
         let (scheme, hostport) = match raw.strip_prefix("https://") {
@@ -358,11 +370,12 @@ pub(crate) fn zk_path(path: &str) -> Result<String> {
     Ok(path.to_owned())
 }
 
-/// Checks raft peers `id=host:port,...`: every entry has an id, ids are
-/// unique, addresses are host:port.
-fn raft_peers(text: &str) -> Result<Vec<RaftPeer>> {
+/// Checks raft peers, each entry as written (`id=host:port`) with its id
+/// and address if it has both: every entry has an id, ids are unique,
+/// addresses are host:port.
+fn raft_peers(entries: Vec<(String, Option<(&str, &str)>)>) -> Result<Vec<RaftPeer>> {
     const FLAG: &str = "endpoints";
-    if text.trim().is_empty() {
+    if entries.is_empty() {
         return Err(Error::config(
             FLAG,
             "lists no peers; give id=host:port,... for every peer, this one included",
@@ -371,21 +384,26 @@ fn raft_peers(text: &str) -> Result<Vec<RaftPeer>> {
     let mut seen = std::collections::BTreeSet::new();
     let mut addresses = std::collections::BTreeSet::new();
     let mut peers = Vec::new();
-    for entry in text.split(',').map(str::trim) {
-        let (id, addr) = entry.split_once('=').ok_or_else(|| {
+    for (entry, parts) in entries {
+        let (id, addr) = parts.ok_or_else(|| {
             Error::config(
                 FLAG,
                 format!("{entry:?} has no peer id; write id=host:port"),
             )
         })?;
-        let id = candidate_id(id).map_err(|_| {
-            Error::config(FLAG, format!("{entry:?} has an empty or invalid peer id"))
-        })?;
+        // An id is written before '=' in a list split at ',': neither may
+        // be in it, or the list would not read back.
+        let id = candidate_id(id)
+            .ok()
+            .filter(|id| !id.contains([',', '=']))
+            .ok_or_else(|| {
+                Error::config(FLAG, format!("{entry:?} has an empty or invalid peer id"))
+            })?;
         let (host, port) = addr
             .rsplit_once(':')
             .ok_or_else(|| Error::config(FLAG, format!("{entry:?}: {addr:?} is not host:port")))?;
         if host.is_empty()
-            || host.contains([' ', '/', '='])
+            || host.contains([' ', '/', '=', ','])
             || !matches!(port.parse::<u16>(), Ok(p) if p > 0)
         {
             return Err(Error::config(
@@ -434,6 +452,16 @@ pub(crate) fn candidate_id(id: &str) -> Result<String> {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+
+    /// `--endpoints` of etcd, as the checks read it.
+    fn etcd_endpoints(text: &str) -> Result<Vec<String>> {
+        EtcdEndpoints::parse(text).map(|e| e.urls)
+    }
+
+    /// `--endpoints` of Raft-vote, as the checks read it.
+    fn raft_peers(text: &str) -> Result<RaftPeers> {
+        RaftPeers::parse(text)
+    }
 
     /// The field a configuration error names.
     pub(in crate::config) fn flag_of(e: Error) -> &'static str {
@@ -516,6 +544,23 @@ pub(super) mod tests {
         ] {
             assert_eq!(flag_of(zk_path(bad).unwrap_err()), "election", "{bad}");
         }
+    }
+
+    #[test]
+    fn lists_and_iterators_read_alike() {
+        let parsed = EtcdEndpoints::parse("a:1,https://b:2").unwrap();
+        assert_eq!(EtcdEndpoints::new(["a:1", "https://b:2"]).unwrap(), parsed);
+        assert_eq!(EtcdEndpoints::new(["a:1,https://b:2"]).unwrap(), parsed);
+        let peers = RaftPeers::parse("a=h:1,b=h:2").unwrap();
+        assert_eq!(RaftPeers::new([("a", "h:1"), ("b", "h:2")]).unwrap(), peers);
+        assert_eq!(peers.to_string(), "a=h:1,b=h:2");
+        // An id or address that would not read back from the list.
+        for (id, addr) in [("a,b", "h:1"), ("a=b", "h:1"), ("a", "h,i:1")] {
+            let err = RaftPeers::new([(id, addr)]).unwrap_err();
+            assert_eq!(flag_of(err), "endpoints", "{id} {addr}");
+        }
+        let none: [(&str, &str); 0] = [];
+        assert_eq!(flag_of(RaftPeers::new(none).unwrap_err()), "endpoints");
     }
 
     #[test]
