@@ -45,6 +45,34 @@ fn malformed_input_names_the_flag_and_exits_2() {
         "--grace",
     );
     refused(&["run", "--election", "jobs"], "CMD");
+    let once = |period: &'static str, extra: &[&'static str]| -> Vec<&'static str> {
+        let mut args = vec!["run", "--election", "jobs", "--once", period];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "true"]);
+        args
+    };
+    refused(&once("hourly", &[]), "--once");
+    refused(&once("1500ms", &[]), "--once");
+    refused(&once("400d", &[]), "--once");
+    refused(&once("1h", &["--restart", "always"]), "--once");
+    refused(
+        &[
+            "--backend",
+            "raft",
+            "--endpoints",
+            "a=127.0.0.1:7001",
+            "--id",
+            "a",
+            "run",
+            "--election",
+            "c",
+            "--once",
+            "1h",
+            "--",
+            "true",
+        ],
+        "--once",
+    );
     refused(&with(&["--http", "localhost"]), "--http");
     refused(&with(&["--http", "4040"]), "--http");
 }

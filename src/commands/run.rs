@@ -2,15 +2,20 @@
 //! whole tree when leadership may be lost.
 
 use std::ffi::OsString;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 use clap::{ArgMatches, Args, ValueEnum};
 use elect::backend;
 use elect::config::ElectionConfig;
 use elect::export::{self, Exports, OutputConfig};
+use elect::once::{self, Period};
 use elect::supervise::{self, ChildConfig, ChildEnv, Containment, Finish, Restart};
+use elect::{Backend, BootInstant, Leadership};
 use nix::sys::signal::Signal;
 use tokio::signal::unix::SignalKind;
+use tokio::sync::{mpsc, watch};
+use tracing::{info, warn};
 
 use crate::args::{CandidateArgs, ElectionArgs, ExportArgs, FormatArgs};
 use crate::sidecar::{SHUTDOWN_SIGNALS, context, on_workers, resign, signals};
@@ -49,6 +54,16 @@ pub struct RunArgs {
     /// it passed the others over. One that does not work here is exit 2.
     #[arg(long, env = "ELECT_CONTAIN", value_enum, default_value = "auto")]
     contain: ContainArg,
+
+    /// Run the command once per PERIOD (e.g. 1h, 1d) across every host
+    /// started for that period: the first leader runs it and, once it
+    /// exits 0, records the period as done; later candidates of the same
+    /// period see the record and exit 0 without running it. A failed run,
+    /// or one whose leader dies, is run again by the next candidate within
+    /// the period. Periods start at multiples of PERIOD since the Unix
+    /// epoch (UTC). etcd and ZooKeeper only; implies --exit-on-loss.
+    #[arg(long, env = "ELECT_ONCE", value_name = "PERIOD")]
+    once: Option<String>,
 
     /// The command and its arguments (any bytes, passed as they are).
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -106,6 +121,8 @@ pub struct Request {
     pub election: ElectionConfig,
     pub output: OutputConfig,
     pub child: ChildConfig,
+    /// `--once`: the length of a period.
+    pub once: Option<Duration>,
 }
 
 impl RunArgs {
@@ -115,17 +132,63 @@ impl RunArgs {
             .candidate_config(&self.candidate, matches, warnings)?;
         let output = self.export.output(self.format.format)?;
         let grace = parse_duration("--grace", &self.grace)?;
+        let once = self
+            .once
+            .map(|text| once_period(&text, &election, self.restart))
+            .transpose()?;
         let child = ChildConfig::new(self.command)
             .map_err(|_| UsageError::new("CMD", "the command to run is empty"))?
             .with_grace(grace)?
             .with_restart(self.restart.into())
-            .with_exit_on_loss(self.exit_on_loss)
+            .with_exit_on_loss(self.exit_on_loss || once.is_some())
             .with_containment(self.contain.into());
         Ok(Request {
             election,
             output,
             child,
+            once,
         })
+    }
+}
+
+/// `--once`'s period, checked against what else was asked.
+fn once_period(text: &str, election: &ElectionConfig, restart: RestartArg) -> Result<Duration> {
+    let length = parse_duration("--once", text)?;
+    Period::current(length).map_err(|e| UsageError::new("--once", e.to_string()))?;
+    if election.backend() == Backend::Raft {
+        return Err(UsageError::new(
+            "--once",
+            "the raft backend has no shared store for a completion record; use etcd or \
+             ZooKeeper, or a long-lived `elect run` whose command schedules the job",
+        ));
+    }
+    if restart == RestartArg::Always {
+        return Err(UsageError::new(
+            "--once",
+            "a command restarted whatever its code never completes; use --restart on-failure \
+             or never",
+        ));
+    }
+    Ok(length)
+}
+
+/// Waits until this candidate leads; `None` when a shutdown signal or
+/// the backend's end came first.
+async fn elected(
+    mut leadership: watch::Receiver<Leadership>,
+    shutdown: &mut mpsc::UnboundedReceiver<Signal>,
+) -> Option<()> {
+    loop {
+        if leadership.borrow_and_update().leads_at(BootInstant::now()) {
+            return Some(());
+        }
+        tokio::select! {
+            changed = leadership.changed() => changed.ok()?,
+            sig = shutdown.recv() => {
+                info!("{sig:?} before we led: leaving");
+                return None;
+            }
+        }
     }
 }
 
@@ -138,6 +201,7 @@ async fn run_while_leading(
         election,
         output,
         child,
+        once,
     }: Request,
 ) -> anyhow::Result<u8> {
     // The shutdown signals stop the command, then us; these are only
@@ -172,10 +236,52 @@ async fn run_while_leading(
         output,
     )
     .await?;
+    let period = match once {
+        Some(length) => {
+            let period = Period::current(length)?;
+            if backend::period_completed(&election, &period).await? {
+                info!("{period} is done already: not running the command");
+                return Ok(0);
+            }
+            Some(period)
+        }
+        None => None,
+    };
     let (work, work_watch) = elect::work::channel();
     let campaign = backend::campaign(&election, work_watch).await?;
     let running = exports.start(campaign.leadership());
+    if let Some(period) = &period {
+        let turn = match elected(campaign.leadership(), &mut shutdown).await {
+            Some(()) => {
+                let done = backend::period_completed(&election, period).await?;
+                Some(once::turn(period, done, SystemTime::now()))
+            }
+            None => None,
+        };
+        if turn != Some(once::Turn::Run) {
+            match turn {
+                Some(once::Turn::AlreadyDone) => {
+                    info!("{period} was done while we waited: not running the command");
+                }
+                Some(_) => info!("{period} ended before we led: not running the command"),
+                None => {}
+            }
+            resign(campaign, running.metrics()).await?;
+            running.finish().await.context("exporter")?;
+            return Ok(0);
+        }
+    }
     let finish = supervise::run(&child, &env, campaign.leadership(), &work, &mut shutdown).await;
+    if let (Some(period), Ok(Finish::Exited(0))) = (&period, &finish) {
+        // Before resigning: the next candidate, elected by our
+        // resignation, reads the record first thing.
+        match backend::record_completion(&election, period).await {
+            Ok(()) => info!("{period} is recorded as done"),
+            Err(e) => warn!(
+                "the command completed but {period} could not be recorded as done ({e}): another host may run it again"
+            ),
+        }
+    }
     // The command's group is gone by now on every path; resigning is safe.
     resign(campaign, running.metrics()).await?;
     running.finish().await.context("exporter")?;

@@ -90,6 +90,7 @@ pub mod credentials;
 pub mod error;
 pub mod export;
 pub mod leadership;
+pub mod once;
 pub mod supervise;
 pub mod work;
 

@@ -44,6 +44,12 @@ pub fn tenure_marker(election: &str, lease_id: i64) -> String {
     format!("{}{lease_id:x}", tenure_prefix(election))
 }
 
+/// The completion record of a periodic job's period (see
+/// [`crate::once`]), outside the election's prefix like the markers.
+pub fn completion_record(election: &str, period: &str) -> String {
+    format!("{election}\u{0}done/{period}")
+}
+
 /// The key a candidate holding `lease_id` campaigns with.
 pub fn candidate_key(election: &str, lease_id: i64) -> String {
     // Go formats the int64 lease id with %x; etcd never hands out negative ids.

@@ -32,6 +32,7 @@ pub mod keywatch;
 pub mod layout;
 pub mod lease;
 pub mod observe;
+pub mod once;
 pub mod recipe;
 pub mod tenure;
 

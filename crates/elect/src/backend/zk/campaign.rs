@@ -566,7 +566,7 @@ fn not_allowed(election: &str, e: ZkError) -> Error {
 /// grant the session's other identities (the x509 one of a TLS client
 /// certificate that others may share). Without credentials: open to all,
 /// as Curator and kazoo do by default.
-fn acls(user: Option<&User>) -> Vec<Acl> {
+pub(super) fn acls(user: Option<&User>) -> Vec<Acl> {
     match user {
         Some(user) => vec![
             Acl::new(Permission::ALL, AuthId::new("digest", &digest_id(user))),

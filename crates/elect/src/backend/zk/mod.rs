@@ -23,6 +23,7 @@ pub mod lease;
 #[cfg(test)]
 mod lease_model;
 pub mod observe;
+pub mod once;
 pub mod recipe;
 pub mod timing;
 #[cfg(test)]
