@@ -2,11 +2,16 @@
 //! - `deploy/systemd/elect@.service`: systemd's own checker accepts it,
 //!   and with its restart policy a command that finished is not run again
 //!   while one that failed is;
+//! - `deploy/systemd/elect-once@.service` and its timer (periodic jobs):
+//!   systemd accepts both, and the service's period is one `elect run
+//!   --once` takes;
 //! - `deploy/kubernetes/sidecar.yaml`: valid against Kubernetes' schemas
 //!   (offline, `kubernetes-validate --strict`), and it rolls out: no
 //!   readiness probe waits for leadership. (Its sidecar's arguments are
 //!   run as written in `http_export.rs`, its etcd role in
 //!   `etcd_secure.rs`.)
+//! - `deploy/kubernetes/cronjob.yaml`: valid against the same schemas.
+//!   (What `--once` does is run against real ensembles in `periodic.rs`.)
 
 mod support;
 
@@ -21,6 +26,9 @@ const SOON: Duration = Duration::from_secs(15);
 const MANIFEST: &str = include_str!("../deploy/kubernetes/sidecar.yaml");
 const UNIT: &str = include_str!("../deploy/systemd/elect@.service");
 const ENV_EXAMPLE: &str = include_str!("../deploy/systemd/elect-job.env.example");
+const ONCE_UNIT: &str = include_str!("../deploy/systemd/elect-once@.service");
+const ONCE_TIMER: &str = include_str!("../deploy/systemd/elect-once@.timer");
+const ONCE_ENV_EXAMPLE: &str = include_str!("../deploy/systemd/nightly-report.env.example");
 
 /// The value of `key=` in the unit's `[Service]` section (the last one,
 /// as systemd takes it).
@@ -64,41 +72,96 @@ fn a_finished_command_is_not_run_again_and_a_failed_one_is() {
     }
 }
 
-#[test]
-fn systemd_accepts_the_unit() {
-    if std::process::Command::new("systemd-analyze")
+/// Whether systemd-analyze is here (it must be in CI).
+fn have_systemd_analyze() -> bool {
+    let here = std::process::Command::new("systemd-analyze")
         .arg("--version")
         .output()
-        .is_err()
-    {
+        .is_ok();
+    if !here {
         assert!(
             std::env::var_os("CI").is_none(),
             "systemd-analyze is needed in CI (deploy/test.sh installs it)"
         );
         eprintln!("no systemd-analyze here: not tried");
-        return;
     }
-    let dir = scratch("systemd-unit");
+    here
+}
+
+/// `systemd-analyze verify` on units as shipped, pointed at this build
+/// and at `env` as their environment file; `units` are (file name, text),
+/// named as `systemctl enable` names instances.
+fn verify_units(purpose: &str, env: &str, units: &[(&str, &str)]) {
+    let dir = scratch(purpose);
     let env_file = dir.join("job.env");
-    std::fs::write(&env_file, ENV_EXAMPLE).unwrap();
-    // The unit as shipped, pointed at this build and at the example's
-    // settings; an instance name, as `systemctl enable elect@job` gives.
-    let unit = UNIT
-        .replace("/usr/local/bin/elect", BIN)
-        .replace("/etc/elect/%i.env", env_file.to_str().unwrap());
-    let path = dir.join("elect@job.service");
-    std::fs::write(&path, unit).unwrap();
+    std::fs::write(&env_file, env).unwrap();
+    let paths: Vec<_> = units
+        .iter()
+        .map(|(name, text)| {
+            let unit = text
+                .replace("/usr/local/bin/elect", BIN)
+                .replace("/etc/elect/%i.env", env_file.to_str().unwrap());
+            let path = dir.join(name);
+            std::fs::write(&path, unit).unwrap();
+            path
+        })
+        .collect();
     let verified = std::process::Command::new("systemd-analyze")
         .arg("verify")
-        .arg(&path)
+        .args(&paths)
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&verified.stderr);
-    assert!(
-        verified.status.success() && !said.contains(path.file_name().unwrap().to_str().unwrap()),
-        "systemd-analyze verify {}:\n{said}",
-        path.display()
-    );
+    for (name, _) in units {
+        assert!(
+            verified.status.success() && !said.contains(name),
+            "systemd-analyze verify {name}:\n{said}"
+        );
+    }
+}
+
+#[test]
+fn systemd_accepts_the_unit() {
+    if have_systemd_analyze() {
+        verify_units("systemd-unit", ENV_EXAMPLE, &[("elect@job.service", UNIT)]);
+    }
+}
+
+#[test]
+fn systemd_accepts_the_periodic_units_and_their_period() {
+    if have_systemd_analyze() {
+        verify_units(
+            "systemd-once",
+            ONCE_ENV_EXAMPLE,
+            &[
+                ("elect-once@report.service", ONCE_UNIT),
+                ("elect-once@report.timer", ONCE_TIMER),
+            ],
+        );
+    }
+    // The period the examples set is one elect takes, and the example's
+    // command is refused only for the service it cannot reach.
+    for text in [ONCE_UNIT, ONCE_ENV_EXAMPLE] {
+        let period = text
+            .split(|c: char| c.is_whitespace())
+            .find_map(|word| word.strip_prefix("ELECT_ONCE="))
+            .expect("a period");
+        let (code, _, err, _) = support::elect::elect_once(&[
+            "run",
+            "--election",
+            "report",
+            "--endpoints",
+            "127.0.0.1:1",
+            "--connect-timeout",
+            "100ms",
+            "--once",
+            period,
+            "--",
+            "true",
+        ]);
+        assert_eq!(code, 1, "--once {period}: {err}");
+        assert!(!err.contains("--once"), "--once {period}: {err}");
+    }
 }
 
 /// Where deploy/test.sh installs the schema validator (a virtualenv of
@@ -113,7 +176,7 @@ fn kubernetes_validate() -> Option<std::path::PathBuf> {
 }
 
 #[test]
-fn the_kubernetes_manifest_is_valid_for_kubernetes() {
+fn the_kubernetes_manifests_are_valid_for_kubernetes() {
     let Some(validator) = kubernetes_validate() else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -122,23 +185,40 @@ fn the_kubernetes_manifest_is_valid_for_kubernetes() {
         eprintln!("no kubernetes-validate here: not tried");
         return;
     };
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/sidecar.yaml");
-    // The oldest Kubernetes still supported upstream when this was
-    // written, and the newest the validator knows.
-    for version in ["1.31.0", "1.37.0"] {
-        let checked = std::process::Command::new(&validator)
-            .args(["--strict", "--kubernetes-version", version])
-            .arg(&manifest)
-            .output()
-            .unwrap();
-        let said =
-            String::from_utf8_lossy(&checked.stdout) + String::from_utf8_lossy(&checked.stderr);
-        assert!(checked.status.success(), "Kubernetes {version}:\n{said}");
-        for kind in ["deployment/my-app", "service/my-app-peers"] {
+    let manifests = [
+        (
+            "sidecar.yaml",
+            &["deployment/my-app", "service/my-app-peers"][..],
+        ),
+        (
+            "cronjob.yaml",
+            &["cronjob/nightly-report", "secret/nightly-report-elect"][..],
+        ),
+    ];
+    for (file, resources) in manifests {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("deploy/kubernetes")
+            .join(file);
+        // The oldest Kubernetes still supported upstream when this was
+        // written, and the newest the validator knows.
+        for version in ["1.31.0", "1.37.0"] {
+            let checked = std::process::Command::new(&validator)
+                .args(["--strict", "--kubernetes-version", version])
+                .arg(&manifest)
+                .output()
+                .unwrap();
+            let said =
+                String::from_utf8_lossy(&checked.stdout) + String::from_utf8_lossy(&checked.stderr);
             assert!(
-                said.contains(&format!("passed for resource {kind}")),
-                "{said}"
+                checked.status.success(),
+                "{file}, Kubernetes {version}:\n{said}"
             );
+            for kind in resources {
+                assert!(
+                    said.contains(&format!("passed for resource {kind}")),
+                    "{file}: {said}"
+                );
+            }
         }
     }
 }
