@@ -4,7 +4,7 @@
 # with the machine's Java), python3-kazoo and libcurator-recipes-java (the
 # interop peers), tmux (the terminal test), stress-ng (the load tests),
 # strace (the disk-stall fault), systemd (systemd-analyze checks the unit);
-# then cargo-nextest. Building needs no
+# then cargo-nextest and mdBook. Building needs no
 # protoc (see .cargo/config.toml); deploy/fresh-build.sh proves it first,
 # from a clean clone with the machine's protoc hidden.
 #
@@ -47,12 +47,22 @@ if [ ! -x "$validator/bin/kubernetes-validate" ]; then
   "$validator/bin/pip" install -q kubernetes-validate==1.37.0
 fi
 
+# mdBook builds the book under docs/ (crates.io; no default features: no
+# server, no search index, a quicker build), into the repository's own
+# tools like the validator.
+mdbook=target/tools/mdbook/bin/mdbook
+if ! "$mdbook" --version 2>/dev/null | grep -q 'v0.4.52'; then
+  cargo install --locked --quiet --root target/tools/mdbook mdbook --version 0.4.52 --no-default-features
+fi
+
 deploy/fresh-build.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The library's docs: every public item documented, no broken link, and
 # the doc examples compile and run (those needing a server are no_run).
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+# The book (its links and its command lines are checked in tests/book.rs).
+"$mdbook" build docs
 cargo test --workspace --doc --locked --quiet
 # The library alone, in the feature sets its users pick: each backend
 # alone (a build without etcd needs no protoc), the exports alone, none.

@@ -35,7 +35,7 @@ pub struct CompareArgs {
     #[arg(long, env = "ELECT_FORMAT", value_enum, default_value = "text")]
     pub format: ResultsFormat,
 
-    /// Trials per scenario [default: depends on the scenario; see README].
+    /// Trials per scenario [default: depends on the scenario; see the compare guide in docs/].
     #[arg(long)]
     pub trials: Option<usize>,
 

@@ -861,7 +861,7 @@ fn breadth_first(model: Raft, states: usize) {
 }
 
 /// How many states each random search visits: `ELECT_MODEL_STATES`, by
-/// default 600,000 (what CI runs; the README's figures are for
+/// default 600,000 (what CI runs; the book's figures are for
 /// `ELECT_MODEL_STATES=3000000`).
 fn budget() -> usize {
     std::env::var("ELECT_MODEL_STATES")

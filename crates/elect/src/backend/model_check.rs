@@ -1,6 +1,6 @@
 //! What the library's model checks share: a breadth-first search on both
 //! cores, so the first counterexample found is a shortest one, that says
-//! what it explored (distinct states, depth, time) for the README's
+//! what it explored (distinct states, depth, time) for the book's
 //! tables and the closing notes.
 
 use std::hash::Hash;

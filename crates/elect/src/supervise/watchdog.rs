@@ -40,7 +40,7 @@
 //!   `process::take_precedence`); nothing it starts inherits that, and the
 //!   command gets its own priority back;
 //! - kills [`KILL_MARGIN`] before the deadline, which covers its own
-//!   wake-up and the victims' exit under load (measured: see the README's
+//!   wake-up and the victims' exit under load (measured: see the book's
 //!   safety section);
 //! - raises each victim to a real-time priority right after its SIGKILL,
 //!   since a process killed on a busy core still needs the CPU to exit
