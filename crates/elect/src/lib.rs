@@ -1,77 +1,107 @@
-//! `elect`: leader election as a library and a command-line tool.
+//! Leader election for Rust services: campaign in an etcd, ZooKeeper or
+//! Raft-vote election, learn that you lead with a **fencing token** and a
+//! local **deadline**, and stop leading on your own by that deadline.
 //!
-//! One interface, three ways to decide who leads. A backend publishes
-//! [`Leadership`] snapshots on a `tokio::sync::watch` channel, each with a
-//! local leadership **deadline**; everything else reads only those
-//! snapshots:
+//! `elect` is also a command-line tool (a sidecar, a wrapper that runs a
+//! command only on the leader); this crate is the library it is built on.
+//! The [book](https://github.com/elect-rs/elect/tree/main/docs/src) has
+//! the guides; this page is the library guide's short form.
 //!
-//! ```text
-//!   elect (binary): clap -> config::ElectionConfig / ChildConfig -> library calls
-//!                                   |
-//!   +-------------------------------v---------------------------------+
-//!   | config: ElectionConfig::etcd | ::zk | ::raft, validated once      |
-//!   |                                                                  |
-//!   | backend:   etcd                zk                  raft          |
-//!   |   lease-bound keys,   ephemeral-sequential  Raft's vote among    |
-//!   |   Go's Election       znodes, Curator       the peers (PreVote,  |
-//!   |   layout              LeaderLatch naming    CheckQuorum, lease)  |
-//!   |   campaign / resign / observe / leader -> Campaign, Observation  |
-//!   |                           |                                      |
-//!   |      watch::Receiver<Leadership> (leader, token, deadline)       |
-//!   |            +--------------+------------------+                   |
-//!   |            v                                 v                   |
-//!   | supervise: run CMD only while     export: stdout lines (text or |
-//!   |   leading, under a watchdog in    JSON), leader file, HTTP       |
-//!   |   its own session that kills      /leader /healthz /readyz,      |
-//!   |   the group by the deadline       Prometheus /metrics            |
-//!   +------------------------------------------------------------------+
+//! # Using it
 //!
-//!   elect-raft: the Raft-vote state machine, sans I/O, that the raft
-//!        backend drives (and the simulator and the model check, unchanged)
-//!   elect-lab: real etcd / ZooKeeper members (processes or containers),
-//!        faults on them, a TCP fault proxy, a fenced store and a history
-//!        checker: what `elect lab`, `elect compare` and the tests run on
-//!   elect-sim: a deterministic simulator and the classical election
-//!        algorithms (ring, Chang-Roberts, Hirschberg-Sinclair, Peterson,
-//!        bully and its variants, invitation, and the Raft core) as sans-IO
-//!        processes: `elect simulate`
-//!   elect-compare: the scenarios of `elect compare` on every backend
+//! Pick the backends you use; the others are not compiled (`etcd` needs
+//! `protoc` at build time, `zk` and `raft` do not):
+//!
+//! ```toml
+//! [dependencies]
+//! elect = { version = "0.1", default-features = false, features = ["etcd"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "signal"] }
 //! ```
 //!
-//! Campaigning in a few lines (see `examples/` for whole programs):
+//! A service that does leader-only work, and resigns on shutdown so the
+//! next candidate takes over in milliseconds, not a TTL:
 //!
 //! ```no_run
-//! # async fn demo() -> elect::Result<()> {
 //! use std::time::Duration;
-//! use elect::{backend, config::ElectionConfig};
+//! use elect::{backend, config::ElectionConfig, work::WorkWatch};
 //!
-//! let cfg = ElectionConfig::etcd(["127.0.0.1:2379"], "jobs")?
-//!     .with_id("node-a")?
-//!     .with_ttl(Duration::from_secs(5))?;
-//! let campaign = backend::campaign(&cfg, elect::work::WorkWatch::none()).await?;
-//! let term = campaign.elected().await?;
-//! tokio::select! {
-//!     // Leader-only work, writing under `term.token()`...
-//!     () = std::future::pending::<()>() => {}
-//!     // ...stopped at any loss, and at the local deadline at the latest.
-//!     () = term.lost() => {}
+//! # async fn leader_only_work(_token: u64) {}
+//! #[tokio::main]
+//! async fn main() -> elect::Result<()> {
+//!     let cfg = ElectionConfig::etcd(["127.0.0.1:2379"], "jobs")? // or ::zk, ::raft
+//!         .with_id("node-a")?
+//!         .with_ttl(Duration::from_secs(10))?;
+//!     let mut campaign = backend::campaign(&cfg, WorkWatch::none()).await?;
+//!     loop {
+//!         let term = campaign.elected().await?;
+//!         // We lead. Write under term.token(); stop at any loss, and at
+//!         // the local deadline at the latest.
+//!         let shutting_down = tokio::select! {
+//!             () = leader_only_work(term.token()) => false,
+//!             () = term.lost() => false,
+//!             _ = tokio::signal::ctrl_c() => true,
+//!         };
+//!         if shutting_down {
+//!             return term.resign().await;
+//!         }
+//!         campaign = term.into_campaign(); // and campaign for a later term
+//!     }
 //! }
-//! term.resign().await?;
-//! # Ok(()) }
 //! ```
 //!
-//! Safety rules every backend keeps:
-//! 1. act as leader only before the local deadline: the send time of the
-//!    last acknowledged renewal plus the granted TTL, minus a margin;
-//! 2. on stepping down, report it at once and have the work's whole process
-//!    group dead no later than the deadline;
-//! 3. claim leadership only after confirming our own key is still ours;
-//! 4. fencing tokens only grow and are exported wherever leadership is;
-//! 5. a clean exit resigns, so the successor takes over in round trips;
-//! 6. nothing is left behind: no keys, leases or processes;
-//! 7. the command's whole tree is dead before leadership could pass to
-//!    anyone, however `elect`, the watchdog or their process group are
-//!    signalled, stopped or killed (see [`supervise`]).
+//! - [`config::ElectionConfig`] is validated once, when built; a wrong
+//!   value is [`Error::Config`] naming the field.
+//! - [`backend::campaign`] takes part, [`backend::observe`] follows,
+//!   [`backend::leader`] reads once. A `backend::Session` hosts many
+//!   elections on one etcd lease or ZooKeeper session.
+//! - [`supervise::run`] runs a command only while leading, under a
+//!   watchdog process that kills its whole tree by the deadline even if
+//!   your process is frozen or killed; a host binary calls
+//!   [`supervise::dispatch_hidden`] first in `main`.
+//! - [`export`] serves the leader as stdout lines, a file, HTTP and
+//!   Prometheus metrics; [`once`] and the backend's
+//!   [`backend::period_completed`] make a periodic job run once per period.
+//!
+//! # What it guarantees
+//!
+//! - **A local deadline.** A snapshot says "this process leads" only
+//!   before its deadline: the send time of the last renewal the service
+//!   acknowledged, plus the TTL, minus a margin (2% of the TTL for clock
+//!   rate error, plus 20 ms). Past it, [`backend::Term::lost`] fires
+//!   without hearing from the service: a partitioned leader steps down on
+//!   its own before the service could let anyone else lead. The clock is
+//!   `CLOCK_BOOTTIME`, which counts through a suspend.
+//! - **Fencing tokens that only grow** within an election (etcd: the
+//!   leader key's create revision; ZooKeeper: the leader znode's czxid;
+//!   Raft-vote: the term, with a data directory).
+//! - **Compatible layouts**: etcd's keys are Go's `concurrency.Election`'s
+//!   (`etcdctl elect` shares the election), ZooKeeper's znodes Curator's
+//!   `LeaderLatch`'s.
+//! - **Resignation** on [`backend::Campaign::resign`] and on drop; nothing
+//!   left behind (keys, leases, znodes).
+//! - The decision code of each backend is model-checked as it runs in
+//!   production, and a fault suite runs it against real servers killed,
+//!   frozen, cut off and slowed (the book's *Design* and *Results*).
+//!
+//! # What it does not guarantee
+//!
+//! - **That your in-process work stops.** The library tells you, by the
+//!   deadline at the latest, that you may no longer lead; code that does
+//!   not look (a blocking call, a write already sent) goes on. Work that
+//!   must stop goes in a command under [`supervise::run`], which kills it;
+//!   a store your leader writes to should check the fencing token and
+//!   refuse older ones, the only protection against a write already in
+//!   flight.
+//! - **Against an operator.** Revoking the etcd lease or deleting the
+//!   leader's znode ends leadership at once on the server; the leader
+//!   learns a round trip later. The token covers that window.
+//! - **Against clocks that run more than 2% apart** over a TTL, or a
+//!   machine that stops its boot clock. Like client-go's leader election,
+//!   the deadline is only as good as the clocks' rates.
+//! - **Liveness under every fault**: a leader that cannot renew steps
+//!   down even when nobody else can take over (safety first).
+//! - Raft-vote without a data directory may repeat a term after a restart
+//!   (its tokens then repeat too): give each peer one.
 
 #![warn(missing_docs)]
 // Helpers the backends share (credentials, backoff, error constructors)
