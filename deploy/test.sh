@@ -3,7 +3,8 @@
 # what it needs first from Debian: etcd-server, etcd-client, zookeeper (run
 # with the machine's Java), python3-kazoo and libcurator-recipes-java (the
 # interop peers), tmux (the terminal test), stress-ng (the load tests),
-# strace (the disk-stall fault), systemd (systemd-analyze checks the unit);
+# strace (the disk-stall fault), systemd (systemd-analyze checks the unit),
+# chromium (draws the compare report's first screen);
 # then cargo-nextest and mdBook. Building needs no
 # protoc (see .cargo/config.toml); deploy/fresh-build.sh proves it first,
 # from a clean clone with the machine's protoc hidden.
@@ -25,6 +26,7 @@ command -v etcdctl >/dev/null || missing+=(etcd-client)
 command -v tmux >/dev/null || missing+=(tmux)
 command -v stress-ng >/dev/null || missing+=(stress-ng)
 command -v strace >/dev/null || missing+=(strace)
+command -v chromium >/dev/null || missing+=(chromium)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
 command -v java >/dev/null || missing+=(default-jre-headless)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)

@@ -1,9 +1,10 @@
 //! `elect compare`: all three backends through the quick scenarios on
-//! ensembles it starts itself, its JSON rows and its report; and the
-//! refusals of bad input.
+//! ensembles it starts itself, its JSON rows and its report (whose first
+//! screen a headless browser draws); and the refusals of bad input.
 
 mod support;
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -166,6 +167,9 @@ fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
     for file in [
         "report.html",
         "report.md",
+        "book-performance.md",
+        "book-faults.md",
+        "book-operations.md",
         "rows.json",
         "handover.svg",
         "failover.svg",
@@ -182,6 +186,7 @@ fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
         page.contains("<svg") && page.contains("compare --quick"),
         "the page inlines the charts and the command"
     );
+    the_first_screen_gives_the_verdict_and_the_backends_side_by_side(&report.join("report.html"));
     let _ = std::fs::remove_dir_all(&report);
     // Nothing left behind: the lab's and the scratch directories are gone.
     for dir in [
@@ -352,5 +357,137 @@ fn an_interrupted_compare_leaves_nothing_behind() {
     ] {
         let path = std::env::temp_dir().join(dir);
         assert!(!path.exists(), "{} is left", path.display());
+    }
+}
+
+/// The first screen of a page (1280×800) as headless Chromium draws it,
+/// kept as `target/report-first-screen.png`; `None` where no Chromium is
+/// (it must be, in CI: deploy/test.sh installs it).
+fn first_screen(page: &Path) -> Option<PathBuf> {
+    let chromium = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    let Some(chromium) = chromium else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "Chromium is needed in CI (deploy/test.sh installs it)"
+        );
+        eprintln!("no Chromium here: the report's first screen is not checked");
+        return None;
+    };
+    let shot = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/report-first-screen.png");
+    let _ = std::fs::remove_file(&shot);
+    let profile = support::proc::scratch("chromium-profile");
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(["--window-size=1280,800", "--force-device-scale-factor=1"])
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        shot.exists(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(shot)
+}
+
+/// A decoded RGB(A) screenshot.
+struct Screen {
+    width: usize,
+    height: usize,
+    channels: usize,
+    pixels: Vec<u8>,
+}
+
+impl Screen {
+    fn load(path: &Path) -> Screen {
+        let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+        let mut reader = decoder.read_info().unwrap();
+        let mut pixels = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut pixels).unwrap();
+        Screen {
+            width: info.width as usize,
+            height: info.height as usize,
+            channels: info.color_type.samples(),
+            pixels,
+        }
+    }
+
+    /// Whether the pixel at (x, y) is `rgb`, give or take a little.
+    fn is(&self, x: usize, y: usize, rgb: [u8; 3]) -> bool {
+        let at = (y * self.width + x) * self.channels;
+        (0..3).all(|c| self.pixels[at + c].abs_diff(rgb[c]) <= 4)
+    }
+
+    /// The rows in which at least half the pixels are `rgb`.
+    fn bands(&self, rgb: [u8; 3]) -> Vec<usize> {
+        (0..self.height)
+            .filter(|&y| (0..self.width).filter(|&x| self.is(x, y, rgb)).count() * 2 >= self.width)
+            .collect()
+    }
+
+    /// The topmost row with at least `count` pixels of `rgb` in it
+    /// within the screen, if the screen has that many in all.
+    fn first_row_with(&self, rgb: [u8; 3], count: usize) -> Option<usize> {
+        let per_row: Vec<usize> = (0..self.height)
+            .map(|y| (0..self.width).filter(|&x| self.is(x, y, rgb)).count())
+            .collect();
+        (per_row.iter().sum::<usize>() >= count).then(|| per_row.iter().position(|&n| n > 0))?
+    }
+}
+
+/// What a reader sees first, drawn by a real browser: the verdict's
+/// banner, green because safety held, at the top and wide; below it, on
+/// the same screen, the scenarios side by side with all three backends'
+/// swatches (the colours of their charts).
+fn the_first_screen_gives_the_verdict_and_the_backends_side_by_side(page: &Path) {
+    let Some(shot) = first_screen(page) else {
+        return;
+    };
+    let screen = Screen::load(&shot);
+    assert_eq!(
+        (screen.width, screen.height),
+        (1280, 800),
+        "{}",
+        shot.display()
+    );
+    const SAFE_BANNER: [u8; 3] = [0xe3, 0xf4, 0xe6];
+    let banner = screen.bands(SAFE_BANNER);
+    assert!(
+        banner.len() >= 60 && banner[0] < 60,
+        "no safe verdict banner at the top of {} (rows {banner:?})",
+        shot.display()
+    );
+    let banner_end = *banner.last().unwrap();
+    // etcd, ZooKeeper, Raft-vote: the palette's first three colours.
+    for (backend, rgb) in [
+        ("etcd", [31, 119, 180]),
+        ("ZooKeeper", [255, 127, 14]),
+        ("Raft-vote", [44, 160, 44]),
+    ] {
+        let row = screen.first_row_with(rgb, 150).unwrap_or_else(|| {
+            panic!(
+                "{backend}'s swatch is not on the first screen of {}",
+                shot.display()
+            )
+        });
+        assert!(
+            row > banner_end,
+            "{backend}'s card is below the verdict ({row} > {banner_end}) in {}",
+            shot.display()
+        );
     }
 }

@@ -39,6 +39,7 @@ mod rows;
 mod run;
 pub mod scale;
 pub mod scenario;
+pub mod verdict;
 
 pub use plan::{Options, Plan, PlanError};
 pub use run::{SAFETY_FAILED, run};
