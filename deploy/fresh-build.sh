@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Proves the README's first command needs no protoc: builds elect from a
+# Proves the README's first command needs no protoc: checks elect from a
 # clean clone of this repository, in a private mount namespace where the
 # machine's protoc and protobuf headers are hidden (needs root, for
-# unshare). Run by deploy/test.sh.
+# unshare). A check runs every build script, etcd-client's compilation of
+# the protobuf definitions included, without the code generation the
+# suite's builds do anyway. Run by deploy/test.sh.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -27,7 +29,6 @@ unshare --mount --propagation private bash -euo pipefail -c '
   fi
   cd "$1"
   started=$(date +%s)
-  cargo build --locked --quiet --bin elect
-  target/debug/elect --version
-  echo "fresh-build: built without protoc in $(( $(date +%s) - started ))s"
+  cargo check --locked --quiet --bin elect
+  echo "fresh-build: checked without protoc in $(( $(date +%s) - started ))s"
 ' fresh-build "$work/elect"

@@ -104,8 +104,71 @@ fn the_cli_reference_is_the_binarys_help() {
     );
 }
 
-/// The markdown files: the README and every page of the book.
+/// A page as mdBook renders it: its `{{#include FILE[:from:]}}` lines
+/// replaced by the file's text (relative to the page, as mdBook reads
+/// links in it too).
+fn expanded(doc: &Path) -> String {
+    let text = std::fs::read_to_string(doc).unwrap();
+    text.lines()
+        .map(|line| match included(line) {
+            Some((file, from)) => {
+                let path = doc.parent().unwrap().join(file);
+                let inner = std::fs::read_to_string(&path)
+                    .unwrap_or_else(|e| panic!("{}: {line}: {e}", doc.display()));
+                inner
+                    .lines()
+                    .skip(from.saturating_sub(1))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+            None => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The file and first line of an `{{#include FILE[:FROM:]}}` line.
+fn included(line: &str) -> Option<(&str, usize)> {
+    let inner = line
+        .trim()
+        .strip_prefix("{{#include ")?
+        .strip_suffix("}}")?;
+    let mut parts = inner.splitn(2, ':');
+    let file = parts.next()?;
+    let from = parts
+        .next()
+        .and_then(|r| r.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    Some((file, from))
+}
+
+/// The files the book's pages include (they are read as part of them).
+fn includes() -> BTreeSet<PathBuf> {
+    documents_and_includes()
+        .iter()
+        .flat_map(|doc| {
+            let text = std::fs::read_to_string(doc).unwrap();
+            text.lines()
+                .filter_map(|l| included(l).map(|(f, _)| doc.parent().unwrap().join(f)))
+                .filter_map(|p| p.canonicalize().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The markdown pages: the README and every page of the book, not the
+/// files pages include.
 fn documents() -> Vec<PathBuf> {
+    let included = includes();
+    documents_and_includes()
+        .into_iter()
+        .filter(|d| !included.contains(&d.canonicalize().unwrap()))
+        .collect()
+}
+
+/// Every markdown file: the README and every file under the book.
+fn documents_and_includes() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -201,7 +264,7 @@ fn every_command_line_in_the_docs_is_one_elect_takes() {
     let mut wrong = Vec::new();
     let mut checked = 0;
     for doc in documents() {
-        let text = std::fs::read_to_string(&doc).unwrap();
+        let text = expanded(&doc);
         for line in code_of(&text) {
             for (path, flags) in invocations(&line, &known) {
                 // The flags of the command, of its parent (lab's --dir),
@@ -320,7 +383,7 @@ fn every_link_in_the_book_and_readme_resolves() {
     let mut dead = Vec::new();
     let mut checked = 0;
     for doc in documents() {
-        let text = std::fs::read_to_string(&doc).unwrap();
+        let text = expanded(&doc);
         for link in links(&text) {
             if link.contains("://") || link.starts_with("mailto:") {
                 continue;
@@ -337,7 +400,11 @@ fn every_link_in_the_book_and_readme_resolves() {
                 continue;
             }
             if !anchor.is_empty() {
-                let page = std::fs::read_to_string(&target).unwrap_or_default();
+                let page = if target.is_file() {
+                    expanded(&target)
+                } else {
+                    String::new()
+                };
                 if !anchors(&page).contains(anchor) {
                     dead.push(format!("{}: {link} (no such heading)", doc.display()));
                 }

@@ -25,6 +25,25 @@ const PERIOD: &str = "366d";
 /// Starts `elect run --once` for one host.
 type Start<'a> = dyn Fn(&str, &str, &str) -> Proc + 'a;
 
+/// `elect run --once` of `script` as host `id`.
+fn once_args<'a>(election: &'a str, id: &'a str, ttl: &'a str, script: &'a str) -> Vec<&'a str> {
+    vec![
+        "run",
+        "--election",
+        election,
+        "--id",
+        id,
+        "--ttl",
+        ttl,
+        "--once",
+        PERIOD,
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]
+}
+
 /// The lines the job appended to `runs`.
 fn runs(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
@@ -110,22 +129,7 @@ fn a_leader_that_dies_mid_job_is_replaced(start: &Start) {
 fn etcd_runs_a_periodic_job_once() {
     let etcd = Cluster::start();
     let start = |election: &str, id: &str, script: &str| {
-        let args = [
-            "run",
-            "--election",
-            election,
-            "--id",
-            id,
-            "--ttl",
-            "2",
-            "--once",
-            PERIOD,
-            "--",
-            "sh",
-            "-c",
-            script,
-        ];
-        elect(id, &etcd.endpoints, &args)
+        elect(id, &etcd.endpoints, &once_args(election, id, "2", script))
     };
     all_together_then_one_late(&start);
     a_failed_run_is_retried(&start);
@@ -141,22 +145,7 @@ fn zookeeper_runs_a_periodic_job_once() {
     let zk = Ensemble::start();
     let start = |election: &str, id: &str, script: &str| {
         let path = format!("/elect/{election}");
-        let args = [
-            "run",
-            "--election",
-            &path,
-            "--id",
-            id,
-            "--ttl",
-            "2s",
-            "--once",
-            PERIOD,
-            "--",
-            "sh",
-            "-c",
-            script,
-        ];
-        elect_zk(id, &zk.endpoints, &args)
+        elect_zk(id, &zk.endpoints, &once_args(&path, id, "2s", script))
     };
     all_together_then_one_late(&start);
     a_failed_run_is_retried(&start);

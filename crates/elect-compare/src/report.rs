@@ -391,7 +391,7 @@ fn html(
          .safe{background:#e3f4e6;border-color:#2e7d32}.unsafe{background:#fde2e2;border-color:#c62828}\
          .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(390px,1fr));gap:12px}\
          .card{border:1px solid #bbb;border-radius:6px;padding:6px 10px}.card h3{margin:2px 0 6px 0}\
-         .card{font-size:0.88em;overflow:hidden}.card table{width:100%}\
+         .card{font-size:0.86em;overflow:hidden}.card table{width:100%}\
          .card td,.card th{border:none;border-bottom:1px solid #eee;white-space:nowrap;padding:2px 4px}\
          .card td:nth-child(-n+3),.card th:nth-child(-n+3){text-align:right}\
          .card td:first-child,.card th:first-child{text-align:left}\
@@ -435,10 +435,15 @@ fn html(
             };
             out.push_str(&format!(
                 "<tr><td><span class=\"swatch\" style=\"background:rgb({red},{green},{blue})\"></span>\
-                 {} {}</td><td>{}</td><td>{}</td><td>{last}</td><td>{}</td></tr>",
-                verdict::backend_name(r.backend),
-                // elect's own rows go by the backend's name alone.
-                if r.implementation == "elect" { String::new() } else { escape(r.implementation) },
+                 {}</td><td>{}</td><td>{}</td><td>{last}</td><td>{}</td></tr>",
+                // elect's rows go by the backend's name, the others (a
+                // peer's tool, the floor) by theirs, beside the backend's
+                // colour.
+                if r.implementation == "elect" {
+                    format!("<b>{}</b>", verdict::backend_name(r.backend))
+                } else {
+                    escape(r.implementation)
+                },
                 ms_cell(r.p50_ms),
                 ms_cell(r.p99_ms),
                 if r.safety_violation.is_some() { "✗" } else { "✓" }
