@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 use clap::{ArgMatches, Args, ValueEnum};
-use elect::backend;
+use elect::backend::{self, CompletionRecords};
 use elect::config::ElectionConfig;
 use elect::export::{self, Exports, OutputConfig};
 use elect::once::{self, Period};
@@ -154,7 +154,7 @@ impl RunArgs {
 /// `--once`'s period, checked against what else was asked.
 fn once_period(text: &str, election: &ElectionConfig, restart: RestartArg) -> Result<Duration> {
     let length = parse_duration("--once", text)?;
-    Period::current(length).map_err(|e| UsageError::new("--once", e.to_string()))?;
+    Period::check_length(length).map_err(|e| UsageError::new("--once", e.to_string()))?;
     if election.backend() == Backend::Raft {
         return Err(UsageError::new(
             "--once",
@@ -178,16 +178,11 @@ async fn elected(
     mut leadership: watch::Receiver<Leadership>,
     shutdown: &mut mpsc::UnboundedReceiver<Signal>,
 ) -> Option<()> {
-    loop {
-        if leadership.borrow_and_update().leads_at(BootInstant::now()) {
-            return Some(());
-        }
-        tokio::select! {
-            changed = leadership.changed() => changed.ok()?,
-            sig = shutdown.recv() => {
-                info!("{sig:?} before we led: leaving");
-                return None;
-            }
+    tokio::select! {
+        led = leadership.wait_for(|l| l.leads_at(BootInstant::now())) => led.ok().map(|_| ()),
+        sig = shutdown.recv() => {
+            info!("{sig:?} before we led: leaving");
+            None
         }
     }
 }
@@ -236,24 +231,27 @@ async fn run_while_leading(
         output,
     )
     .await?;
-    let period = match once {
+    // One connection to the records for the whole run: the read now, the
+    // read once elected, the write after the job.
+    let periodic = match once {
         Some(length) => {
             let period = Period::current(length)?;
-            if backend::period_completed(&election, &period).await? {
+            let records = CompletionRecords::open(&election).await?;
+            if records.completed(&period).await? {
                 info!("{period} is done already: not running the command");
                 return Ok(0);
             }
-            Some(period)
+            Some((period, records))
         }
         None => None,
     };
     let (work, work_watch) = elect::work::channel();
     let campaign = backend::campaign(&election, work_watch).await?;
     let running = exports.start(campaign.leadership());
-    if let Some(period) = &period {
+    if let Some((period, records)) = &periodic {
         let turn = match elected(campaign.leadership(), &mut shutdown).await {
             Some(()) => {
-                let done = backend::period_completed(&election, period).await?;
+                let done = records.completed(period).await?;
                 Some(once::turn(period, done, SystemTime::now()))
             }
             None => None,
@@ -272,10 +270,10 @@ async fn run_while_leading(
         }
     }
     let finish = supervise::run(&child, &env, campaign.leadership(), &work, &mut shutdown).await;
-    if let (Some(period), Ok(Finish::Exited(0))) = (&period, &finish) {
+    if let (Some((period, records)), Ok(Finish::Exited(0))) = (&periodic, &finish) {
         // Before resigning: the next candidate, elected by our
         // resignation, reads the record first thing.
-        match backend::record_completion(&election, period).await {
+        match records.record(period).await {
             Ok(()) => info!("{period} is recorded as done"),
             Err(e) => warn!(
                 "the command completed but {period} could not be recorded as done ({e}): another host may run it again"

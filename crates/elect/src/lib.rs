@@ -60,7 +60,7 @@
 //!   [`supervise::dispatch_hidden`] first in `main`.
 //! - [`export`] serves the leader as stdout lines, a file, HTTP and
 //!   Prometheus metrics; [`once`] and the backend's
-//!   [`backend::period_completed`] make a periodic job run once per period.
+//!   `backend::CompletionRecords` make a periodic job run once per period.
 //!
 //! # What it guarantees
 //!

@@ -11,8 +11,7 @@
 //! module holds what needs no I/O: which period a start belongs to, what
 //! its record is called, how long it is kept, and what a candidate that
 //! has just been elected does; the backends read and write the records
-//! ([`crate::backend::period_completed`],
-//! [`crate::backend::record_completion`]).
+//! (`backend::CompletionRecords`, with the etcd or zk feature).
 //!
 //! # What it promises
 //! A record is written only after the command exited 0, so a run that
@@ -59,23 +58,32 @@ impl Period {
     /// [`Error::Config`] naming `once` when `length` is not whole seconds
     /// between [`MIN_PERIOD`] and [`MAX_PERIOD`], or `now` is before 1970.
     pub fn containing(now: SystemTime, length: Duration) -> Result<Period> {
-        let config = |reason: String| Error::Config {
+        Self::check_length(length)?;
+        let since_epoch = now.duration_since(UNIX_EPOCH).map_err(|_| Error::Config {
             field: "once",
-            reason,
-        };
-        if !(MIN_PERIOD..=MAX_PERIOD).contains(&length) || length.subsec_nanos() != 0 {
-            return Err(config(format!(
-                "a period must be whole seconds from 1s to 366d, not {length:?}"
-            )));
-        }
-        let since_epoch = now
-            .duration_since(UNIX_EPOCH)
-            .map_err(|_| config("the clock is before 1970".to_owned()))?;
+            reason: "the clock is before 1970".to_owned(),
+        })?;
         let length_secs = length.as_secs();
         Ok(Period {
             start_secs: since_epoch.as_secs() / length_secs * length_secs,
             length_secs,
         })
+    }
+
+    /// Checks a period's length as [`containing`](Self::containing) does,
+    /// before any period is taken.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming `once` when `length` is not whole seconds
+    /// between [`MIN_PERIOD`] and [`MAX_PERIOD`].
+    pub fn check_length(length: Duration) -> Result<()> {
+        if !(MIN_PERIOD..=MAX_PERIOD).contains(&length) || length.subsec_nanos() != 0 {
+            return Err(Error::Config {
+                field: "once",
+                reason: format!("a period must be whole seconds from 1s to 366d, not {length:?}"),
+            });
+        }
+        Ok(())
     }
 
     /// The period that contains the present instant.

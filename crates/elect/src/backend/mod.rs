@@ -20,6 +20,8 @@ mod handle;
 mod model_check;
 #[cfg(feature = "raft")]
 pub mod raft;
+#[cfg(any(feature = "etcd", feature = "zk"))]
+mod records;
 #[cfg_attr(not(any(feature = "etcd", feature = "zk")), allow(dead_code))]
 pub(crate) mod report;
 #[cfg(any(feature = "etcd", feature = "zk"))]
@@ -29,6 +31,8 @@ mod term;
 pub(crate) mod zk;
 
 pub use handle::{Campaign, Observation};
+#[cfg(any(feature = "etcd", feature = "zk"))]
+pub use records::CompletionRecords;
 #[cfg(any(feature = "etcd", feature = "zk"))]
 pub use session::Session;
 pub use term::Term;
@@ -42,11 +46,11 @@ pub use term::Term;
 #[cfg(feature = "zk")]
 pub use zk::tls_options as zk_tls_options;
 
+#[cfg(any(feature = "etcd", feature = "zk", feature = "raft"))]
 use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
-use crate::once::Period;
 use crate::work::WorkWatch;
 
 /// Joins the election described by `cfg`. `work` tells the backend whether
@@ -126,60 +130,5 @@ pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
         Backend::Raft => raft::leader(cfg).await,
         #[allow(unreachable_patterns)]
         backend => Err(Error::NotBuiltIn { backend }),
-    }
-}
-
-/// Whether the job of `period` has completed: its completion record is
-/// there (see [`crate::once`]).
-///
-/// # Errors
-/// [`Error::Unsupported`] on Raft-vote, which has no shared store for a
-/// record; [`Error::NotBuiltIn`] if the backend's feature is off; the
-/// service could not be reached within the connect timeout.
-///
-/// # Cancel safety
-/// Cancel safe: it only reads.
-#[cfg_attr(not(any(feature = "etcd", feature = "zk")), allow(unused_variables))]
-pub async fn period_completed(cfg: &ElectionConfig, period: &Period) -> Result<bool> {
-    cfg.validate()?;
-    match cfg.backend() {
-        #[cfg(feature = "etcd")]
-        Backend::Etcd => etcd::once::completed(cfg, period).await,
-        #[cfg(feature = "zk")]
-        Backend::Zk => zk::once::completed(cfg, period).await,
-        backend => Err(no_record_store(backend)),
-    }
-}
-
-/// Records that the job of `period` has completed, for the candidates
-/// that come after (see [`crate::once`]). Call it only after the job
-/// succeeded: a record is never taken back.
-///
-/// # Errors
-/// As [`period_completed`], or the service refused the write.
-///
-/// # Cancel safety
-/// Dropping the future may leave the record written or not.
-#[cfg_attr(not(any(feature = "etcd", feature = "zk")), allow(unused_variables))]
-pub async fn record_completion(cfg: &ElectionConfig, period: &Period) -> Result<()> {
-    cfg.validate()?;
-    match cfg.backend() {
-        #[cfg(feature = "etcd")]
-        Backend::Etcd => etcd::once::record(cfg, period).await,
-        #[cfg(feature = "zk")]
-        Backend::Zk => zk::once::record(cfg, period).await,
-        backend => Err(no_record_store(backend)),
-    }
-}
-
-/// Why `backend` keeps no completion records.
-fn no_record_store(backend: Backend) -> Error {
-    match backend {
-        Backend::Raft => Error::Unsupported {
-            backend,
-            what: "no shared store keeps a completion record: run a long-lived `elect run` \
-                   whose command schedules the job",
-        },
-        backend => Error::NotBuiltIn { backend },
     }
 }

@@ -2,9 +2,10 @@
 //! `<election>\0done/<period>`, each on a lease of its own whose TTL ends
 //! when the record's keeping does, so etcd deletes it by itself.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
-use etcd_client::{GetOptions, PutOptions};
+use etcd_client::{Client, GetOptions, PutOptions};
 
 use super::connection::{connect_reader, first_contact};
 use super::errors::etcd_error;
@@ -13,44 +14,62 @@ use crate::config::ElectionConfig;
 use crate::error::Result;
 use crate::once::Period;
 
-/// Whether `period`'s job has completed (one linearizable read).
-///
-/// Errors: [`Unreachable`](crate::Error::Unreachable) when etcd does not
-/// answer within the connect timeout.
-pub async fn completed(cfg: &ElectionConfig, period: &Period) -> Result<bool> {
-    let client = connect_reader(cfg).await?;
-    let key = layout::completion_record(&cfg.election, &period.record_name());
-    let read = async {
-        let resp = Box::pin(
-            client
-                .kv_client()
-                .get(key, Some(GetOptions::new().with_count_only())),
-        )
-        .await
-        .map_err(|e| etcd_error("reading the period's completion record", e))?;
-        Ok(resp.count() > 0)
-    };
-    first_contact(cfg, read).await
+/// One client for an election's records, kept for a whole run (etcd's
+/// client reconnects by itself).
+pub struct Records {
+    client: Arc<Client>,
+    cfg: ElectionConfig,
 }
 
-/// Writes `period`'s completion record, bound to a new lease that lives
-/// until the record's keeping ends. The value names who completed it.
-///
-/// Errors: [`Unreachable`](crate::Error::Unreachable) when etcd does not
-/// answer within the connect timeout, or refuses the write.
-pub async fn record(cfg: &ElectionConfig, period: &Period) -> Result<()> {
-    let client = connect_reader(cfg).await?;
-    let key = layout::completion_record(&cfg.election, &period.record_name());
-    let ttl = period.keep_for(SystemTime::now()).as_secs();
-    let write = async {
-        let lease = Box::pin(client.lease_client().grant(ttl as i64, None))
-            .await
-            .map_err(|e| etcd_error("granting the completion record's lease", e))?;
-        let options = PutOptions::new().with_lease(lease.id());
-        Box::pin(client.kv_client().put(key, cfg.id(), Some(options)))
+impl Records {
+    /// Connects to the election's cluster.
+    ///
+    /// Errors: [`Unreachable`](crate::Error::Unreachable) when etcd does
+    /// not answer within the connect timeout.
+    pub async fn open(cfg: &ElectionConfig) -> Result<Records> {
+        Ok(Records {
+            client: connect_reader(cfg).await?,
+            cfg: cfg.clone(),
+        })
+    }
+
+    /// Whether `period`'s job has completed (one linearizable read).
+    ///
+    /// Errors: as [`open`](Self::open).
+    pub async fn completed(&self, period: &Period) -> Result<bool> {
+        let key = layout::completion_record(&self.cfg.election, &period.record_name());
+        let options = GetOptions::new().with_count_only();
+        let read = async {
+            let resp = Box::pin(self.client.kv_client().get(key, Some(options)))
+                .await
+                .map_err(|e| etcd_error("reading the period's completion record", e))?;
+            Ok(resp.count() > 0)
+        };
+        first_contact(&self.cfg, read).await
+    }
+
+    /// Writes `period`'s completion record, bound to a new lease that
+    /// lives until the record's keeping ends. The value names who
+    /// completed it.
+    ///
+    /// Errors: as [`open`](Self::open), or etcd refuses the write.
+    pub async fn record(&self, period: &Period) -> Result<()> {
+        let key = layout::completion_record(&self.cfg.election, &period.record_name());
+        let ttl = period.keep_for(SystemTime::now()).as_secs();
+        let write = async {
+            let lease = Box::pin(self.client.lease_client().grant(ttl as i64, None))
+                .await
+                .map_err(|e| etcd_error("granting the completion record's lease", e))?;
+            let options = PutOptions::new().with_lease(lease.id());
+            Box::pin(
+                self.client
+                    .kv_client()
+                    .put(key, self.cfg.id(), Some(options)),
+            )
             .await
             .map_err(|e| etcd_error("writing the period's completion record", e))?;
-        Ok(())
-    };
-    first_contact(cfg, write).await
+            Ok(())
+        };
+        first_contact(&self.cfg, write).await
+    }
 }
