@@ -138,7 +138,9 @@ fn round(v: f64, places: i32) -> f64 {
     (v * f).round() / f
 }
 
-fn cell(v: Option<f64>, unit: &str) -> String {
+/// A measure with its unit, to three significant figures or so; `-`
+/// when there is none.
+pub(crate) fn cell(v: Option<f64>, unit: &str) -> String {
     match v {
         Some(v) if v >= 100.0 => format!("{v:.0}{unit}"),
         Some(v) if v >= 10.0 => format!("{v:.1}{unit}"),

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use plotters::prelude::*;
 
-use crate::output::{Row, Unavailable, markdown_table, table};
+use crate::output::{Row, Unavailable, cell, markdown_table, table};
 use crate::palette::COLORS;
 use crate::verdict;
 
@@ -56,9 +56,11 @@ pub fn write(
         .map(|r| serde_json::to_string(r).expect("rows serialize") + "\n")
         .collect();
     std::fs::write(dir.join("rows.json"), json)?;
+    // Each asks programs for their versions (java among them): once.
+    let versions = versions();
     std::fs::write(
         dir.join("report.md"),
-        markdown(rows, unavailable, command, &charts),
+        markdown(rows, unavailable, command, &charts, &versions),
     )?;
     for (name, title, scenarios) in BOOK_PAGES {
         let of_page: Vec<Row> = rows
@@ -69,12 +71,12 @@ pub fn write(
         if !of_page.is_empty() {
             std::fs::write(
                 dir.join(format!("book-{name}.md")),
-                book_page(title, &of_page, command, &charts),
+                book_page(title, &of_page, command, &charts, &versions),
             )?;
         }
     }
     let page = dir.join("report.html");
-    std::fs::write(&page, html(rows, unavailable, command, &charts)?)?;
+    std::fs::write(&page, html(rows, unavailable, command, &charts, &versions)?)?;
     Ok(page)
 }
 
@@ -281,8 +283,13 @@ const BOOK_PAGES: [(&str, &str, &[&str]); 3] = [
 
 /// One results page of the book: stamped with the commit and the machine,
 /// the verdict of its rows, the command, the rows, its charts.
-fn book_page(title: &str, rows: &[Row], command: &str, charts: &[(String, PathBuf)]) -> String {
-    let versions = versions();
+fn book_page(
+    title: &str,
+    rows: &[Row],
+    command: &str,
+    charts: &[(String, PathBuf)],
+    versions: &[(String, String)],
+) -> String {
     let version_of = |what: &str| {
         versions
             .iter()
@@ -328,6 +335,7 @@ fn markdown(
     unavailable: &[Unavailable],
     command: &str,
     charts: &[(String, PathBuf)],
+    versions: &[(String, String)],
 ) -> String {
     let verdict = verdict::verdict(rows);
     let mut out = format!("# elect compare\n\n{}\n\n", verdict.safety);
@@ -350,7 +358,7 @@ fn markdown(
         out.push_str(&format!("\n## {title}\n\n![{title}]({name})\n"));
     }
     out.push_str("\n## Versions\n\n");
-    for (what, v) in versions() {
+    for (what, v) in versions {
         out.push_str(&format!("- {what}: {v}\n"));
     }
     out
@@ -379,6 +387,7 @@ fn html(
     unavailable: &[Unavailable],
     command: &str,
     charts: &[(String, PathBuf)],
+    versions: &[(String, String)],
 ) -> anyhow::Result<String> {
     let verdict = verdict::verdict(rows);
     let mut out = String::from(
@@ -431,7 +440,7 @@ fn html(
             let last = if in_ttl {
                 r.mean_ttl.map_or("-".into(), |m| format!("{m:.2}"))
             } else {
-                ms_cell(r.max_ms)
+                cell(r.max_ms, " ms")
             };
             out.push_str(&format!(
                 "<tr><td><span class=\"swatch\" style=\"background:rgb({red},{green},{blue})\"></span>\
@@ -444,8 +453,8 @@ fn html(
                 } else {
                     escape(r.implementation)
                 },
-                ms_cell(r.p50_ms),
-                ms_cell(r.p99_ms),
+                cell(r.p50_ms, " ms"),
+                cell(r.p99_ms, " ms"),
                 if r.safety_violation.is_some() { "✗" } else { "✓" }
             ));
         }
@@ -480,19 +489,9 @@ fn html(
         out.push_str(&format!("<h2>{}</h2>{svg}", escape(title)));
     }
     out.push_str("<h2>Versions</h2><ul>");
-    for (what, v) in versions() {
-        out.push_str(&format!("<li>{}: {}</li>", escape(&what), escape(&v)));
+    for (what, v) in versions {
+        out.push_str(&format!("<li>{}: {}</li>", escape(what), escape(v)));
     }
     out.push_str("</ul></body></html>\n");
     Ok(out)
-}
-
-/// A time in a card: milliseconds, or "-".
-fn ms_cell(v: Option<f64>) -> String {
-    match v {
-        Some(v) if v >= 100.0 => format!("{v:.0} ms"),
-        Some(v) if v >= 10.0 => format!("{v:.1} ms"),
-        Some(v) => format!("{v:.2} ms"),
-        None => "-".into(),
-    }
 }
