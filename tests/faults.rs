@@ -223,9 +223,11 @@ impl Rig {
                     ended - fault
                 );
             }
-            (Some(_), None) => {
-                panic!("{case}: the servers expired the session while its command ran")
-            }
+            (Some(listed), None) => panic!(
+                "{case}: the servers expired the session ({:?} after the fault) while its command ran; its log:\n{}",
+                listed - fault,
+                self.proc(&old.id).stderr()
+            ),
             (None, Some(ended)) => eprintln!(
                 "zk {case}: the session lived; the leader stepped down {:?} after the fault (nothing proved the session alive in time)",
                 ended - fault

@@ -63,6 +63,11 @@ impl Ensemble {
     /// (as `0x...`): the thread returns the last instant the leader still
     /// listed the session in its tracker, a lower bound of the
     /// moment it expired it (polled every 10 ms, for at most `within`).
+    ///
+    /// Only a leader's own tracker counts as not listing it: a member that
+    /// stops leading between `srvr` and `dump` (the one cut off, when it
+    /// notices its lost quorum) answers `dump` with "not currently serving
+    /// requests", which lists no session and proves no expiry.
     pub fn watch_session(
         &self,
         sid: &str,
@@ -75,18 +80,12 @@ impl Ensemble {
             let mut last_seen = None;
             while std::time::Instant::now() < until {
                 let asked = std::time::Instant::now();
-                let leader = members
-                    .iter()
-                    .find(|m| four_letter(m, "srvr").contains("Mode: leader"));
-                if let Some(leader) = leader {
-                    // The session tracker's buckets and the ephemerals,
-                    // not the open connections (a cut client's stays open).
-                    let dump = four_letter(leader, "dump");
-                    let sessions = dump.split("Connections").next().unwrap_or_default();
-                    if sessions.contains(&sid) {
-                        last_seen = Some(asked);
-                    } else if last_seen.is_some() {
-                        return last_seen;
+                let leads = |m: &str| four_letter(m, "srvr").contains("Mode: leader");
+                if let Some(leader) = members.iter().find(|m| leads(m)) {
+                    match leader_sessions(&four_letter(leader, "dump")) {
+                        Some(sessions) if sessions.contains(&sid) => last_seen = Some(asked),
+                        Some(_) if last_seen.is_some() && leads(leader) => return last_seen,
+                        _ => {}
                     }
                 }
                 std::thread::sleep(std::time::Duration::from_millis(10));
@@ -239,4 +238,12 @@ pub fn curator_latch(
         cmd.env("LATCH_DIGEST", digest);
     }
     super::elect::Proc::spawn(&format!("curator {id}"), cmd)
+}
+
+/// The session tracker's part of a `dump` answer (its buckets and the
+/// ephemerals, not the open connections: a cut client's stays open), or
+/// `None` when the answer is no dump (the member is not serving).
+fn leader_sessions(dump: &str) -> Option<&str> {
+    let tracked = dump.split_once("SessionTracker dump:")?.1;
+    Some(tracked.split("Connections").next().unwrap_or_default())
 }
