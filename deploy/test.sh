@@ -4,10 +4,10 @@
 # with the machine's Java), python3-kazoo and libcurator-recipes-java (the
 # interop peers), tmux (the terminal test), stress-ng (the load tests),
 # strace (the disk-stall fault), systemd (systemd-analyze checks the unit),
-# chromium (draws the compare report's first screen);
-# then cargo-nextest and mdBook. Building needs no
+# chromium (draws the compare report's first screen), in the background
+# while it compiles; then cargo-nextest and mdBook. Building needs no
 # protoc (see .cargo/config.toml); deploy/fresh-build.sh proves it first,
-# from a clean clone with the machine's protoc hidden.
+# with the machine's protoc hidden.
 #
 # By default the ensembles run in containers (ELECT_TEST_MODE=containers):
 # the Docker engine must work, and the images are built first from Debian
@@ -20,35 +20,70 @@ cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-missing=()
-command -v etcd >/dev/null || missing+=(etcd-server)
-command -v etcdctl >/dev/null || missing+=(etcd-client)
-command -v tmux >/dev/null || missing+=(tmux)
-command -v stress-ng >/dev/null || missing+=(stress-ng)
-command -v strace >/dev/null || missing+=(strace)
-command -v chromium >/dev/null || missing+=(chromium)
-command -v systemd-analyze >/dev/null || missing+=(systemd)
-command -v java >/dev/null || missing+=(default-jre-headless)
-[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
-[ -f /usr/share/java/curator-recipes.jar ] || missing+=(libcurator-recipes-java)
-/usr/bin/python3 -c 'import kazoo' 2>/dev/null || missing+=(python3-kazoo)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing ${missing[*]}"
-  as_root apt-get update -qq
-  # Debian's package would start an etcd service where an init system runs;
-  # the tests start their own members.
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  as_root sh -c 'command -v systemctl >/dev/null && systemctl disable --now etcd zookeeper 2>/dev/null || true'
-fi
-cargo nextest --version >/dev/null 2>&1 || cargo install --locked cargo-nextest
-# The Kubernetes schema validator (from PyPI, its schemas bundled: it
-# checks offline), in a virtualenv of the repository's own.
-validator=target/tools/k8s
-if [ ! -x "$validator/bin/kubernetes-validate" ]; then
-  python3 -m venv "$validator"
-  "$validator/bin/pip" install -q kubernetes-validate==1.37.0
-fi
+mode=${ELECT_TEST_MODE:-containers}
+export ELECT_TEST_MODE=$mode
+case "$mode" in
+  containers)
+    if ! docker info >/dev/null 2>&1; then
+      echo "test.sh: container mode needs a working Docker engine:" >&2
+      docker info 2>&1 | tail -3 >&2 || true
+      echo "test.sh: start it, or run ELECT_TEST_MODE=processes deploy/test.sh" >&2
+      exit 1
+    fi
+    ;;
+  processes) ;;
+  *)
+    echo "test.sh: ELECT_TEST_MODE must be containers or processes, not $mode" >&2
+    exit 2
+    ;;
+esac
 
+# What waits on the network and the disk more than on the CPU: Debian's
+# packages, the Kubernetes validator from PyPI, the containers' base
+# image. It runs in the background while the code compiles; the suite
+# waits for it. Its output is shown when it is done.
+provision() {
+  set -euo pipefail
+  local missing=()
+  command -v etcd >/dev/null || missing+=(etcd-server)
+  command -v etcdctl >/dev/null || missing+=(etcd-client)
+  command -v tmux >/dev/null || missing+=(tmux)
+  command -v stress-ng >/dev/null || missing+=(stress-ng)
+  command -v strace >/dev/null || missing+=(strace)
+  command -v chromium >/dev/null || missing+=(chromium)
+  command -v systemd-analyze >/dev/null || missing+=(systemd)
+  command -v java >/dev/null || missing+=(default-jre-headless)
+  [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+  [ -f /usr/share/java/curator-recipes.jar ] || missing+=(libcurator-recipes-java)
+  /usr/bin/python3 -c 'import kazoo' 2>/dev/null || missing+=(python3-kazoo)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]}"
+    as_root apt-get update -qq
+    # Debian's package would start an etcd service where an init system
+    # runs; the tests start their own members.
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    as_root sh -c 'command -v systemctl >/dev/null && systemctl disable --now etcd zookeeper 2>/dev/null || true'
+  fi
+  # The Kubernetes schema validator (its schemas bundled: it checks
+  # offline), in a virtualenv of the repository's own.
+  local validator=target/tools/k8s
+  if [ ! -x "$validator/bin/kubernetes-validate" ]; then
+    python3 -m venv "$validator"
+    "$validator/bin/pip" install -q kubernetes-validate==1.37.0
+  fi
+  if [ "$mode" = containers ]; then
+    deploy/images/build.sh base
+  fi
+}
+mkdir -p target
+provision_log=target/provision.log
+provision >"$provision_log" 2>&1 &
+provisioning=$!
+# A failed step below still lets apt finish: a killed dpkg leaves the
+# machine half-installed.
+trap 'wait "$provisioning" 2>/dev/null || true' EXIT
+
+cargo nextest --version >/dev/null 2>&1 || cargo install --locked cargo-nextest
 # mdBook builds the book under docs/ (crates.io; no default features: no
 # server, no search index, a quicker build), into the repository's own
 # tools like the validator.
@@ -73,35 +108,27 @@ for features in raft zk etcd http,metrics ""; do
   RUSTDOCFLAGS="-D warnings" cargo doc -p elect --no-deps --no-default-features --features "$features" --locked --quiet
 done
 
-mode=${ELECT_TEST_MODE:-containers}
-export ELECT_TEST_MODE=$mode
-case "$mode" in
-  containers)
-    if ! docker info >/dev/null 2>&1; then
-      echo "test.sh: container mode needs a working Docker engine:" >&2
-      docker info 2>&1 | tail -3 >&2 || true
-      echo "test.sh: start it, or run ELECT_TEST_MODE=processes deploy/test.sh" >&2
-      exit 1
-    fi
-    # What an interrupted earlier run may have left behind.
-    remove_test_containers() {
-      docker ps -aq --filter label=elect-test | xargs -r docker rm -f -v >/dev/null
-      docker ps -aq --filter label=elect-lab | xargs -r docker rm -f -v >/dev/null
-      docker ps -aq --filter name=electdemo | xargs -r docker rm -f -v >/dev/null
-      docker network ls -q --filter label=elect-test | xargs -r docker network rm >/dev/null
-      docker network ls -q --filter label=elect-lab | xargs -r docker network rm >/dev/null
-      docker network ls -q --filter name=electdemo | xargs -r docker network rm >/dev/null
-    }
-    remove_test_containers
-    trap remove_test_containers EXIT
-    ELECT_IMAGE_PROFILE=dev deploy/images/build.sh
-    ;;
-  processes) ;;
-  *)
-    echo "test.sh: ELECT_TEST_MODE must be containers or processes, not $mode" >&2
-    exit 2
-    ;;
-esac
+if ! wait "$provisioning"; then
+  cat "$provision_log" >&2
+  echo "test.sh: installing what the suite needs failed (above)" >&2
+  exit 1
+fi
+cat "$provision_log"
+
+if [ "$mode" = containers ]; then
+  # What an interrupted earlier run may have left behind.
+  remove_test_containers() {
+    docker ps -aq --filter label=elect-test | xargs -r docker rm -f -v >/dev/null
+    docker ps -aq --filter label=elect-lab | xargs -r docker rm -f -v >/dev/null
+    docker ps -aq --filter name=electdemo | xargs -r docker rm -f -v >/dev/null
+    docker network ls -q --filter label=elect-test | xargs -r docker network rm >/dev/null
+    docker network ls -q --filter label=elect-lab | xargs -r docker network rm >/dev/null
+    docker network ls -q --filter name=electdemo | xargs -r docker network rm >/dev/null
+  }
+  remove_test_containers
+  trap remove_test_containers EXIT
+  ELECT_IMAGE_PROFILE=dev deploy/images/build.sh
+fi
 
 echo "running the suite in $mode mode"
 cargo nextest run --workspace --locked "$@"

@@ -8,7 +8,8 @@
 # Idempotent: the base image is built once (ELECT_REBUILD_BASE=1 forces
 # it); the elect image is rebuilt from the current binary every time, a
 # release build unless ELECT_IMAGE_PROFILE=dev (what the test suite uses,
-# to share its build). Prints how long it took.
+# to share its build). `build.sh base` builds the base image alone (the
+# test suite does it while it compiles). Prints how long it took.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -31,6 +32,10 @@ if [ "${ELECT_REBUILD_BASE:-0}" = 1 ] || ! docker image inspect "$BASE" >/dev/nu
   as_root rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin
   as_root tar -C "$root" -c . | docker import --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin' - "$BASE" >/dev/null
   echo "built $BASE"
+fi
+if [ "${1:-}" = base ]; then
+  echo "base image ready in $(( $(date +%s) - started ))s"
+  exit 0
 fi
 
 profile=${ELECT_IMAGE_PROFILE:-release}
