@@ -8,7 +8,7 @@ use elect_lab::docker::Network;
 use elect_lab::{Lab, Member, Role, Spec};
 
 #[allow(unused_imports)]
-pub use elect_lab::zk::{TICK, four_letter};
+pub use elect_lab::zk::{TICK, four_letter, is_leader};
 
 pub struct Ensemble {
     lab: Lab,
@@ -80,11 +80,10 @@ impl Ensemble {
             let mut last_seen = None;
             while std::time::Instant::now() < until {
                 let asked = std::time::Instant::now();
-                let leads = |m: &str| four_letter(m, "srvr").contains("Mode: leader");
-                if let Some(leader) = members.iter().find(|m| leads(m)) {
+                if let Some(leader) = members.iter().find(|m| is_leader(m)) {
                     match leader_sessions(&four_letter(leader, "dump")) {
                         Some(sessions) if sessions.contains(&sid) => last_seen = Some(asked),
-                        Some(_) if last_seen.is_some() && leads(leader) => return last_seen,
+                        Some(_) if last_seen.is_some() && is_leader(leader) => return last_seen,
                         _ => {}
                     }
                 }
@@ -121,7 +120,7 @@ impl Ensemble {
 
     /// Whether member `i` is the ensemble's leader now.
     pub fn leads(&self, i: usize) -> bool {
-        elect_lab::zk::is_leader(&self.member(i).client)
+        is_leader(&self.member(i).client)
     }
 
     /// Kills member `i` (SIGKILL), as a crash would.
