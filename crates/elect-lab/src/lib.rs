@@ -34,6 +34,7 @@ pub mod process;
 pub mod raft;
 pub mod security;
 pub mod spec;
+pub mod stall;
 pub mod stats;
 pub mod zk;
 

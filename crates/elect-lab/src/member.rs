@@ -242,68 +242,28 @@ impl Member {
     /// with `log_only`, those of its log files) until
     /// [`Member::unstall`]; returns once it holds them.
     fn stall(&mut self, log_only: bool) -> std::result::Result<(), String> {
-        use std::os::unix::process::CommandExt;
         if self.stalled_by.is_some() {
             return Err("it is stalled already".into());
         }
         let pid = self.pid().ok_or("it is not running")?;
-        let mut strace = Command::new("strace");
-        strace.args(["-f", "-qq", "-o", "/dev/null", "-p", &pid.to_string()]);
-        if log_only {
+        let only = if log_only {
             let logs = open_logs(pid);
             if logs.is_empty() {
                 return Err("it has no log file open (etcd's *.wal, ZooKeeper's log.*)".into());
             }
-            // Only the syscalls on these paths (as the member sees them).
-            for log in logs {
-                strace.arg("-P").arg(log);
-            }
-        }
-        // An hour per sync: until `unstall` detaches strace, which lets
-        // every held sync go on.
-        let strace = strace
-            .args(["-e", "trace=fsync,fdatasync"])
-            .args(["-e", "inject=fsync,fdatasync:delay_enter=3600000000"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            // Its own group: it outlives `elect lab fault`, and a
-            // terminal's Ctrl-C does not detach it.
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("cannot run strace (Debian package strace): {e}"))?;
-        let tracer = strace.id();
-        self.stalled_by = Some(tracer);
-        // Attached once the kernel names it as the process's tracer.
-        for _ in 0..400 {
-            if traced_by(pid) == Some(tracer) {
-                return Ok(());
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        self.unstall();
-        Err("strace did not attach within 2 s (is ptrace allowed here?)".into())
+            Some(logs)
+        } else {
+            None
+        };
+        self.stalled_by = Some(crate::stall::hold_syncs(pid, only.as_deref())?);
+        Ok(())
     }
 
     /// Detaches the `strace` of [`Member::stall`], if any; held syncs
     /// complete.
     fn unstall(&mut self) {
-        let Some(tracer) = self.stalled_by.take() else {
-            return;
-        };
-        signal(tracer, Signal::SIGTERM);
-        for _ in 0..400 {
-            // Gone, or a zombie of ours (reaped here, or by `elect lab`'s
-            // exit).
-            let _ = nix::sys::wait::waitpid(
-                Pid::from_raw(tracer as i32),
-                Some(nix::sys::wait::WaitPidFlag::WNOHANG),
-            );
-            // Gone (no file) or a zombie (an empty command line).
-            if std::fs::read(format!("/proc/{tracer}/cmdline")).map_or(true, |c| c.is_empty()) {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
+        if let Some(tracer) = self.stalled_by.take() {
+            crate::stall::release_syncs(tracer);
         }
     }
 
@@ -364,16 +324,6 @@ fn open_logs(pid: u32) -> Vec<PathBuf> {
     logs.sort();
     logs.dedup();
     logs
-}
-
-/// The pid of the process tracing `pid`, if any.
-fn traced_by(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("TracerPid:"))
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|&p| p != 0)
 }
 
 fn signal(pid: u32, sig: Signal) {
