@@ -17,6 +17,7 @@ fn env() -> ChildEnv {
     ChildEnv {
         election: "e".into(),
         backend: "test",
+        period_start: None,
         watchdog: env!("CARGO_BIN_EXE_elect").into(),
     }
 }

@@ -206,9 +206,10 @@ async fn run_while_leading(
         (SignalKind::user_defined2(), Signal::SIGUSR2),
     ];
     let mut shutdown = signals(&[SHUTDOWN_SIGNALS.as_slice(), &forwarded].concat())?;
-    let env = ChildEnv {
+    let mut env = ChildEnv {
         election: election.election().to_owned(),
         backend: election.backend().name(),
+        period_start: None,
         watchdog: std::env::current_exe().context("finding elect's own executable")?,
     };
     // Before anything else: a containment that does not work here is bad
@@ -236,6 +237,11 @@ async fn run_while_leading(
     let periodic = match once {
         Some(length) => {
             let period = Period::current(length)?;
+            env.period_start = period
+                .start()
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_secs());
             let records = CompletionRecords::open(&election).await?;
             if records.completed(&period).await? {
                 info!("{period} is done already: not running the command");

@@ -55,6 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let env = ChildEnv {
             election: cfg.election().to_owned(),
             backend: cfg.backend().name(),
+            period_start: None,
             watchdog: std::env::current_exe()?,
         };
         let finish =

@@ -285,6 +285,9 @@ pub struct ChildEnv {
     pub election: String,
     /// `ELECT_BACKEND` for the command.
     pub backend: &'static str,
+    /// `ELECT_PERIOD_START` for a periodic job (`run --once`): the start
+    /// of the period it runs for, in seconds since the Unix epoch.
+    pub period_start: Option<u64>,
     /// The executable that runs the watchdog.
     pub watchdog: PathBuf,
 }
@@ -553,7 +556,7 @@ async fn wait_to_lead(rx: &mut watch::Receiver<Leadership>) -> Option<Leadership
 }
 
 fn child_env(env: &ChildEnv, s: &Leadership) -> Vec<(&'static str, String)> {
-    vec![
+    [
         ("ELECT_LEADER_ID", s.leader.clone().unwrap_or_default()),
         (
             "ELECT_FENCING_TOKEN",
@@ -562,6 +565,12 @@ fn child_env(env: &ChildEnv, s: &Leadership) -> Vec<(&'static str, String)> {
         ("ELECT_ELECTION", env.election.clone()),
         ("ELECT_BACKEND", env.backend.to_owned()),
     ]
+    .into_iter()
+    .chain(
+        env.period_start
+            .map(|start| ("ELECT_PERIOD_START", start.to_string())),
+    )
+    .collect()
 }
 
 #[cfg(test)]
