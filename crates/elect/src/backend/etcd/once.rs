@@ -61,13 +61,18 @@ impl Records {
                 .await
                 .map_err(|e| etcd_error("granting the completion record's lease", e))?;
             let options = PutOptions::new().with_lease(lease.id());
-            Box::pin(
+            let put = Box::pin(
                 self.client
                     .kv_client()
                     .put(key, self.cfg.id(), Some(options)),
             )
-            .await
-            .map_err(|e| etcd_error("writing the period's completion record", e))?;
+            .await;
+            if let Err(e) = put {
+                // Nothing left behind: the lease would hold nothing until
+                // the record's keeping ended.
+                let _ = Box::pin(self.client.lease_client().revoke(lease.id())).await;
+                return Err(etcd_error("writing the period's completion record", e));
+            }
             Ok(())
         };
         first_contact(&self.cfg, write).await
