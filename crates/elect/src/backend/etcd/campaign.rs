@@ -126,6 +126,11 @@ impl Candidate {
             match self.candidacy(&lease).await {
                 Outcome::Resigned { led } => {
                     if led {
+                        // We stop leading now, not once the release lands:
+                        // a release that hangs (cut off, a member
+                        // restarting) must not keep us exported as the
+                        // leader past our deadline (found by the soak).
+                        self.reporter.demoted(BootInstant::now());
                         self.hand_over(lease.id, lease.ttl).await;
                     }
                     lease.revoke(&self.client, self.cfg.connect_timeout).await;
@@ -174,6 +179,9 @@ impl Candidate {
         loop {
             match self.candidacy(&lease).await {
                 Outcome::Resigned { led } => {
+                    if led {
+                        self.reporter.demoted(BootInstant::now());
+                    }
                     let successor = self.elect_successor();
                     let released = self.release_when_idle(lease.id, successor, lease.ttl);
                     if let Some(released) = released.await
@@ -279,7 +287,7 @@ impl Candidate {
         let ReleaseStep::Release(touch) = resignation.step() else {
             unreachable!("the work has stopped");
         };
-        self.release(lease, touch.as_ref()).await
+        self.release(lease, touch.as_ref(), ttl).await
     }
 
     /// Ends the current candidacy, its work stopped: one transaction
@@ -294,7 +302,18 @@ impl Candidate {
     /// walks every key deleted there since etcd's last compaction (each
     /// candidacy leaves one), and inside the commit it would delay the
     /// handover for every waiter.
-    async fn release(&mut self, lease: i64, touch: Option<&Touch>) -> Option<Released> {
+    ///
+    /// It is given at most the lease's TTL (and the connect timeout): our
+    /// keepalives go on while it waits, and a successor waiting for the
+    /// lease would wait longer for a hung release than for the lease to
+    /// expire once the caller revokes it (the soak found a release stuck
+    /// on a restarting member for the 5 s connect timeout, a 2 s TTL).
+    async fn release(
+        &mut self,
+        lease: i64,
+        touch: Option<&Touch>,
+        ttl: Duration,
+    ) -> Option<Released> {
         let (key, rev) = self.current.take()?;
         debug!(
             successor = touch.map(|t| t.next.id.as_str()),
@@ -321,8 +340,8 @@ impl Candidate {
                 tenure::end(election, lease),
             ]);
         let mut kv = self.client.kv_client();
-        let resp = match tokio::time::timeout(self.cfg.connect_timeout, Box::pin(kv.txn(txn))).await
-        {
+        let within = self.cfg.connect_timeout.min(ttl);
+        let resp = match tokio::time::timeout(within, Box::pin(kv.txn(txn))).await {
             Ok(Ok(resp)) => resp,
             Ok(Err(e)) => {
                 warn_counted!(

@@ -339,6 +339,12 @@ impl Session<'_> {
             Err(end) => end,
         };
         if matches!(end, End::Resigned) {
+            if self.reporter.leading {
+                // We stop leading now, not once the delete lands: a delete
+                // that hangs (cut off) must not keep us exported as the
+                // leader past our deadline (found by the soak).
+                self.reporter.demoted(BootInstant::now());
+            }
             match tokio::time::timeout(self.cfg.connect_timeout, client.delete(&path, None)).await {
                 Ok(Ok(()) | Err(ZkError::NoNode)) => debug!("deleted {path}"),
                 Ok(Err(e)) => warn_counted!("deleting {path}: {e}; it goes with the session"),
