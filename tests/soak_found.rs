@@ -8,14 +8,24 @@
 //! led. Its command was dead, but its stdout, leader file and HTTP said
 //! it led past its deadline. A resigning leader now says it no longer
 //! leads before it releases anything.
+//!
+//! Seed 41, containers, 216-224 s: one etcd member of three was paused
+//! while a `run --once` leader wrote its period's completion record; the
+//! write went to the paused member and timed out after the 5 s connect
+//! timeout, so the next candidate ran the period's job again. Records are
+//! now read and written in attempts of a quarter of that timeout, the
+//! record's lease under an id of our own so a retried grant is the same
+//! lease.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
+use elect_lab::Fault;
 use elect_lab::fault::{Proxy, Traffic};
 use nix::sys::signal::Signal;
-use support::elect::{campaign, campaign_zk};
+use support::elect::{campaign, campaign_zk, elect};
+use support::proc::scratch;
 use support::{etcd, loopback_net, zk};
 
 /// Cut off from the service, a leader told to resign says `demoted` at
@@ -67,4 +77,74 @@ fn zk_leader_cut_off_and_resigning_stops_leading_at_once() {
         |endpoints| campaign_zk(endpoints, "/soak-found", "c2", "2s"),
         &ensemble.endpoints,
     );
+}
+
+/// With one member of three paused, each of four `run --once` leaders
+/// (an election each) records its period as done, and a host started
+/// after it in the same period does not run the job again. The job sees
+/// the period it runs for in `ELECT_PERIOD_START`.
+#[test]
+fn etcd_periodic_record_is_written_with_a_member_paused() {
+    let mut cluster = etcd::Cluster::start();
+    cluster
+        .member_mut(0)
+        .apply(Fault::Pause)
+        .expect("pausing a member");
+    let dir = scratch("once-paused");
+    for n in 0..4 {
+        let election = format!("once-paused-{n}");
+        let runs = dir.join(format!("runs-{n}"));
+        let script = format!("echo \"$ELECT_PERIOD_START\" >> {}", runs.display());
+        let args = |id: &'static str| -> Vec<String> {
+            [
+                "run",
+                "--election",
+                &election,
+                "--id",
+                id,
+                "--ttl",
+                "2s",
+                "--once",
+                "366d",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ]
+            .map(str::to_owned)
+            .to_vec()
+        };
+        for id in ["first", "second"] {
+            let argv = args(id);
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            let mut host = elect(id, &cluster.endpoints, &argv);
+            assert_eq!(
+                host.wait_exit(Duration::from_secs(60)),
+                0,
+                "{}",
+                host.stderr()
+            );
+            assert!(
+                !host.stderr().contains("could not be recorded"),
+                "{}",
+                host.stderr()
+            );
+        }
+        let starts = std::fs::read_to_string(&runs).unwrap();
+        let starts: Vec<u64> = starts.lines().map(|l| l.parse().unwrap()).collect();
+        assert_eq!(
+            starts.len(),
+            1,
+            "two hosts in one period, one run: {starts:?}"
+        );
+        assert_eq!(
+            starts[0] % (366 * 86_400),
+            0,
+            "ELECT_PERIOD_START is the period's start"
+        );
+    }
+    cluster
+        .member_mut(0)
+        .apply(Fault::Resume)
+        .expect("resuming the member");
 }

@@ -241,11 +241,20 @@ fn balanced(members: &[Channel]) -> etcd_client::Channel {
 /// the requests (observers then saw no leader for seconds of a member's
 /// restart).
 ///
-/// Clones share the counts and pick on their own. Unlike tower's
+/// A request abandoned unanswered after [`ABANDONED`] (a timeout gave up
+/// on it: the member holds the connection open without answering, as a
+/// paused or partitioned one does) passes its member over too: once
+/// dropped, it no longer counts in flight, and the retry would otherwise
+/// be as likely to go there again.
+///
+/// Clones share the counts and pick on their own, each from a random
+/// state of its own (a clone made for one request, `kv_client()`, would
+/// otherwise pick what its original picks, the same member every time:
+/// the soak found a record write retried four times into one paused
+/// member). Unlike tower's
 /// `Balance` it needs no `Buffer` in front (it is `Clone`), so a request
 /// goes straight to the member's channel: no worker task to hop through,
 /// and no queue of its own per candidate.
-#[derive(Clone)]
 struct LeastLoaded {
     members: Vec<Channel>,
     health: Arc<Health>,
@@ -258,6 +267,27 @@ struct LeastLoaded {
 /// How long a member whose connection failed is passed over.
 const PASS_OVER: Duration = Duration::from_secs(1);
 
+/// A request dropped unanswered after this long passes its member over.
+const ABANDONED: Duration = Duration::from_millis(250);
+
+impl Clone for LeastLoaded {
+    fn clone(&self) -> LeastLoaded {
+        // A state of its own: the original's, mixed with how many clones
+        // came before (splitmix64's finalizer), never 0 (xorshift's fixed
+        // point).
+        let n = self.health.clones.fetch_add(1, Ordering::Relaxed);
+        let mut z = self.random ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        LeastLoaded {
+            members: self.members.clone(),
+            health: self.health.clone(),
+            chosen: None,
+            random: (z ^ (z >> 31)) | 1,
+        }
+    }
+}
+
 /// What every clone of a [`LeastLoaded`] knows of the members.
 struct Health {
     /// Requests awaiting their answer's head, per member.
@@ -266,6 +296,8 @@ struct Health {
     /// `since` (0: not since it last answered).
     failed_at: Box<[AtomicU64]>,
     since: std::time::Instant,
+    /// Clones made so far, which seed each clone's random state.
+    clones: AtomicU64,
 }
 
 impl Health {
@@ -292,6 +324,7 @@ impl LeastLoaded {
                 in_flight: members.iter().map(|_| AtomicUsize::new(0)).collect(),
                 failed_at: members.iter().map(|_| AtomicU64::new(0)).collect(),
                 since: std::time::Instant::now(),
+                clones: AtomicU64::new(0),
             }),
             chosen: None,
             random: seed | 1,
@@ -331,15 +364,22 @@ impl LeastLoaded {
     }
 }
 
-/// Counts a request in flight on a member until dropped.
+/// Counts a request in flight on a member until dropped; dropped
+/// unanswered after [`ABANDONED`], passes the member over.
 struct InFlight {
     health: Arc<Health>,
     member: usize,
+    sent: u64,
+    answered: bool,
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.health.in_flight[self.member].fetch_sub(1, Ordering::Relaxed);
+        let now = self.health.now();
+        if !self.answered && now.saturating_sub(self.sent) >= ABANDONED.as_nanos() as u64 {
+            self.health.failed_at[self.member].store(now, Ordering::Relaxed);
+        }
     }
 }
 
@@ -372,9 +412,11 @@ impl Service<TonicRequest> for LeastLoaded {
     fn call(&mut self, request: TonicRequest) -> Self::Future {
         let member = self.chosen.take().expect("poll_ready before call");
         self.health.in_flight[member].fetch_add(1, Ordering::Relaxed);
-        let counted = InFlight {
+        let mut counted = InFlight {
+            sent: self.health.now(),
             health: self.health.clone(),
             member,
+            answered: false,
         };
         let answer = self.members[member].call(request);
         Box::pin(async move {
@@ -387,6 +429,7 @@ impl Service<TonicRequest> for LeastLoaded {
                 0
             };
             counted.health.failed_at[member].store(failed_at, Ordering::Relaxed);
+            counted.answered = true;
             drop(counted);
             answer.map_err(Into::into)
         })
@@ -498,20 +541,46 @@ fn unreachable(cfg: &ElectionConfig, detail: impl std::fmt::Display) -> Error {
     cfg.unreachable(detail)
 }
 
-/// Runs the first request of a command within the connect timeout; any
-/// failure there means etcd could not be reached.
-pub(crate) async fn first_contact<T>(
+/// Runs the first request of a command within the connect timeout, in
+/// attempts of a quarter of it (at least 250 ms); the request must be
+/// one that may be sent again (a read; a grant, whose lost lease expires
+/// on its own). Failing throughout means etcd could not be reached: the balancing client
+/// may send a request to a member that holds its connection open without
+/// answering (paused, partitioned), or the cluster may be electing its
+/// leader (`no leader`); the next attempt may go elsewhere, or later. A
+/// refusal of our credentials or permissions is not tried again.
+pub(crate) async fn first_contact<T, F>(
     cfg: &ElectionConfig,
-    request: impl Future<Output = Result<T>>,
-) -> Result<T> {
-    match tokio::time::timeout(cfg.connect_timeout, request).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(Error::Backend { source, .. })) => match source.downcast::<etcd_client::Error>() {
-            Ok(e) => Err(refused(cfg, *e)),
-            Err(other) => Err(unreachable(cfg, other)),
-        },
-        Ok(Err(e)) => Err(unreachable(cfg, e)),
-        Err(_) => Err(unreachable(cfg, "no answer")),
+    mut request: impl FnMut() -> F,
+) -> Result<T>
+where
+    F: Future<Output = Result<T>>,
+{
+    let until = tokio::time::Instant::now() + cfg.connect_timeout;
+    let attempt = (cfg.connect_timeout / 4).max(Duration::from_millis(250));
+    let mut last = None;
+    loop {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Err(last.unwrap_or_else(|| unreachable(cfg, "no answer")));
+        }
+        let failed = match tokio::time::timeout(attempt.min(left), request()).await {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(Error::Backend { source, .. })) => match source.downcast::<etcd_client::Error>()
+            {
+                Ok(e) => refused(cfg, *e),
+                Err(other) => unreachable(cfg, other),
+            },
+            Ok(Err(e)) => unreachable(cfg, e),
+            Err(_) => unreachable(cfg, format!("no answer within {attempt:?}")),
+        };
+        if matches!(failed, Error::Auth { .. }) || failed.to_string().contains("permission denied")
+        {
+            return Err(failed);
+        }
+        debug!("{failed}; trying again");
+        last = Some(failed);
+        tokio::time::sleep(Duration::from_millis(50).min(left)).await;
     }
 }
 
@@ -591,5 +660,51 @@ mod tests {
         let counts = picks(&mut balancer);
         assert!(counts[1] > 700, "{counts:?}");
         assert_eq!(counts[2], 0, "still passed over: {counts:?}");
+    }
+
+    /// A clone made per request (`kv_client()`) picks on its own: the
+    /// first picks of fresh clones spread over the members, instead of all
+    /// going where the original's first pick goes.
+    #[tokio::test]
+    async fn fresh_clones_pick_apart() {
+        let balancer = three();
+        let mut first = [0; 3];
+        for _ in 0..3000 {
+            first[balancer.clone().pick()] += 1;
+        }
+        assert!(first.iter().all(|&n| n > 700), "{first:?}");
+    }
+
+    /// A request given up on unanswered (a timeout dropped it) after a
+    /// while passes its member over; one dropped at once does not.
+    #[tokio::test]
+    async fn a_request_abandoned_unanswered_passes_its_member_over() {
+        let mut balancer = three();
+        Arc::get_mut(&mut balancer.health).unwrap().since =
+            std::time::Instant::now() - Duration::from_secs(10);
+        let now = balancer.health.now();
+        let sent = |member: usize, ago: Duration| {
+            balancer.health.in_flight[member].fetch_add(1, Ordering::Relaxed);
+            InFlight {
+                health: balancer.health.clone(),
+                member,
+                sent: now - ago.as_nanos() as u64,
+                answered: false,
+            }
+        };
+        drop(sent(0, Duration::from_millis(10)));
+        drop(sent(2, 2 * ABANDONED));
+        let counts = picks(&mut balancer);
+        assert!(counts[0] > 700, "{counts:?}");
+        assert_eq!(counts[2], 0, "{counts:?}");
+        assert_eq!(
+            balancer
+                .health
+                .in_flight
+                .iter()
+                .map(|n| n.load(Ordering::Relaxed))
+                .sum::<usize>(),
+            0
+        );
     }
 }

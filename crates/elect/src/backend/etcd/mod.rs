@@ -59,7 +59,7 @@ use connection::{Connections, connect, connect_reader, first_contact};
 pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
     let client = connect_reader(cfg).await?;
     let prefix = layout::prefix(&cfg.election);
-    let view = first_contact(cfg, observe::read_leader(&client, &prefix)).await?;
+    let view = first_contact(cfg, || observe::read_leader(&client, &prefix)).await?;
     Ok(view.to_leadership())
 }
 
@@ -70,7 +70,7 @@ pub async fn leader(cfg: &ElectionConfig) -> Result<Leadership> {
 pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
     let client = connect_reader(cfg).await?;
     let prefix = layout::prefix(&cfg.election);
-    let first = first_contact(cfg, observe::read_leader(&client, &prefix)).await?;
+    let first = first_contact(cfg, || observe::read_leader(&client, &prefix)).await?;
     let (view_tx, view_rx) = watch::channel(first.clone());
     let (out, leadership) = watch::channel(first.to_leadership());
     let task = tokio::spawn(async move {
@@ -90,8 +90,8 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign> {
     let Connections { client, renewers } = connect(cfg).await?;
     let prefix = layout::prefix(&cfg.election);
-    let first = first_contact(cfg, observe::read_leader(&client, &prefix)).await?;
-    let lease = first_contact(cfg, lease::Lease::grant(&client, &renewers, cfg.ttl)).await?;
+    let first = first_contact(cfg, || observe::read_leader(&client, &prefix)).await?;
+    let lease = first_contact(cfg, || lease::Lease::grant(&client, &renewers, cfg.ttl)).await?;
 
     let (view_tx, view_rx) = watch::channel(first.clone());
     let (out, leadership) = watch::channel(Leadership::unknown());
@@ -136,7 +136,7 @@ impl SharedSession {
     /// the connect timeout.
     pub(crate) async fn open(cfg: &ElectionConfig) -> Result<SharedSession> {
         let Connections { client, renewers } = connect(cfg).await?;
-        let lease = first_contact(cfg, lease::Lease::grant(&client, &renewers, cfg.ttl)).await?;
+        let lease = first_contact(cfg, || lease::Lease::grant(&client, &renewers, cfg.ttl)).await?;
         Ok(SharedSession {
             client,
             renewers,
