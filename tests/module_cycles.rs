@@ -499,3 +499,36 @@ fn the_check_sees_an_arrow_up_to_a_parent() {
         "{problems:?}"
     );
 }
+
+/// The soak's judge shares no code with what it judges: its manifest
+/// names no crate of the workspace, and its sources name none.
+#[test]
+fn the_judge_imports_nothing_it_judges() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/elect-judge");
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let deps = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .expect("a [dependencies] table");
+    for line in deps.lines().filter(|l| !l.trim_start().starts_with('#')) {
+        assert!(
+            !line.trim_start().starts_with("elect"),
+            "elect-judge depends on {line:?}"
+        );
+    }
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    for file in files {
+        let text = code(&std::fs::read_to_string(&file).unwrap());
+        for name in [
+            "elect::",
+            "elect_lab",
+            "elect_compare",
+            "elect_raft",
+            "elect_soak",
+            "elect_sim",
+        ] {
+            assert!(!text.contains(name), "{} names {name}", file.display());
+        }
+    }
+}

@@ -1,6 +1,9 @@
 //! `elect lab`: a lab that outlives the command that started it. `up`
 //! detaches the members and saves the lab's state in its directory; the
-//! other actions load it from there.
+//! other actions load it from there. `soak` ([`soak`]) starts a lab of its
+//! own for the length of the soak.
+
+mod soak;
 
 use std::path::{Path, PathBuf};
 
@@ -93,6 +96,10 @@ enum LabAction {
     },
     /// Stop every member; remove containers, network and directory.
     Down,
+    /// Hours of random, overlapping faults on ensembles of its own, elect's
+    /// candidates (and with --peers the peers' tools) beside them, judged
+    /// from the outside; exit 0 when every check held, 4 when one failed.
+    Soak(soak::SoakArgs),
 }
 
 /// `elect lab load on|off`.
@@ -163,14 +170,28 @@ enum Action {
     /// On or off.
     Load(bool),
     Down,
+    Soak(soak::Request),
 }
 
 impl LabArgs {
     pub fn validate(self) -> Result<Request, UsageError> {
-        let (args, format) = (&self, self.format);
-        let dir = args.dir.clone().unwrap_or_else(|| {
+        let dir = self.dir.clone().unwrap_or_else(|| {
             std::env::temp_dir().join(format!("elect-lab-{}", unsafe { libc::getuid() }))
         });
+        if let LabAction::Soak(soak) = self.action {
+            if self.format != FormatArg::Text {
+                return Err(UsageError::new(
+                    "--format",
+                    "a soak writes its report (--report); --format is for `lab up` and `lab status`",
+                ));
+            }
+            return Ok(Request {
+                action: Action::Soak(soak.validate()?),
+                dir,
+                format: self.format,
+            });
+        }
+        let (args, format) = (&self, self.format);
         let size = |flag: &str, n: usize| match n {
             0 | 1 | 3 | 5 | 7 => Ok(n),
             _ => Err(UsageError::new(
@@ -215,6 +236,7 @@ impl LabArgs {
             LabAction::Fault { fault, member } => Action::Fault((*fault).into(), member.clone()),
             LabAction::Load { switch } => Action::Load(*switch == LoadSwitch::On),
             LabAction::Down => Action::Down,
+            LabAction::Soak(_) => unreachable!("taken above"),
         };
         if format == FormatArg::Env && !matches!(action, Action::Up(_) | Action::Status) {
             return Err(UsageError::new(
@@ -238,6 +260,7 @@ fn state_file(dir: &Path) -> PathBuf {
 pub fn run(request: Request) -> anyhow::Result<u8> {
     let state = state_file(&request.dir);
     match request.action {
+        Action::Soak(soak) => soak::run(soak),
         Action::Up(spec) => {
             if state.exists() {
                 eprintln!(

@@ -9,6 +9,10 @@
 // (given up on SUSPENDED). SIGTERM closes the latch (deleting its znode)
 // and the client.
 // LATCH_DIGEST=user:password authenticates with ZooKeeper's digest scheme.
+// SOAK_WRITE=<bash script> (elect lab soak) runs `bash -c "$SOAK_WRITE"
+// soak-writer` in a session of its own while leading, with the latch
+// znode's creation zxid as ELECT_FENCING_TOKEN, and kills it on NOT_LEADER,
+// as users run leader-only work beside a latch.
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
@@ -36,12 +40,23 @@ public class LatchDriver {
         CuratorFramework client = builder.build();
         client.start();
         LeaderLatch latch = new LeaderLatch(client, path, id);
+        String work = System.getenv("SOAK_WRITE");
         latch.addListener(new LeaderLatchListener() {
-            public void isLeader() { say("LEADER"); }
-            public void notLeader() { say("NOT_LEADER"); }
+            public void isLeader() {
+                say("LEADER");
+                if (work != null) {
+                    // Off the listener's thread: it must not wait on ZooKeeper.
+                    new Thread(() -> startWork(client, latch, work)).start();
+                }
+            }
+            public void notLeader() {
+                stopWork();
+                say("NOT_LEADER");
+            }
         });
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             try {
+                stopWork();
                 latch.close();
             } catch (Exception e) {
                 say("CLOSE_FAILED " + e);
@@ -61,6 +76,37 @@ public class LatchDriver {
                 // No participant yet, or a transient connection problem.
             }
             Thread.sleep(20);
+        }
+    }
+
+    static Process writer;
+
+    static void startWork(CuratorFramework client, LeaderLatch latch, String work) {
+        try {
+            long token = client.checkExists().forPath(latch.getOurPath()).getCzxid();
+            synchronized (LatchDriver.class) {
+                if (!latch.hasLeadership() || writer != null) {
+                    return;
+                }
+                ProcessBuilder pb = new ProcessBuilder("setsid", "bash", "-c", work, "soak-writer");
+                pb.environment().put("ELECT_FENCING_TOKEN", Long.toString(token));
+                pb.redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD);
+                writer = pb.start();
+            }
+        } catch (Exception e) {
+            say("WORK_FAILED " + e);
+        }
+    }
+
+    static synchronized void stopWork() {
+        if (writer != null) {
+            writer.destroyForcibly();
+            try {
+                writer.waitFor();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            writer = null;
         }
     }
 

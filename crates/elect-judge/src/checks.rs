@@ -1,0 +1,998 @@
+//! The checks, each a function of the history alone.
+//!
+//! What counts as leading is read from outside the candidates: a command's
+//! processes alive and not stopped (the sampler), writes the fenced store
+//! accepted, and the lines the candidates printed. Nothing here knows how
+//! any backend decides.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::history::{
+    ElectionMeta, FaultRecord, History, LineRecord, Micros, ProcRecord, StoreRecord,
+};
+
+/// What went wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// Two candidates' commands alive and runnable at once, beyond the
+    /// sampler's resolution.
+    Overlap,
+    /// The store accepted a lower token after a higher one: two tokens'
+    /// writes interleaved.
+    TokenOrder,
+    /// The store accepted a write whose token was below one a newer writer
+    /// had already announced.
+    StaleAccept,
+    /// An older writer still wrote after a newer one had written (the store
+    /// refused it: fencing held, but two commands ran at once).
+    StaleWriter,
+    /// A candidate said it led while another's writes were accepted.
+    LineContradiction,
+    /// No write accepted within the bound after every fault had healed.
+    Liveness,
+    /// A periodic job completed twice in one period.
+    PeriodicTwice,
+    /// A key, znode, lease or process left after the end.
+    Leftover,
+}
+
+impl Kind {
+    /// Every kind, in the order reports list them.
+    pub const ALL: [Kind; 8] = [
+        Kind::Overlap,
+        Kind::TokenOrder,
+        Kind::StaleAccept,
+        Kind::StaleWriter,
+        Kind::LineContradiction,
+        Kind::Liveness,
+        Kind::PeriodicTwice,
+        Kind::Leftover,
+    ];
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Overlap => "overlap",
+            Kind::TokenOrder => "token-order",
+            Kind::StaleAccept => "stale-accept",
+            Kind::StaleWriter => "stale-writer",
+            Kind::LineContradiction => "line-contradiction",
+            Kind::Liveness => "liveness",
+            Kind::PeriodicTwice => "periodic-twice",
+            Kind::Leftover => "leftover",
+        }
+    }
+}
+
+/// One violation, with what is needed to look into it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Violation {
+    pub election: String,
+    pub kind: Kind,
+    /// When it happened.
+    pub at: Micros,
+    /// What exactly.
+    pub detail: String,
+    /// The faults in effect at that instant (or healed within a second).
+    pub faults: Vec<String>,
+    /// The election's history around the instant.
+    pub around: Vec<String>,
+}
+
+/// A statistic over samples, in microseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Spread {
+    pub n: usize,
+    pub p50: Micros,
+    pub p99: Micros,
+    pub max: Micros,
+}
+
+impl Spread {
+    /// Of `samples` (any order).
+    pub fn of(samples: &[Micros]) -> Spread {
+        let mut s = samples.to_vec();
+        s.sort_unstable();
+        let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
+        if s.is_empty() {
+            return Spread::default();
+        }
+        Spread {
+            n: s.len(),
+            p50: at(0.5),
+            p99: at(0.99),
+            max: *s.last().unwrap(),
+        }
+    }
+}
+
+/// What one election's history shows, beside its violations.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Figures {
+    /// New tokens that wrote, after the first.
+    pub leader_changes: usize,
+    /// Writes the store accepted.
+    pub accepted: u64,
+    /// Writes it refused (a lower token than the highest accepted).
+    pub refused: usize,
+    /// Overlaps that began while an operator's delete took leadership away
+    /// by hand: the contract there is fencing, and the store refused the
+    /// old writer.
+    pub fenced_overlaps: usize,
+    /// Time with no write accepted (gaps over 100 ms), in all and at most.
+    pub without_write: Micros,
+    pub longest_without_write: Micros,
+    /// Gaps in accepted writes (over 100 ms) by the fault kind that caused
+    /// them ("none" for a gap with no fault near: a handover).
+    pub gaps_by_fault: BTreeMap<String, Spread>,
+    /// Heal instants after which liveness was judged, and those after which
+    /// the next fault came too soon to judge.
+    pub liveness_judged: usize,
+    pub liveness_unjudged: usize,
+    /// Periodic elections: periods with a completed job, and job runs.
+    pub periods_done: usize,
+    pub periodic_runs: usize,
+}
+
+/// The judgement of one election.
+#[derive(Debug, Clone, Serialize)]
+pub struct ElectionVerdict {
+    pub key: String,
+    pub backend: String,
+    pub contender: String,
+    pub decides_exit: bool,
+    pub violations: Vec<Violation>,
+    pub figures: Figures,
+}
+
+/// The whole judgement.
+#[derive(Debug, Clone, Serialize)]
+pub struct Judgement {
+    pub seed: u64,
+    pub ended: Micros,
+    pub interrupted: bool,
+    /// The sampler's resolution: the largest gap between two reads of
+    /// /proc, and the 99th percentile of each second's largest gap.
+    pub sampler_max_gap: Micros,
+    pub sampler_p99_gap: Micros,
+    pub line_slack: Micros,
+    pub elections: Vec<ElectionVerdict>,
+    /// Faults dealt, by backend and kind.
+    pub faults: BTreeMap<String, BTreeMap<String, usize>>,
+    /// Faults that deliberately took a quorum away.
+    pub quorum_breaks: usize,
+    /// Whether every election that decides the exit code held every check.
+    pub held: bool,
+    /// Whether the end was recorded (leftovers judged).
+    pub end_recorded: bool,
+}
+
+/// The time a soak's first leader has to write, from the start.
+const STARTUP: Micros = 30_000_000;
+
+/// Gaps in accepted writes shorter than this are a writer's own rhythm.
+const GAP: Micros = 100_000;
+
+/// Judges `history`.
+pub fn judge(history: &History) -> Judgement {
+    let resolution = Resolution::of(&history.procs, history.meta.sampler_period);
+    let elections: Vec<ElectionVerdict> = history
+        .meta
+        .elections
+        .iter()
+        .map(|e| judge_election(history, e, &resolution))
+        .collect();
+    let mut faults: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for f in &history.faults {
+        *faults
+            .entry(f.backend.clone())
+            .or_default()
+            .entry(f.kind.clone())
+            .or_default() += 1;
+    }
+    Judgement {
+        seed: history.meta.seed,
+        ended: history.meta.ended,
+        interrupted: history.meta.interrupted,
+        sampler_max_gap: resolution.max,
+        sampler_p99_gap: resolution.p99,
+        line_slack: history.meta.line_slack,
+        held: elections
+            .iter()
+            .all(|e| !e.decides_exit || e.violations.is_empty()),
+        elections,
+        faults,
+        quorum_breaks: history.faults.iter().filter(|f| f.breaks_quorum).count(),
+        end_recorded: history.end.is_some(),
+    }
+}
+
+/// The sampler's resolution over time, from its ticks.
+struct Resolution {
+    /// (tick instant, largest gap in the second before it).
+    ticks: Vec<(Micros, Micros)>,
+    period: Micros,
+    max: Micros,
+    p99: Micros,
+}
+
+impl Resolution {
+    fn of(procs: &[ProcRecord], period: Micros) -> Resolution {
+        let ticks: Vec<(Micros, Micros)> = procs
+            .iter()
+            .filter_map(|p| match p {
+                ProcRecord::Tick { t, max_gap, .. } => Some((*t, *max_gap)),
+                _ => None,
+            })
+            .collect();
+        let gaps: Vec<Micros> = ticks.iter().map(|(_, g)| *g).collect();
+        let spread = Spread::of(&gaps);
+        Resolution {
+            ticks,
+            period,
+            max: spread.max.max(period),
+            p99: spread.p99.max(period),
+        }
+    }
+
+    /// How far apart two reads of /proc may have been around `t`: the
+    /// largest gap of the seconds just before and after it.
+    fn at(&self, t: Micros) -> Micros {
+        let i = self.ticks.partition_point(|(at, _)| *at < t);
+        let near = self.ticks[i.saturating_sub(1)..(i + 2).min(self.ticks.len())]
+            .iter()
+            .map(|(_, g)| *g)
+            .max()
+            .unwrap_or(self.max);
+        near.max(self.period)
+    }
+}
+
+/// An interval of time, `[from, to)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    from: Micros,
+    to: Micros,
+}
+
+impl Span {
+    fn overlap(self, other: Span) -> Option<Span> {
+        let from = self.from.max(other.from);
+        let to = self.to.min(other.to);
+        (from < to).then_some(Span { from, to })
+    }
+}
+
+fn judge_election(h: &History, e: &ElectionMeta, resolution: &Resolution) -> ElectionVerdict {
+    let mut v = Vec::new();
+    let mut figures = Figures::default();
+    let faults: Vec<&FaultRecord> = h.faults.iter().filter(|f| relevant(f, e)).collect();
+    let store = Store::of(h, &e.key);
+    let ttl = e.ttl_ms * 1000;
+    // An operator's delete takes leadership away by hand; for a TTL and a
+    // second after it, two commands may run, and fencing is the contract.
+    let operator_window = |t: Micros| {
+        faults.iter().any(|f| {
+            matches!(f.kind.as_str(), "operator-delete" | "parent-delete")
+                && f.start <= t
+                && t <= f.end + ttl + 1_000_000
+        })
+    };
+
+    // Commands alive and runnable at once.
+    let alive = alive_intervals(&h.procs, &e.key);
+    let mut pairs: Vec<(Micros, String, String, Span)> = Vec::new();
+    let cands: Vec<&String> = alive.keys().collect();
+    for (i, a) in cands.iter().enumerate() {
+        for b in &cands[i + 1..] {
+            for x in &alive[*a] {
+                for y in &alive[*b] {
+                    if let Some(o) = x.overlap(*y) {
+                        pairs.push((o.from, (*a).clone(), (*b).clone(), o));
+                    }
+                }
+            }
+        }
+    }
+    pairs.sort_by_key(|p| p.0);
+    for (_, a, b, o) in pairs {
+        let length = o.to - o.from;
+        let allowed = resolution.at(o.from);
+        if length <= allowed {
+            continue;
+        }
+        if operator_window(o.from) {
+            figures.fenced_overlaps += 1;
+            continue;
+        }
+        v.push(violation(
+            h,
+            e,
+            Kind::Overlap,
+            o.from,
+            format!(
+                "the commands of {a} and {b} were alive and runnable together for {} (the sampler's resolution here: {})",
+                ms(length),
+                ms(allowed)
+            ),
+        ));
+    }
+
+    // The store's own order, and stale writes.
+    let mut highest: Option<(u64, Micros)> = None;
+    for s in &store.spans {
+        figures.accepted += s.n;
+        if let Some((top, at)) = highest
+            && s.token < top
+        {
+            v.push(violation(
+                h,
+                e,
+                Kind::TokenOrder,
+                s.from,
+                format!(
+                    "token {} accepted after token {top} (accepted at {})",
+                    s.token,
+                    ms(at)
+                ),
+            ));
+        }
+        if highest.is_none_or(|(top, _)| s.token >= top) {
+            highest = Some((s.token, s.from));
+        }
+        // A newer writer had announced itself before this span's last write.
+        if let Some(newer) = store
+            .hellos
+            .iter()
+            .find(|n| n.token > s.token && n.t < s.to)
+        {
+            let at = newer.t.max(s.from);
+            v.push(violation(
+                h,
+                e,
+                Kind::StaleAccept,
+                at,
+                format!(
+                    "a write with token {} was accepted at {} after {} announced token {} at {}",
+                    s.token,
+                    ms(s.to),
+                    newer.cand,
+                    newer.token,
+                    ms(newer.t)
+                ),
+            ));
+        }
+    }
+    figures.refused = store.refused.len();
+    // One violation per stale token and the token it outlived.
+    let mut stale: BTreeMap<(u64, u64), (Micros, Micros, usize)> = BTreeMap::new();
+    for (t, token, top) in &store.refused {
+        if operator_window(*t) {
+            continue;
+        }
+        let entry = stale.entry((*token, *top)).or_insert((*t, *t, 0));
+        entry.1 = *t;
+        entry.2 += 1;
+    }
+    for ((token, top), (first, last, n)) in stale {
+        v.push(violation(
+            h,
+            e,
+            Kind::StaleWriter,
+            first,
+            format!(
+                "a command with token {token} still wrote after token {top} had written: {n} writes refused from {} to {}",
+                ms(first),
+                ms(last)
+            ),
+        ));
+    }
+    let tokens: BTreeSet<u64> = store.spans.iter().map(|s| s.token).collect();
+    figures.leader_changes = tokens.len().saturating_sub(1);
+
+    // Lines that say "I lead" while another's writes are accepted.
+    let slack = h.meta.line_slack;
+    for (cand, claims) in claims(h, &e.key) {
+        let frozen: Vec<Span> = faults
+            .iter()
+            .filter(|f| f.kind == "candidate-freeze" && f.target == cand)
+            .map(|f| Span {
+                from: f.start,
+                to: f.end + slack,
+            })
+            .collect();
+        for claim in claims {
+            let Some(inner) = (claim.from + slack < claim.to.saturating_sub(slack)).then(|| Span {
+                from: claim.from + slack,
+                to: claim.to - slack,
+            }) else {
+                continue;
+            };
+            let foreign = store
+                .spans
+                .iter()
+                .filter(|s| store.cand_of(s.c) != Some(cand.as_str()))
+                .find_map(|s| {
+                    let o = inner.overlap(Span {
+                        from: s.from,
+                        to: s.to + 1,
+                    })?;
+                    let free = frozen.iter().all(|f| f.overlap(o) != Some(o));
+                    (free && !operator_window(o.from)).then_some((o, s))
+                });
+            if let Some((o, s)) = foreign {
+                v.push(violation(
+                    h,
+                    e,
+                    Kind::LineContradiction,
+                    o.from,
+                    format!(
+                        "{cand} said it led from {} to {}, while {}'s writes (token {}) were accepted at {}",
+                        ms(claim.from),
+                        ms(claim.to),
+                        store.cand_of(s.c).unwrap_or("?"),
+                        s.token,
+                        ms(o.from)
+                    ),
+                ));
+            }
+        }
+    }
+
+    // Accepted writes over time: gaps, and liveness after healing.
+    let writes = merged(store.spans.iter().map(|s| Span {
+        from: s.from,
+        to: s.to + 1,
+    }));
+    let mut last = 0;
+    for w in &writes {
+        if w.from > last + GAP {
+            let gap = w.from - last;
+            figures.without_write += gap;
+            figures.longest_without_write = figures.longest_without_write.max(gap);
+        }
+        last = last.max(w.to);
+    }
+    figures.gaps_by_fault = gaps_by_fault(&faults, &writes, ttl);
+    if e.period_ms.is_none() {
+        liveness(h, e, &faults, &writes, &mut figures, &mut v);
+    } else {
+        periodic(h, e, &store, &mut figures, &mut v);
+    }
+
+    if let Some(end) = &h.end {
+        for l in end.leftovers.iter().filter(|l| l.e == e.key) {
+            v.push(violation(
+                h,
+                e,
+                Kind::Leftover,
+                h.meta.ended,
+                format!("{} {} was left behind", l.what, l.name),
+            ));
+        }
+    }
+    v.sort_by_key(|x| x.at);
+    ElectionVerdict {
+        key: e.key.clone(),
+        backend: e.backend.clone(),
+        contender: e.contender.clone(),
+        decides_exit: e.decides_exit,
+        violations: v,
+        figures,
+    }
+}
+
+/// Whether fault `f` bears on election `e`: it hit e's backend as a whole,
+/// or e itself, or the whole machine.
+fn relevant(f: &FaultRecord, e: &ElectionMeta) -> bool {
+    f.backend == "machine"
+        || (f.backend == e.backend && f.election.as_ref().is_none_or(|x| *x == e.key))
+}
+
+/// In each stretch with no fault in effect (from the start, or from the
+/// instant the last fault healed, to the next fault), writes must be
+/// accepted: from the stretch's start, and after every accepted write, the
+/// next comes within the bound. A stretch shorter than the bound cannot be
+/// judged.
+fn liveness(
+    h: &History,
+    e: &ElectionMeta,
+    faults: &[&FaultRecord],
+    writes: &[Span],
+    figures: &mut Figures,
+    v: &mut Vec<Violation>,
+) {
+    let troubled = merged(faults.iter().map(|f| Span {
+        from: f.start,
+        to: f.end.max(f.start + 1),
+    }));
+    let mut heals = vec![0];
+    heals.extend(troubled.iter().map(|s| s.to));
+    for heal in heals {
+        // The start: candidates (and the peers' JVMs) start and elect a
+        // first leader; it gets more time.
+        let bound = if heal == 0 {
+            e.liveness_bound.max(STARTUP)
+        } else {
+            e.liveness_bound
+        };
+        let next = troubled
+            .iter()
+            .map(|s| s.from)
+            .find(|from| *from > heal)
+            .unwrap_or(h.meta.ended)
+            .min(h.meta.ended);
+        if next < heal + bound {
+            figures.liveness_unjudged += 1;
+            continue;
+        }
+        figures.liveness_judged += 1;
+        // Walk the stretch: `since` is the last instant a write was seen.
+        let mut since = heal;
+        let mut stalled = None;
+        for w in writes.iter().filter(|w| w.to > heal && w.from < next) {
+            let allowed = if since == heal {
+                bound
+            } else {
+                e.liveness_bound
+            };
+            if w.from > since + allowed {
+                stalled = Some(since);
+                break;
+            }
+            since = since.max(w.to);
+        }
+        let allowed = if since == heal {
+            bound
+        } else {
+            e.liveness_bound
+        };
+        if stalled.is_none() && next > since + allowed {
+            stalled = Some(since);
+        }
+        if let Some(at) = stalled {
+            v.push(violation(
+                h,
+                e,
+                Kind::Liveness,
+                at,
+                format!(
+                    "no write was accepted for {} from {}, with no fault in effect since {}",
+                    ms(if at == heal { bound } else { e.liveness_bound }),
+                    ms(at),
+                    ms(heal)
+                ),
+            ));
+        }
+    }
+}
+
+/// At most one completed job per period.
+fn periodic(
+    h: &History,
+    e: &ElectionMeta,
+    store: &Store,
+    figures: &mut Figures,
+    v: &mut Vec<Violation>,
+) {
+    let mut done: BTreeMap<u64, Vec<(Micros, String)>> = BTreeMap::new();
+    for hello in store.hellos.iter().filter(|x| x.role == "once") {
+        figures.periodic_runs += 1;
+        if let (Some(period), Some(t)) = (hello.period, store.done.get(&hello.c)) {
+            done.entry(period)
+                .or_default()
+                .push((*t, hello.cand.clone()));
+        }
+    }
+    figures.periods_done = done.len();
+    for (period, runs) in done {
+        if runs.len() > 1 {
+            let who: Vec<String> = runs
+                .iter()
+                .map(|(t, c)| format!("{c} at {}", ms(*t)))
+                .collect();
+            v.push(violation(
+                h,
+                e,
+                Kind::PeriodicTwice,
+                runs[1].0,
+                format!(
+                    "the period starting at {period} (Unix seconds) was completed {} times: {}",
+                    runs.len(),
+                    who.join(", ")
+                ),
+            ));
+        }
+    }
+}
+
+/// For each gap in accepted writes, the kind of the fault that caused it:
+/// the latest relevant fault begun before the gap and in effect (or healed
+/// within a TTL) when it began; "none" when there is none (a handover).
+fn gaps_by_fault(
+    faults: &[&FaultRecord],
+    writes: &[Span],
+    ttl: Micros,
+) -> BTreeMap<String, Spread> {
+    let mut samples: BTreeMap<String, Vec<Micros>> = BTreeMap::new();
+    let mut last = 0;
+    for w in writes {
+        if w.from > last + GAP && last > 0 {
+            samples
+                .entry(cause_of(faults, last, ttl))
+                .or_default()
+                .push(w.from - last);
+        }
+        last = last.max(w.to);
+    }
+    samples
+        .into_iter()
+        .map(|(k, s)| (k, Spread::of(&s)))
+        .collect()
+}
+
+fn cause_of(faults: &[&FaultRecord], at: Micros, ttl: Micros) -> String {
+    faults
+        .iter()
+        .filter(|f| f.start <= at + 1_000 && at <= f.end + ttl)
+        .max_by_key(|f| f.start)
+        .map_or_else(|| "none".to_owned(), |f| f.kind.clone())
+}
+
+/// Overlapping or touching spans joined, in order.
+fn merged(spans: impl Iterator<Item = Span>) -> Vec<Span> {
+    let mut all: Vec<Span> = spans.collect();
+    all.sort_by_key(|s| s.from);
+    let mut out: Vec<Span> = Vec::new();
+    for s in all {
+        match out.last_mut() {
+            Some(last) if s.from <= last.to => last.to = last.to.max(s.to),
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
+/// Per candidate of election `key`: when at least one of its command's
+/// processes was alive and not stopped.
+fn alive_intervals(procs: &[ProcRecord], key: &str) -> BTreeMap<String, Vec<Span>> {
+    let mut states: BTreeMap<String, BTreeMap<i32, bool>> = BTreeMap::new();
+    let mut since: BTreeMap<String, Micros> = BTreeMap::new();
+    let mut out: BTreeMap<String, Vec<Span>> = BTreeMap::new();
+    let mut last_t = 0;
+    for p in procs {
+        let ProcRecord::Proc {
+            t,
+            pid,
+            e,
+            cand,
+            role,
+            state,
+        } = p
+        else {
+            continue;
+        };
+        last_t = last_t.max(*t);
+        // Commands only: their writers, daemons and periodic jobs.
+        if e != key || !matches!(role.as_str(), "writer" | "daemon" | "once") {
+            continue;
+        }
+        let pids = states.entry(cand.clone()).or_default();
+        let was = pids.values().any(|r| *r);
+        match state.as_str() {
+            "gone" => {
+                pids.remove(pid);
+            }
+            s => {
+                pids.insert(*pid, s == "run");
+            }
+        }
+        let is = pids.values().any(|r| *r);
+        if !was && is {
+            since.insert(cand.clone(), *t);
+        } else if was
+            && !is
+            && let Some(from) = since.remove(cand)
+        {
+            out.entry(cand.clone())
+                .or_default()
+                .push(Span { from, to: *t });
+        }
+    }
+    for (cand, from) in since {
+        out.entry(cand).or_default().push(Span {
+            from,
+            to: last_t.max(from + 1),
+        });
+    }
+    out
+}
+
+/// Per candidate of election `key`: the spans in which it said it led,
+/// from an `elected` (or a leader line naming itself) to the line that
+/// says otherwise, its exit or a new start.
+fn claims(h: &History, key: &str) -> BTreeMap<String, Vec<Span>> {
+    let mut open: BTreeMap<String, Micros> = BTreeMap::new();
+    let mut out: BTreeMap<String, Vec<Span>> = BTreeMap::new();
+    let mut close = |open: &mut BTreeMap<String, Micros>, cand: &str, t: Micros| {
+        if let Some(from) = open.remove(cand) {
+            out.entry(cand.to_owned())
+                .or_default()
+                .push(Span { from, to: t });
+        }
+    };
+    for l in &h.lines {
+        match l {
+            LineRecord::Start { t, e, cand, .. } | LineRecord::Exit { t, e, cand, .. }
+                if e == key =>
+            {
+                close(&mut open, cand, *t);
+            }
+            LineRecord::Line { t, e, cand, text } if e == key => match says(text) {
+                Some(true) => {
+                    open.entry(cand.clone()).or_insert(*t);
+                }
+                Some(false) => close(&mut open, cand, *t),
+                None => {}
+            },
+            _ => {}
+        }
+    }
+    let end = h.meta.ended;
+    for cand in open.keys().cloned().collect::<Vec<_>>() {
+        close(&mut open, &cand, end);
+    }
+    out
+}
+
+/// Whether a candidate's line says it leads (`Some(true)`), says it does
+/// not (`Some(false)`), or neither. elect prints JSON snapshots; the peers'
+/// drivers print words.
+fn says(text: &str) -> Option<bool> {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(text)
+        && let Some(event) = v.get("event").and_then(|e| e.as_str())
+    {
+        let is_self = v.get("is_self").and_then(|s| s.as_bool()) == Some(true);
+        return match event {
+            "elected" => Some(true),
+            "demoted" | "unknown" | "none" => Some(false),
+            "leader" => Some(is_self),
+            _ => None,
+        };
+    }
+    let word = text.split_whitespace().next()?;
+    match word {
+        "LEADER" | "ELECTED" => Some(true),
+        "NOT_LEADER" | "LOST" | "DEMOTED" | "SUSPENDED" => Some(false),
+        _ => None,
+    }
+}
+
+/// The store's records of one election, in order.
+struct Store {
+    hellos: Vec<Hello>,
+    spans: Vec<Accepted>,
+    /// (instant, token, highest accepted then).
+    refused: Vec<(Micros, u64, u64)>,
+    /// Connection -> when its job said it was done.
+    done: BTreeMap<u64, Micros>,
+    cands: BTreeMap<u64, String>,
+}
+
+struct Hello {
+    t: Micros,
+    c: u64,
+    cand: String,
+    token: u64,
+    role: String,
+    period: Option<u64>,
+}
+
+struct Accepted {
+    c: u64,
+    token: u64,
+    from: Micros,
+    to: Micros,
+    n: u64,
+}
+
+impl Store {
+    fn of(h: &History, key: &str) -> Store {
+        let mut s = Store {
+            hellos: Vec::new(),
+            spans: Vec::new(),
+            refused: Vec::new(),
+            done: BTreeMap::new(),
+            cands: BTreeMap::new(),
+        };
+        for r in &h.store {
+            match r {
+                StoreRecord::Hello {
+                    t,
+                    e,
+                    c,
+                    cand,
+                    token,
+                    role,
+                    period,
+                } if e == key => {
+                    s.cands.insert(*c, cand.clone());
+                    s.hellos.push(Hello {
+                        t: *t,
+                        c: *c,
+                        cand: cand.clone(),
+                        token: *token,
+                        role: role.clone(),
+                        period: *period,
+                    });
+                }
+                StoreRecord::Span {
+                    e,
+                    c,
+                    token,
+                    from,
+                    to,
+                    n,
+                } if e == key => s.spans.push(Accepted {
+                    c: *c,
+                    token: *token,
+                    from: *from,
+                    to: *to,
+                    n: *n,
+                }),
+                StoreRecord::Refused {
+                    t,
+                    e,
+                    token,
+                    highest,
+                    ..
+                } if e == key => s.refused.push((*t, *token, *highest)),
+                StoreRecord::Done { t, e, c } if e == key => {
+                    s.done.insert(*c, *t);
+                }
+                _ => {}
+            }
+        }
+        s.hellos.sort_by_key(|x| x.t);
+        s.spans.sort_by_key(|x| x.from);
+        s.refused.sort_by_key(|x| x.0);
+        s
+    }
+
+    fn cand_of(&self, c: u64) -> Option<&str> {
+        self.cands.get(&c).map(String::as_str)
+    }
+}
+
+/// A violation with the faults in effect and the history around it.
+fn violation(h: &History, e: &ElectionMeta, kind: Kind, at: Micros, detail: String) -> Violation {
+    let faults = h
+        .faults
+        .iter()
+        .filter(|f| relevant(f, e) && f.start <= at && at <= f.end + 1_000_000)
+        .map(describe_fault)
+        .collect();
+    Violation {
+        election: e.key.clone(),
+        kind,
+        at,
+        detail,
+        faults,
+        around: around(h, &e.key, at),
+    }
+}
+
+/// A fault in a line.
+pub fn describe_fault(f: &FaultRecord) -> String {
+    let mut s = format!(
+        "{} {} on {} from {} to {}",
+        f.backend,
+        f.kind,
+        f.target,
+        ms(f.start),
+        ms(f.end)
+    );
+    if f.breaks_quorum {
+        s.push_str(" (breaks quorum)");
+    }
+    if !f.note.is_empty() {
+        s.push_str(&format!(" ({})", f.note));
+    }
+    s
+}
+
+/// The election's records within a second of `at`, in order, at most 40.
+fn around(h: &History, key: &str, at: Micros) -> Vec<String> {
+    let near = |t: Micros| t + 1_000_000 >= at && t <= at + 1_000_000;
+    let mut out: Vec<(Micros, String)> = Vec::new();
+    for r in &h.store {
+        let (t, text) = match r {
+            StoreRecord::Hello {
+                t,
+                e,
+                cand,
+                token,
+                role,
+                ..
+            } if e == key => (
+                *t,
+                format!("store: {cand} ({role}) connects with token {token}"),
+            ),
+            StoreRecord::Span {
+                e,
+                token,
+                from,
+                to,
+                n,
+                ..
+            } if e == key => (
+                *from,
+                format!(
+                    "store: {n} writes of token {token} accepted until {}",
+                    ms(*to)
+                ),
+            ),
+            StoreRecord::Refused { t, e, token, .. } if e == key => {
+                (*t, format!("store: a write of token {token} refused"))
+            }
+            StoreRecord::Close { t, e, c } if e == key => {
+                (*t, format!("store: connection {c} closed"))
+            }
+            _ => continue,
+        };
+        if near(t) {
+            out.push((t, text));
+        }
+    }
+    for r in &h.procs {
+        if let ProcRecord::Proc {
+            t,
+            pid,
+            e,
+            cand,
+            role,
+            state,
+        } = r
+            && e == key
+            && near(*t)
+        {
+            out.push((*t, format!("proc: {cand}'s {role} {pid} {state}")));
+        }
+    }
+    for r in &h.lines {
+        let (t, text) = match r {
+            LineRecord::Line { t, e, cand, text } if e == key => {
+                (*t, format!("{cand} says {text}"))
+            }
+            LineRecord::Start { t, e, cand, pid } if e == key => {
+                (*t, format!("{cand} starts as {pid}"))
+            }
+            LineRecord::Exit { t, e, cand, code } if e == key => {
+                (*t, format!("{cand} exits {code}"))
+            }
+            _ => continue,
+        };
+        if near(t) {
+            out.push((t, text));
+        }
+    }
+    out.sort_by_key(|(t, _)| *t);
+    let from = out.partition_point(|(t, _)| *t < at).saturating_sub(20);
+    out.into_iter()
+        .skip(from)
+        .take(40)
+        .map(|(t, text)| format!("{}: {text}", ms(t)))
+        .collect()
+}
+
+/// Microseconds as milliseconds, for people.
+pub fn ms(us: Micros) -> String {
+    if us >= 10_000_000 {
+        format!("{:.1} s", us as f64 / 1e6)
+    } else {
+        format!("{:.1} ms", us as f64 / 1e3)
+    }
+}

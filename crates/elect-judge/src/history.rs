@@ -1,0 +1,285 @@
+//! The recorded history, as files in one directory, and reading it back.
+//!
+//! Every instant is in microseconds since the soak began, on the recorder's
+//! one monotonic clock: the store, the sampler, the line readers and the
+//! nemesis all stamp with it, so their records compare without skew.
+//!
+//! | file | one line per |
+//! |---|---|
+//! | `meta.json` | (one object) the soak's settings and elections |
+//! | `store.jsonl` | connection opened (`hello`), run of accepted writes (`span`), refused write, finished job (`done`), connection closed |
+//! | `procs.jsonl` | a command's process appearing, frozen, runnable again or gone; a tick per second with the sampler's largest gap |
+//! | `lines.jsonl` | a candidate started, printed a line, exited |
+//! | `faults.jsonl` | a fault dealt: kind, target, start, end |
+//! | `end.json` | (one object) what was left behind at the end |
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Microseconds since the soak began.
+pub type Micros = u64;
+
+/// The soak's settings and the elections it held.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Meta {
+    /// The seed the fault schedule was drawn from.
+    pub seed: u64,
+    /// When the soak began, in milliseconds since the Unix epoch.
+    pub started_unix_ms: u64,
+    /// How long it ran.
+    pub ended: Micros,
+    /// Whether it was stopped early (Ctrl-C).
+    #[serde(default)]
+    pub interrupted: bool,
+    /// Where the ensembles ran: containers or processes.
+    pub mode: String,
+    /// How often the sampler meant to read /proc.
+    pub sampler_period: Micros,
+    /// How long a line may lag the store (either way) before a
+    /// contradiction counts.
+    pub line_slack: Micros,
+    /// The elections: one per contender per backend, and the periodic one.
+    pub elections: Vec<ElectionMeta>,
+    /// Versions of what ran (free text, for the report).
+    #[serde(default)]
+    pub versions: Vec<(String, String)>,
+}
+
+/// One election of the soak.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ElectionMeta {
+    /// Its key in the history, like `etcd/elect`.
+    pub key: String,
+    /// The backend it ran on: etcd, zk or raft.
+    pub backend: String,
+    /// Whose code campaigned: elect, etcdctl, kazoo, curator, ...
+    pub contender: String,
+    /// The TTL (lease, session, election timeout) in milliseconds.
+    pub ttl_ms: u64,
+    /// For a periodic election (`run --once`), the period in milliseconds.
+    #[serde(default)]
+    pub period_ms: Option<u64>,
+    /// After the last fault in effect heals, a write must be accepted
+    /// within this long.
+    pub liveness_bound: Micros,
+    /// Whether its violations decide the soak's exit code.
+    pub decides_exit: bool,
+    /// The candidates' names.
+    pub candidates: Vec<String>,
+}
+
+/// A record of the fenced store.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "k", rename_all = "lowercase")]
+pub enum StoreRecord {
+    /// A writer connected and named itself.
+    Hello {
+        t: Micros,
+        e: String,
+        c: u64,
+        cand: String,
+        token: u64,
+        /// writer (the command), daemon (its daemonized grandchild) or
+        /// once (a periodic job).
+        role: String,
+        /// For a periodic job, the start of its period (Unix seconds).
+        #[serde(default)]
+        period: Option<u64>,
+    },
+    /// Accepted writes of one connection, one after another with no other
+    /// connection's write of the same election between them and no pause
+    /// over the span limit.
+    Span {
+        e: String,
+        c: u64,
+        token: u64,
+        from: Micros,
+        to: Micros,
+        n: u64,
+    },
+    /// A write refused: its token is below the highest accepted.
+    Refused {
+        t: Micros,
+        e: String,
+        c: u64,
+        token: u64,
+        highest: u64,
+    },
+    /// A periodic job said it finished its work.
+    Done { t: Micros, e: String, c: u64 },
+    /// A connection closed.
+    Close { t: Micros, e: String, c: u64 },
+}
+
+/// A record of the /proc sampler.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "k", rename_all = "lowercase")]
+pub enum ProcRecord {
+    /// A tagged process changed state: `run` (alive and not stopped),
+    /// `stop` (stopped by a signal or a tracer), `gone`.
+    Proc {
+        t: Micros,
+        pid: i32,
+        e: String,
+        cand: String,
+        role: String,
+        state: String,
+    },
+    /// Once a second: the largest time between two reads of /proc in it.
+    Tick {
+        t: Micros,
+        max_gap: Micros,
+        scans: u64,
+    },
+}
+
+/// A record of a candidate's life and output.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "k", rename_all = "lowercase")]
+pub enum LineRecord {
+    /// The candidate process started.
+    Start {
+        t: Micros,
+        e: String,
+        cand: String,
+        pid: i32,
+    },
+    /// It printed a line on stdout.
+    Line {
+        t: Micros,
+        e: String,
+        cand: String,
+        text: String,
+    },
+    /// It exited (code, or 128 + signal).
+    Exit {
+        t: Micros,
+        e: String,
+        cand: String,
+        code: i32,
+    },
+}
+
+/// A fault the nemesis dealt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FaultRecord {
+    /// Its kind, like `member-kill` or `candidate-freeze`.
+    pub kind: String,
+    /// The backend it hit, or `machine` for load.
+    pub backend: String,
+    /// What it hit: a member, a candidate, a key, the machine.
+    pub target: String,
+    /// The election it hit, when it hit one alone.
+    #[serde(default)]
+    pub election: Option<String>,
+    /// When it began.
+    pub start: Micros,
+    /// When it was healed (the same instant for an instant fault).
+    pub end: Micros,
+    /// Whether it deliberately took the service's quorum away.
+    #[serde(default)]
+    pub breaks_quorum: bool,
+    /// Free text: why this target (for example, it led the service).
+    #[serde(default)]
+    pub note: String,
+}
+
+/// What was left after the soak stopped everything it started.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct End {
+    /// One entry per thing left behind.
+    pub leftovers: Vec<Leftover>,
+}
+
+/// A key, znode, lease or process left behind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Leftover {
+    /// The election it belongs to (or the backend, for a lease).
+    pub e: String,
+    /// key, znode, lease, process.
+    pub what: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// A whole history, read back.
+#[derive(Debug, Clone)]
+pub struct History {
+    pub meta: Meta,
+    pub store: Vec<StoreRecord>,
+    pub procs: Vec<ProcRecord>,
+    pub lines: Vec<LineRecord>,
+    pub faults: Vec<FaultRecord>,
+    pub end: Option<End>,
+}
+
+/// Why a history could not be read.
+#[derive(Debug)]
+pub struct ReadError(pub String);
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+impl History {
+    /// Reads the history in `dir`. `end.json` may be missing (a soak that
+    /// was killed); every other file must be there and parse.
+    pub fn read(dir: &Path) -> Result<History, ReadError> {
+        let text = |name: &str| {
+            std::fs::read_to_string(dir.join(name))
+                .map_err(|e| ReadError(format!("{}: {e}", dir.join(name).display())))
+        };
+        let meta: Meta = serde_json::from_str(&text("meta.json")?)
+            .map_err(|e| ReadError(format!("{}: {e}", dir.join("meta.json").display())))?;
+        let end = match std::fs::read_to_string(dir.join("end.json")) {
+            Ok(t) => Some(
+                serde_json::from_str(&t)
+                    .map_err(|e| ReadError(format!("{}: {e}", dir.join("end.json").display())))?,
+            ),
+            Err(_) => None,
+        };
+        Ok(History {
+            meta,
+            store: jsonl(dir, "store.jsonl", &text("store.jsonl")?)?,
+            procs: jsonl(dir, "procs.jsonl", &text("procs.jsonl")?)?,
+            lines: jsonl(dir, "lines.jsonl", &text("lines.jsonl")?)?,
+            faults: jsonl(dir, "faults.jsonl", &text("faults.jsonl")?)?,
+            end,
+        })
+    }
+
+    /// The election called `key`.
+    pub fn election(&self, key: &str) -> Option<&ElectionMeta> {
+        self.meta.elections.iter().find(|e| e.key == key)
+    }
+}
+
+/// Lines of JSON; a torn last line (the recorder was killed mid-write) is
+/// dropped, any other bad line is an error.
+fn jsonl<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    name: &str,
+    text: &str,
+) -> Result<Vec<T>, ReadError> {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut out = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        match serde_json::from_str(line) {
+            Ok(v) => out.push(v),
+            Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => {}
+            Err(e) => {
+                return Err(ReadError(format!(
+                    "{} line {}: {e}",
+                    dir.join(name).display(),
+                    i + 1
+                )));
+            }
+        }
+    }
+    Ok(out)
+}

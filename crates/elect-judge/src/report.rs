@@ -1,0 +1,352 @@
+//! The judgement as people and programs read it: `verdict.json`,
+//! `report.md` (the book's results page is this file) and `report.html`
+//! with a timeline of tenures and faults. Each opens with the verdict.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::checks::{Judgement, Kind, describe_fault, ms};
+use crate::history::{History, Micros, StoreRecord};
+
+/// Writes `verdict.json`, `report.md` and `report.html` into `dir`.
+pub fn write(dir: &Path, j: &Judgement, h: &History) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let json = serde_json::to_string_pretty(j).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("verdict.json"), json + "\n")?;
+    std::fs::write(dir.join("report.md"), markdown(j, h))?;
+    std::fs::write(dir.join("report.html"), html(j, h))?;
+    Ok(())
+}
+
+/// The one-line verdict.
+pub fn headline(j: &Judgement) -> String {
+    let count = |decides: bool| -> usize {
+        j.elections
+            .iter()
+            .filter(|e| e.decides_exit == decides)
+            .map(|e| e.violations.len())
+            .sum()
+    };
+    let ours = count(true);
+    let theirs = count(false);
+    let peers = if j.elections.iter().any(|e| !e.decides_exit) {
+        format!("; the peers beside it: {theirs} violations")
+    } else {
+        String::new()
+    };
+    if j.held {
+        format!("every check held for elect{peers}")
+    } else {
+        format!("{ours} violations by elect{peers}")
+    }
+}
+
+fn duration(us: Micros) -> String {
+    let s = us / 1_000_000;
+    if s >= 3600 {
+        format!("{}h{:02}m{:02}s", s / 3600, s % 3600 / 60, s % 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{:.1}s", us as f64 / 1e6)
+    }
+}
+
+/// The markdown page.
+pub fn markdown(j: &Judgement, h: &History) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Soak: {}\n", headline(j));
+    let _ = writeln!(
+        s,
+        "Seed {}, {} of faults{} ({} mode). The sampler read /proc every {} at best; its largest gap was {} (p99 of each second's largest: {}): overlaps shorter than the gap around them are below its resolution. A line may lag the store by {} either way.\n",
+        j.seed,
+        duration(j.ended),
+        if j.interrupted { ", stopped early" } else { "" },
+        h.meta.mode,
+        ms(h.meta.sampler_period),
+        ms(j.sampler_max_gap),
+        ms(j.sampler_p99_gap),
+        ms(j.line_slack),
+    );
+    if !j.end_recorded {
+        let _ = writeln!(s, "The end was not recorded: leftovers were not judged.\n");
+    }
+    s.push_str("## Verdict\n\n");
+    s.push_str("| backend | contender | violations | leader changes | writes accepted | refused | fenced overlaps (operator) | time without a write | longest | liveness judged |\n");
+    s.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for e in &j.elections {
+        let f = &e.figures;
+        let mut by_kind: BTreeMap<Kind, usize> = BTreeMap::new();
+        for v in &e.violations {
+            *by_kind.entry(v.kind).or_default() += 1;
+        }
+        let violations = if by_kind.is_empty() {
+            "0".to_owned()
+        } else {
+            by_kind
+                .iter()
+                .map(|(k, n)| format!("{n} {}", k.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let contender = if e.decides_exit {
+            e.contender.clone()
+        } else {
+            format!("{} (peer)", e.contender)
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} of {} |",
+            e.backend,
+            contender,
+            violations,
+            f.leader_changes,
+            f.accepted,
+            f.refused,
+            f.fenced_overlaps,
+            duration(f.without_write),
+            ms(f.longest_without_write),
+            f.liveness_judged,
+            f.liveness_judged + f.liveness_unjudged,
+        );
+    }
+    let periodic: Vec<_> = j
+        .elections
+        .iter()
+        .filter(|e| e.figures.periodic_runs > 0)
+        .collect();
+    if !periodic.is_empty() {
+        s.push_str("\nPeriodic jobs (`run --once`): ");
+        let parts: Vec<String> = periodic
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}: {} runs, {} periods completed",
+                    e.key, e.figures.periodic_runs, e.figures.periods_done
+                )
+            })
+            .collect();
+        s.push_str(&parts.join("; "));
+        s.push_str(".\n");
+    }
+
+    s.push_str("\n## Faults dealt\n\n| backend | kind | dealt |\n|---|---|---:|\n");
+    for (backend, kinds) in &j.faults {
+        for (kind, n) in kinds {
+            let _ = writeln!(s, "| {backend} | {kind} | {n} |");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n{} of them deliberately took a quorum away.\n",
+        j.quorum_breaks
+    );
+
+    s.push_str("## Time without an accepted write, by the fault that caused it\n\n");
+    s.push_str("Each gap of over 100 ms between accepted writes, put down to the latest fault in effect when it began (`none`: a handover or a candidate's own exit).\n\n");
+    s.push_str("| backend | contender | fault | gaps | p50 | p99 | max |\n|---|---|---|---:|---:|---:|---:|\n");
+    for e in &j.elections {
+        for (kind, spread) in &e.figures.gaps_by_fault {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {kind} | {} | {} | {} | {} |",
+                e.backend,
+                e.contender,
+                spread.n,
+                ms(spread.p50),
+                ms(spread.p99),
+                ms(spread.max)
+            );
+        }
+    }
+
+    let all: Vec<_> = j.elections.iter().flat_map(|e| &e.violations).collect();
+    if !all.is_empty() {
+        s.push_str("\n## Violations\n\n");
+        for v in all.iter().take(30) {
+            let _ = writeln!(
+                s,
+                "- **{} {}** at {}: {}",
+                v.election,
+                v.kind.name(),
+                ms(v.at),
+                v.detail
+            );
+            for f in &v.faults {
+                let _ = writeln!(s, "  - in effect: {f}");
+            }
+        }
+        if all.len() > 30 {
+            let _ = writeln!(s, "- and {} more (verdict.json)", all.len() - 30);
+        }
+    }
+    s
+}
+
+/// The HTML page: the verdict, the tables, a timeline per backend.
+pub fn html(j: &Judgement, h: &History) -> String {
+    let (colour, text) = if j.held {
+        ("#1a7f37", "white")
+    } else {
+        ("#cf222e", "white")
+    };
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>elect soak, seed {}</title>\
+         <style>body{{font-family:sans-serif;margin:0 auto;max-width:1200px;padding:0 12px}}\
+         .verdict{{background:{colour};color:{text};padding:14px;font-size:20px}}\
+         table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 6px}}\
+         svg{{max-width:100%;height:auto}}pre{{white-space:pre-wrap;font-size:12px}}</style></head><body>\
+         <div class=\"verdict\">{}</div>",
+        j.seed,
+        escape(&headline(j))
+    );
+    s.push_str("<h2>Timeline</h2>");
+    for backend in backends(h) {
+        s.push_str(&timeline(h, &backend));
+    }
+    // The tables, as the markdown has them.
+    for block in markdown(j, h).split("\n\n").skip(1) {
+        if block.starts_with('|') {
+            s.push_str("<table>");
+            for (i, row) in block.lines().enumerate() {
+                if i == 1 {
+                    continue;
+                }
+                let cell = if i == 0 { "th" } else { "td" };
+                s.push_str("<tr>");
+                for c in row.trim_matches('|').split('|') {
+                    let _ = write!(s, "<{cell}>{}</{cell}>", escape(c.trim()));
+                }
+                s.push_str("</tr>");
+            }
+            s.push_str("</table>");
+        } else if let Some(title) = block.strip_prefix("## ") {
+            let _ = write!(s, "<h2>{}</h2>", escape(title));
+        } else {
+            let _ = write!(s, "<pre>{}</pre>", escape(block));
+        }
+    }
+    s.push_str("</body></html>\n");
+    s
+}
+
+fn backends(h: &History) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for e in &h.meta.elections {
+        if !out.contains(&e.backend) {
+            out.push(e.backend.clone());
+        }
+    }
+    out
+}
+
+/// One backend's timeline: a row per candidate (its tenures as the store
+/// saw them), then a row per fault target.
+/// A bar of the timeline: from, to, and its tooltip.
+type Bar = (Micros, Micros, String);
+
+fn timeline(h: &History, backend: &str) -> String {
+    let width = 1160.0;
+    let left = 170.0;
+    let end = h.meta.ended.max(1) as f64;
+    let x = |t: Micros| left + (t as f64 / end) * (width - left);
+    let mut rows: Vec<(String, Vec<Bar>)> = Vec::new();
+    for e in h.meta.elections.iter().filter(|e| e.backend == backend) {
+        let mut open: BTreeMap<u64, (String, Micros, u64)> = BTreeMap::new();
+        let mut per: BTreeMap<String, Vec<Bar>> = BTreeMap::new();
+        for r in &h.store {
+            match r {
+                StoreRecord::Hello {
+                    t,
+                    e: k,
+                    c,
+                    cand,
+                    token,
+                    role,
+                    ..
+                } if *k == e.key && role != "daemon" => {
+                    open.insert(*c, (cand.clone(), *t, *token));
+                }
+                StoreRecord::Close { t, e: k, c } if *k == e.key => {
+                    if let Some((cand, from, token)) = open.remove(c) {
+                        per.entry(cand)
+                            .or_default()
+                            .push((from, *t, token.to_string()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (_, (cand, from, token)) in open {
+            per.entry(cand)
+                .or_default()
+                .push((from, h.meta.ended, token.to_string()));
+        }
+        for cand in &e.candidates {
+            rows.push((
+                format!("{} {cand}", e.contender),
+                per.remove(cand).unwrap_or_default(),
+            ));
+        }
+    }
+    let mut targets: BTreeMap<String, Vec<Bar>> = BTreeMap::new();
+    for f in h
+        .faults
+        .iter()
+        .filter(|f| f.backend == backend || f.backend == "machine")
+    {
+        targets
+            .entry(format!("fault: {}", f.target))
+            .or_default()
+            .push((
+                f.start,
+                f.end.max(f.start + (end as u64) / 1000),
+                describe_fault(f),
+            ));
+    }
+    rows.extend(targets);
+    let height = 22.0 * rows.len() as f64 + 30.0;
+    let mut s = format!(
+        "<h3>{}</h3><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\">",
+        escape(backend)
+    );
+    for (i, (label, bars)) in rows.iter().enumerate() {
+        let y = 22.0 * i as f64 + 4.0;
+        let fault = label.starts_with("fault: ");
+        let _ = write!(
+            s,
+            "<text x=\"0\" y=\"{}\" font-size=\"12\">{}</text>",
+            y + 13.0,
+            escape(label)
+        );
+        for (from, to, title) in bars {
+            let _ = write!(
+                s,
+                "<rect x=\"{:.1}\" y=\"{y}\" width=\"{:.1}\" height=\"16\" fill=\"{}\"><title>{}</title></rect>",
+                x(*from),
+                (x(*to) - x(*from)).max(1.0),
+                if fault { "#d1242f" } else { "#0969da" },
+                escape(title)
+            );
+        }
+    }
+    let _ = write!(
+        s,
+        "<text x=\"{left}\" y=\"{}\" font-size=\"11\">0</text><text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text></svg>",
+        height - 4.0,
+        width,
+        height - 4.0,
+        duration(h.meta.ended)
+    );
+    s
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

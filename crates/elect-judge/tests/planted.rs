@@ -1,0 +1,392 @@
+//! The judge's teeth: a clean history holds; the same history with one
+//! planted violation is refused, for that reason and no other.
+
+use elect_judge::history::{
+    ElectionMeta, End, FaultRecord, History, Leftover, LineRecord, Meta, ProcRecord, StoreRecord,
+};
+use elect_judge::{Kind, judge};
+
+const S: u64 = 1_000_000;
+const MS: u64 = 1_000;
+
+/// Two candidates of one elect election, a TTL of 2 s: c1 leads from 0.1 s
+/// to 10 s (token 10), c2 from 10.02 s to 30 s (token 20). One fault, a
+/// member killed from 12 s to 14 s, ridden out. Sampler ticks every second
+/// with a 2 ms gap.
+fn clean() -> History {
+    let e = "etcd/elect".to_owned();
+    let mut store = Vec::new();
+    let mut procs = Vec::new();
+    let mut lines = Vec::new();
+    let mut tenure = |c: u64, cand: &str, token: u64, from: u64, to: u64| {
+        store.push(StoreRecord::Hello {
+            t: from,
+            e: e.clone(),
+            c,
+            cand: cand.into(),
+            token,
+            role: "writer".into(),
+            period: None,
+        });
+        store.push(StoreRecord::Span {
+            e: e.clone(),
+            c,
+            token,
+            from: from + MS,
+            to: to - MS,
+            n: (to - from) / (10 * MS),
+        });
+        store.push(StoreRecord::Close {
+            t: to,
+            e: e.clone(),
+            c,
+        });
+        for (t, state) in [(from - MS, "run"), (to, "gone")] {
+            procs.push(ProcRecord::Proc {
+                t,
+                pid: c as i32 + 100,
+                e: e.clone(),
+                cand: cand.into(),
+                role: "writer".into(),
+                state: state.into(),
+            });
+        }
+        lines.push(LineRecord::Line {
+            t: from - 2 * MS,
+            e: e.clone(),
+            cand: cand.into(),
+            text: r#"{"event":"elected","is_self":true}"#.into(),
+        });
+        lines.push(LineRecord::Line {
+            t: to + MS,
+            e: e.clone(),
+            cand: cand.into(),
+            text: r#"{"event":"demoted","is_self":false}"#.into(),
+        });
+    };
+    tenure(1, "c1", 10, 100 * MS, 10 * S);
+    tenure(2, "c2", 20, 10 * S + 20 * MS, 30 * S);
+    procs.sort_by_key(|p| match p {
+        ProcRecord::Proc { t, .. } | ProcRecord::Tick { t, .. } => *t,
+    });
+    let mut with_ticks = Vec::new();
+    for s in 1..=30 {
+        with_ticks.push(ProcRecord::Tick {
+            t: s * S,
+            max_gap: 2 * MS,
+            scans: 500,
+        });
+    }
+    with_ticks.extend(procs);
+    with_ticks.sort_by_key(|p| match p {
+        ProcRecord::Proc { t, .. } | ProcRecord::Tick { t, .. } => *t,
+    });
+    lines.sort_by_key(|l| match l {
+        LineRecord::Line { t, .. } | LineRecord::Start { t, .. } | LineRecord::Exit { t, .. } => *t,
+    });
+    History {
+        meta: Meta {
+            seed: 7,
+            started_unix_ms: 0,
+            ended: 30 * S,
+            interrupted: false,
+            mode: "processes".into(),
+            sampler_period: 2 * MS,
+            line_slack: 500 * MS,
+            elections: vec![ElectionMeta {
+                key: e.clone(),
+                backend: "etcd".into(),
+                contender: "elect".into(),
+                ttl_ms: 2000,
+                period_ms: None,
+                liveness_bound: 5 * S,
+                decides_exit: true,
+                candidates: vec!["c1".into(), "c2".into()],
+            }],
+            versions: Vec::new(),
+        },
+        store,
+        procs: with_ticks,
+        lines,
+        faults: vec![FaultRecord {
+            kind: "member-kill".into(),
+            backend: "etcd".into(),
+            target: "etcd-1".into(),
+            election: None,
+            start: 12 * S,
+            end: 14 * S,
+            breaks_quorum: false,
+            note: String::new(),
+        }],
+        end: Some(End::default()),
+    }
+}
+
+fn kinds(h: &History) -> Vec<Kind> {
+    let j = judge(h);
+    let mut k: Vec<Kind> = j
+        .elections
+        .iter()
+        .flat_map(|e| e.violations.iter().map(|v| v.kind))
+        .collect();
+    k.dedup();
+    k
+}
+
+#[test]
+fn a_clean_history_holds() {
+    let h = clean();
+    let j = judge(&h);
+    assert!(j.held, "{:#?}", j.elections[0].violations);
+    assert_eq!(j.elections[0].figures.leader_changes, 1);
+    assert_eq!(j.elections[0].figures.liveness_judged, 1);
+}
+
+#[test]
+fn a_planted_overlap_is_refused() {
+    let mut h = clean();
+    // c1's daemon lives on 300 ms into c2's tenure.
+    for (t, state) in [(5 * S, "run"), (10 * S + 320 * MS, "gone")] {
+        h.procs.push(ProcRecord::Proc {
+            t,
+            pid: 999,
+            e: "etcd/elect".into(),
+            cand: "c1".into(),
+            role: "daemon".into(),
+            state: state.into(),
+        });
+    }
+    h.procs.sort_by_key(|p| match p {
+        ProcRecord::Proc { t, .. } | ProcRecord::Tick { t, .. } => *t,
+    });
+    assert_eq!(kinds(&h), vec![Kind::Overlap]);
+}
+
+#[test]
+fn an_overlap_below_the_samplers_resolution_is_not_claimed() {
+    let mut h = clean();
+    for (t, state) in [(5 * S, "run"), (10 * S + 21 * MS, "gone")] {
+        h.procs.push(ProcRecord::Proc {
+            t,
+            pid: 999,
+            e: "etcd/elect".into(),
+            cand: "c1".into(),
+            role: "daemon".into(),
+            state: state.into(),
+        });
+    }
+    h.procs.sort_by_key(|p| match p {
+        ProcRecord::Proc { t, .. } | ProcRecord::Tick { t, .. } => *t,
+    });
+    assert_eq!(kinds(&h), vec![]);
+}
+
+#[test]
+fn a_planted_lower_token_is_refused() {
+    let mut h = clean();
+    // The store accepts token 10 again after token 20 wrote.
+    h.store.push(StoreRecord::Span {
+        e: "etcd/elect".into(),
+        c: 1,
+        token: 10,
+        from: 20 * S,
+        to: 20 * S + 30 * MS,
+        n: 3,
+    });
+    let k = kinds(&h);
+    assert!(k.contains(&Kind::TokenOrder), "{k:?}");
+    assert!(k.contains(&Kind::StaleAccept), "{k:?}");
+}
+
+#[test]
+fn a_planted_stall_is_refused() {
+    let mut h = clean();
+    // Writes stop at 20 s and never resume, although nothing is wrong.
+    for r in &mut h.store {
+        if let StoreRecord::Span { c: 2, to, .. } = r {
+            *to = 20 * S;
+        }
+    }
+    assert_eq!(kinds(&h), vec![Kind::Liveness]);
+}
+
+#[test]
+fn a_refused_stale_write_is_a_second_writer() {
+    let mut h = clean();
+    h.store.push(StoreRecord::Refused {
+        t: 11 * S,
+        e: "etcd/elect".into(),
+        c: 1,
+        token: 10,
+        highest: 20,
+    });
+    assert_eq!(kinds(&h), vec![Kind::StaleWriter]);
+}
+
+#[test]
+fn a_stale_write_during_an_operators_delete_is_fenced() {
+    let mut h = clean();
+    h.store.push(StoreRecord::Refused {
+        t: 11 * S,
+        e: "etcd/elect".into(),
+        c: 1,
+        token: 10,
+        highest: 20,
+    });
+    h.faults.push(FaultRecord {
+        kind: "operator-delete".into(),
+        backend: "etcd".into(),
+        target: "the leader's key".into(),
+        election: Some("etcd/elect".into()),
+        start: 10 * S,
+        end: 10 * S,
+        breaks_quorum: false,
+        note: String::new(),
+    });
+    assert_eq!(kinds(&h), vec![]);
+}
+
+#[test]
+fn a_leader_line_while_another_writes_is_refused() {
+    let mut h = clean();
+    // c1 says it leads again at 15 s while c2 writes.
+    h.lines.push(LineRecord::Line {
+        t: 15 * S,
+        e: "etcd/elect".into(),
+        cand: "c1".into(),
+        text: r#"{"event":"elected","is_self":true}"#.into(),
+    });
+    h.lines.push(LineRecord::Exit {
+        t: 17 * S,
+        e: "etcd/elect".into(),
+        cand: "c1".into(),
+        code: 1,
+    });
+    assert_eq!(kinds(&h), vec![Kind::LineContradiction]);
+}
+
+#[test]
+fn a_frozen_candidate_says_nothing() {
+    let mut h = clean();
+    // c1 is frozen from 9 s to 16 s, and prints its demotion on waking.
+    h.lines
+        .retain(|l| !matches!(l, LineRecord::Line { t, cand, .. } if cand == "c1" && *t > 9 * S));
+    h.lines.push(LineRecord::Line {
+        t: 16 * S + 10 * MS,
+        e: "etcd/elect".into(),
+        cand: "c1".into(),
+        text: r#"{"event":"demoted","is_self":false}"#.into(),
+    });
+    h.faults.push(FaultRecord {
+        kind: "candidate-freeze".into(),
+        backend: "etcd".into(),
+        target: "c1".into(),
+        election: Some("etcd/elect".into()),
+        start: 9 * S,
+        end: 16 * S,
+        breaks_quorum: false,
+        note: String::new(),
+    });
+    assert_eq!(kinds(&h), vec![]);
+}
+
+#[test]
+fn leftovers_are_refused() {
+    let mut h = clean();
+    h.end = Some(End {
+        leftovers: vec![Leftover {
+            e: "etcd/elect".into(),
+            what: "key".into(),
+            name: "soak/elect/694d".into(),
+        }],
+    });
+    assert_eq!(kinds(&h), vec![Kind::Leftover]);
+}
+
+#[test]
+fn a_periodic_job_done_twice_in_a_period_is_refused() {
+    let mut h = clean();
+    let e = "etcd/elect-once".to_owned();
+    let mut meta = h.meta.elections[0].clone();
+    meta.key = e.clone();
+    meta.period_ms = Some(10_000);
+    h.meta.elections.push(meta);
+    for (c, token, t) in [(50, 100, 2 * S), (51, 200, 5 * S)] {
+        h.store.push(StoreRecord::Hello {
+            t,
+            e: e.clone(),
+            c,
+            cand: format!("o{c}"),
+            token,
+            role: "once".into(),
+            period: Some(1_700_000_000),
+        });
+        h.store.push(StoreRecord::Done {
+            t: t + S,
+            e: e.clone(),
+            c,
+        });
+    }
+    let j = judge(&h);
+    let once = j.elections.iter().find(|x| x.key == e).unwrap();
+    assert_eq!(
+        once.violations.iter().map(|v| v.kind).collect::<Vec<_>>(),
+        vec![Kind::PeriodicTwice]
+    );
+}
+
+#[test]
+fn a_history_round_trips_through_its_files() {
+    let h = clean();
+    let dir = std::env::temp_dir().join(format!("elect-judge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let jsonl = |name: &str, rows: Vec<String>| {
+        std::fs::write(dir.join(name), rows.join("\n") + "\n").unwrap();
+    };
+    std::fs::write(
+        dir.join("meta.json"),
+        serde_json::to_string(&h.meta).unwrap(),
+    )
+    .unwrap();
+    jsonl(
+        "store.jsonl",
+        h.store
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap())
+            .collect(),
+    );
+    jsonl(
+        "procs.jsonl",
+        h.procs
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap())
+            .collect(),
+    );
+    jsonl(
+        "lines.jsonl",
+        h.lines
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap())
+            .collect(),
+    );
+    jsonl(
+        "faults.jsonl",
+        h.faults
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap())
+            .collect(),
+    );
+    std::fs::write(
+        dir.join("end.json"),
+        serde_json::to_string(h.end.as_ref().unwrap()).unwrap(),
+    )
+    .unwrap();
+    let back = History::read(&dir).unwrap();
+    let j = judge(&back);
+    assert!(j.held);
+    elect_judge::report::write(&dir, &j, &back).unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.starts_with("# Soak: every check held"), "{md}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,209 @@
+//! What is left after the soak stopped everything it started: keys, leases
+//! and znodes of its elections, and processes (every candidate's command,
+//! daemon, watchdog and tool carries `SOAK_ELECTION`; the nemesis's strace
+//! and stress-ng are its children). A periodic job's completion records are
+//! kept for a period past their own by design, on a lease of their own:
+//! they are not counted.
+
+use elect_judge::history::{End, Leftover};
+
+use crate::nemesis::{etcdctl, kazoo};
+use crate::options::Backend;
+use crate::world::BackendWorld;
+
+/// Waits a moment for resignations to land, then lists what is left.
+pub fn leftovers(worlds: &[BackendWorld]) -> End {
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let mut leftovers = Vec::new();
+    for w in worlds {
+        match w.backend {
+            Backend::Etcd => etcd(w, &mut leftovers),
+            Backend::Zk => zk(w, &mut leftovers),
+            Backend::Raft => {}
+        }
+    }
+    leftovers.extend(processes());
+    End { leftovers }
+}
+
+fn is_record(key: &[u8]) -> bool {
+    key.windows(6).any(|w| w == b"\0done/")
+}
+
+fn etcd(w: &BackendWorld, out: &mut Vec<Leftover>) {
+    let endpoints = &w.endpoints;
+    for e in &w.elections {
+        let Ok(keys) = etcdctl(endpoints, &["get", &e.name, "--prefix", "--keys-only"]) else {
+            continue;
+        };
+        for key in keys.split(|b| *b == b'\n').filter(|k| !k.is_empty()) {
+            if !is_record(key) {
+                out.push(Leftover {
+                    e: e.meta.key.clone(),
+                    what: "key".into(),
+                    name: String::from_utf8_lossy(key).replace('\0', "\\0"),
+                });
+            }
+        }
+    }
+    let Ok(list) = etcdctl(endpoints, &["lease", "list"]) else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&list).into_owned();
+    for id in text
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+    {
+        let Ok(ttl) = etcdctl(endpoints, &["lease", "timetolive", id, "--keys"]) else {
+            continue;
+        };
+        let ttl = String::from_utf8_lossy(&ttl).into_owned();
+        if ttl.contains("already expired") {
+            continue;
+        }
+        let keys = ttl
+            .split("attached keys([")
+            .nth(1)
+            .and_then(|k| k.split("])").next())
+            .unwrap_or_default()
+            .to_owned();
+        if !keys.is_empty() && keys.split(' ').all(|k| is_record(k.as_bytes())) {
+            continue;
+        }
+        // By a key it holds, else by its TTL (each election's is known).
+        let granted: Option<u64> = ttl
+            .split("granted with TTL(")
+            .nth(1)
+            .and_then(|t| t.split('s').next())
+            .and_then(|t| t.parse().ok());
+        let owner = w
+            .elections
+            .iter()
+            .find(|e| keys.split(' ').any(|k| k.starts_with(&e.name)))
+            .or_else(|| {
+                w.elections
+                    .iter()
+                    .find(|e| e.meta.period_ms.is_none() && Some(e.meta.ttl_ms / 1000) == granted)
+            });
+        {
+            out.push(Leftover {
+                // Not judged when no election's key or TTL names it.
+                e: owner.map_or_else(|| "etcd (unattributed)".to_owned(), |o| o.meta.key.clone()),
+                what: "lease".into(),
+                name: format!(
+                    "{id} ({}; {})",
+                    if keys.is_empty() {
+                        "no keys attached".to_owned()
+                    } else {
+                        keys.replace('\0', "\\0")
+                    },
+                    ttl.split(" granted with ")
+                        .nth(1)
+                        .unwrap_or_default()
+                        .trim()
+                ),
+            });
+        }
+    }
+}
+
+fn zk(w: &BackendWorld, out: &mut Vec<Leftover>) {
+    let paths: Vec<&str> = w.elections.iter().map(|e| e.name.as_str()).collect();
+    let code = format!(
+        "for p in {paths:?}:\n    if zk.exists(p):\n        for k in zk.get_children(p):\n            print(p + '/' + k)"
+    );
+    let Ok(listing) = kazoo(&w.endpoints, &code) else {
+        return;
+    };
+    for znode in listing.lines().filter(|l| !l.is_empty()) {
+        if let Some(e) = w
+            .elections
+            .iter()
+            .find(|e| znode.starts_with(&format!("{}/", e.name)))
+        {
+            out.push(Leftover {
+                e: e.meta.key.clone(),
+                what: "znode".into(),
+                name: znode.to_owned(),
+            });
+        }
+    }
+}
+
+/// Processes of the soak's candidates, and the nemesis's strace and
+/// stress-ng, still alive.
+fn processes() -> Vec<Leftover> {
+    let me = std::process::id().to_string();
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid.to_string() == me {
+            continue;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat
+            .rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let command = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let election = environ.split(|b| *b == 0).find_map(|kv| {
+            std::str::from_utf8(kv)
+                .ok()?
+                .strip_prefix("SOAK_ELECTION=")
+                .map(str::to_owned)
+        });
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().nth(1))
+            .unwrap_or_default();
+        let ours =
+            parent == me && (command.starts_with("strace ") || command.starts_with("stress-ng"));
+        if let Some(e) = election {
+            out.push(Leftover {
+                e,
+                what: "process".into(),
+                name: format!("{pid} {}", command.chars().take(80).collect::<String>()),
+            });
+        } else if ours {
+            out.push(Leftover {
+                e: "machine".into(),
+                what: "process".into(),
+                name: format!("{pid} {}", command.chars().take(80).collect::<String>()),
+            });
+        }
+    }
+    out
+}
+
+/// What ran, for the report.
+pub fn versions() -> Vec<(String, String)> {
+    let first_line = |cmd: &str, args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new(cmd).args(args).output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        text.lines().next().map(str::to_owned)
+    };
+    [
+        ("etcd", first_line("etcd", &["--version"])),
+        ("kernel", first_line("uname", &["-r"])),
+        ("java", first_line("java", &["-version"])),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v)))
+    .collect()
+}

@@ -1,0 +1,163 @@
+//! What a soak is asked: the backends, its length, the seed, the
+//! candidates, the peers; checked before anything starts. And a recorded
+//! schedule, which asks it all again.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use elect_judge::history::FaultRecord;
+use elect_lab::Mode;
+use serde::{Deserialize, Serialize};
+
+/// The shortest soak: long enough for candidates to elect and for a few
+/// faults to be dealt and healed.
+pub const MIN_DURATION: Duration = Duration::from_secs(30);
+/// Candidates per elect election, at most.
+pub const MAX_CANDIDATES: usize = 7;
+/// Candidates per elect election, at least (Raft-vote needs a majority
+/// that survives one fault).
+pub const MIN_CANDIDATES: usize = 3;
+/// How often the sampler reads /proc.
+pub const SAMPLER_PERIOD: Duration = Duration::from_millis(2);
+/// How far a candidate's line may lag the store before it contradicts it.
+pub const LINE_SLACK: Duration = Duration::from_millis(500);
+
+/// A backend to soak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Etcd,
+    Zk,
+    Raft,
+}
+
+impl Backend {
+    /// Its name, as `--backend` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Etcd => "etcd",
+            Backend::Zk => "zk",
+            Backend::Raft => "raft",
+        }
+    }
+
+    /// The backend called `name`.
+    pub fn parse(name: &str) -> Option<Backend> {
+        [Backend::Etcd, Backend::Zk, Backend::Raft]
+            .into_iter()
+            .find(|b| b.name() == name)
+    }
+}
+
+/// Why a soak could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad input, named by its flag: nothing was started.
+    #[error("{flag}: {why}")]
+    Input { flag: &'static str, why: String },
+    /// The lab could not start or fault its ensembles.
+    #[error(transparent)]
+    Lab(#[from] elect_lab::Error),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A recorded history could not be read.
+    #[error("reading the history: {0}")]
+    History(#[from] elect_judge::history::ReadError),
+    /// A peer's tool could not be prepared.
+    #[error("{0}")]
+    Peer(String),
+}
+
+impl Error {
+    fn input(flag: &'static str, why: impl Into<String>) -> Error {
+        Error::Input {
+            flag,
+            why: why.into(),
+        }
+    }
+}
+
+/// A soak to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub backends: Vec<Backend>,
+    pub duration: Duration,
+    pub seed: u64,
+    pub candidates: usize,
+    /// Run the peers' tools beside elect.
+    pub peers: bool,
+    /// Whether the peers' violations change the exit code.
+    pub peers_decide: bool,
+    /// Where the history and the report go.
+    pub report: PathBuf,
+    /// Faults to replay instead of drawing them.
+    pub replay: Option<Vec<FaultRecord>>,
+    pub mode: Mode,
+    /// The `elect` binary the candidates run.
+    pub bin: PathBuf,
+}
+
+/// A recorded schedule (`schedule.json`): what a soak was asked, and the
+/// faults it dealt, for `--schedule` to replay exactly.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Schedule {
+    pub seed: u64,
+    pub backends: Vec<Backend>,
+    pub candidates: usize,
+    pub peers: bool,
+    /// In microseconds.
+    pub duration: u64,
+    pub faults: Vec<FaultRecord>,
+}
+
+impl Schedule {
+    /// Reads a schedule file.
+    ///
+    /// Errors: unreadable or not a schedule (`--schedule`).
+    pub fn read(path: &Path) -> Result<Schedule, Error> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::input("--schedule", format!("{}: {e}", path.display())))?;
+        serde_json::from_str(&text)
+            .map_err(|e| Error::input("--schedule", format!("{}: {e}", path.display())))
+    }
+}
+
+impl Options {
+    /// Checks what was asked before anything starts.
+    ///
+    /// Errors: [`Error::Input`] naming the flag.
+    pub fn check(&self) -> Result<(), Error> {
+        if self.backends.is_empty() {
+            return Err(Error::input(
+                "--backend",
+                "name at least one of etcd, zk, raft",
+            ));
+        }
+        if self.duration < MIN_DURATION {
+            return Err(Error::input(
+                "--duration",
+                format!(
+                    "{} is too short: a soak lasts at least {}",
+                    humantime::format_duration(self.duration),
+                    humantime::format_duration(MIN_DURATION)
+                ),
+            ));
+        }
+        if !(MIN_CANDIDATES..=MAX_CANDIDATES).contains(&self.candidates) {
+            return Err(Error::input(
+                "--candidates",
+                format!(
+                    "{} candidates: from {MIN_CANDIDATES} to {MAX_CANDIDATES}",
+                    self.candidates
+                ),
+            ));
+        }
+        if self.peers && self.backends == [Backend::Raft] {
+            return Err(Error::input(
+                "--peers",
+                "the peers' tools run on etcd and ZooKeeper; add --backend etcd or zk",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,310 @@
+//! A soak's run: the ensembles and candidates up, the nemesis dealing on
+//! one thread while this one heals on time, prints progress, and starts
+//! the periodic jobs; then everything healed and stopped, what is left
+//! listed, and the history judged.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use elect_judge::history::Meta;
+use elect_judge::{History, Judgement};
+use elect_lab::Mode;
+
+use crate::nemesis::Nemesis;
+use crate::options::{Backend, Error, LINE_SLACK, Options, SAMPLER_PERIOD, Schedule};
+use crate::record::Recorder;
+use crate::sampler::Sampler;
+use crate::store::Store;
+use crate::world::{self, BackendWorld, Shared};
+use crate::{end, rng};
+
+/// How a soak ended.
+pub struct Outcome {
+    pub judgement: Judgement,
+    /// Where the report is.
+    pub report: PathBuf,
+}
+
+/// Runs a soak (checked first), writes its history and report into
+/// `options.report`, and judges it. Ctrl-C stops it early: everything is
+/// torn down and the report of what ran is still written.
+///
+/// Errors: bad input (nothing started), or the lab could not start.
+pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Outcome, Error> {
+    options.check()?;
+    elect_lab::interrupt::install();
+    let dir = &options.report;
+    std::fs::create_dir_all(dir)?;
+    let history = dir.join("history");
+    let _ = std::fs::remove_dir_all(&history);
+    let recorder = Recorder::create(&history)?;
+    let started_unix_ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64;
+    progress(&format!(
+        "soak: seed {}, {} on {}, {} candidates{}; history in {}",
+        options.seed,
+        humantime::format_duration(options.duration),
+        options
+            .backends
+            .iter()
+            .map(|b| b.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        options.candidates,
+        if options.peers {
+            ", the peers beside elect"
+        } else {
+            ""
+        },
+        history.display()
+    ));
+    let curator = if options.peers && options.backends.contains(&Backend::Zk) {
+        Some(
+            elect_compare::contender::compile_curator(&dir.join("curator"))
+                .map_err(|e| Error::Peer(format!("{e:#}")))?,
+        )
+    } else {
+        None
+    };
+    progress("soak: starting the ensembles");
+    let lab = world::lab(options, dir)?;
+    let store = Store::start(recorder.clone())?;
+    let mut sampler = Sampler::start(recorder.clone(), SAMPLER_PERIOD);
+    let shared = Shared {
+        options,
+        recorder: &recorder,
+        store: &store.dev_tcp,
+        curator: curator.as_deref(),
+    };
+    let mut worlds = Vec::new();
+    for b in &options.backends {
+        worlds.push(world::start(*b, lab.as_deref(), &shared)?);
+    }
+    let mut meta = meta(options, &worlds, started_unix_ms);
+    recorder.write_json("meta.json", &meta)?;
+    let nemesis = Nemesis::new(
+        options.seed,
+        &options.backends,
+        lab.clone(),
+        world::containers(options.mode),
+        recorder.clone(),
+        options.replay.clone(),
+    );
+
+    let end = options.duration.as_micros() as u64;
+    // Faults stop, and are healed, a liveness bound before the end, so
+    // the last heal is judged too.
+    let quiet_after = end.saturating_sub(
+        worlds
+            .iter()
+            .map(|w| world::liveness_bound(w.ttl).as_micros() as u64)
+            .max()
+            .unwrap_or(0),
+    );
+    let mut timer = PeriodicTimer::new(options.seed);
+    let mut next_progress = 10_000_000;
+    let mut interrupted = false;
+    let dealing = std::sync::atomic::AtomicBool::new(true);
+    std::thread::scope(|scope| {
+        // Dealing may wait on a member or a tool for seconds; healing
+        // (here) never waits for it.
+        scope.spawn(|| {
+            while dealing.load(std::sync::atomic::Ordering::SeqCst) {
+                nemesis.deal_due(&worlds, &sampler, quiet_after);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        loop {
+            let now = recorder.now();
+            if now >= end {
+                break;
+            }
+            if elect_lab::interrupt::requested() {
+                interrupted = true;
+                progress("soak: interrupted; tearing down and writing the report of what ran");
+                break;
+            }
+            nemesis.heal_due(&worlds);
+            timer.step(&worlds);
+            if now >= next_progress {
+                next_progress += 10_000_000;
+                progress(&progress_line(now, &nemesis, &store, &sampler, &meta));
+                recorder.flush();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        dealing.store(false, std::sync::atomic::Ordering::SeqCst);
+    });
+    meta.ended = recorder.now();
+    meta.interrupted = interrupted;
+    progress("soak: healing every fault, stopping the candidates");
+    nemesis.heal_all(&worlds);
+    stop_candidates(&worlds);
+    store.flush(&recorder);
+    sampler.stop();
+    let leftovers = end::leftovers(&worlds);
+    recorder.write_json("end.json", &leftovers)?;
+    recorder.flush();
+    recorder.write_json("meta.json", &meta)?;
+    recorder.write_json(
+        "schedule.json",
+        &Schedule {
+            seed: options.seed,
+            backends: options.backends.clone(),
+            candidates: options.candidates,
+            peers: options.peers,
+            duration: options.duration.as_micros() as u64,
+            faults: nemesis.dealt(),
+        },
+    )?;
+    for (why, n) in &nemesis.refused() {
+        progress(&format!(
+            "soak: a fault could not be dealt {n} times: {why}"
+        ));
+    }
+    if let Some(lab) = lab {
+        progress("soak: stopping the ensembles");
+        if let Ok(lab) = std::sync::Arc::try_unwrap(lab) {
+            let _ = lab.into_inner().unwrap().down();
+        }
+    }
+    let outcome = check(&history, dir)?;
+    Ok(outcome)
+}
+
+/// Judges the history in `history` and writes the report into `report`.
+///
+/// Errors: the history cannot be read.
+pub fn check(history: &Path, report: &Path) -> Result<Outcome, Error> {
+    let h = History::read(history)?;
+    let judgement = elect_judge::judge(&h);
+    elect_judge::report::write(report, &judgement, &h)?;
+    Ok(Outcome {
+        judgement,
+        report: report.to_owned(),
+    })
+}
+
+/// One progress line: elapsed, faults, leader changes, and what the
+/// store and the sampler have seen so far (elect's and the peers' apart;
+/// the judge decides at the end).
+fn progress_line(
+    now: u64,
+    nemesis: &Nemesis,
+    store: &Store,
+    sampler: &Sampler,
+    meta: &Meta,
+) -> String {
+    let seen = store.seen();
+    let overlaps = sampler.overlaps();
+    let ours = |key: &str| {
+        meta.elections
+            .iter()
+            .any(|e| e.key == key && e.decides_exit)
+    };
+    let mut changes = 0;
+    let (mut elect, mut peers) = (0, 0);
+    for (key, s) in &seen {
+        changes += s.leader_changes;
+        let n = s.refused + s.out_of_order;
+        if ours(key) { elect += n } else { peers += n }
+    }
+    for (key, n) in &overlaps {
+        if ours(key) { elect += n } else { peers += n }
+    }
+    format!(
+        "soak [{}] faults {} ({} in effect), leader changes {changes}, violations so far: elect {elect}, peers {peers} (overlaps seen, stale writes refused, tokens out of order)",
+        humantime::format_duration(Duration::from_secs(now / 1_000_000)),
+        nemesis.dealt().len() + nemesis.in_effect(),
+        nemesis.in_effect(),
+    )
+}
+
+fn meta(options: &Options, worlds: &[BackendWorld], started_unix_ms: u64) -> Meta {
+    Meta {
+        seed: options.seed,
+        started_unix_ms,
+        ended: 0,
+        interrupted: false,
+        mode: match options.mode {
+            Mode::Containers => "containers".into(),
+            Mode::Processes => "processes".into(),
+        },
+        sampler_period: SAMPLER_PERIOD.as_micros() as u64,
+        line_slack: LINE_SLACK.as_micros() as u64,
+        elections: worlds
+            .iter()
+            .flat_map(|w| w.elections.iter().map(|e| e.meta.clone()))
+            .collect(),
+        versions: end::versions(),
+    }
+}
+
+/// Stops every candidate: SIGTERM (a clean exit resigns), SIGKILL after
+/// 10 s; all at once, then waits for each.
+fn stop_candidates(worlds: &[BackendWorld]) {
+    let all: Vec<_> = worlds
+        .iter()
+        .flat_map(|w| {
+            w.elections
+                .iter()
+                .flat_map(|e| e.candidates.iter().cloned())
+        })
+        .collect();
+    let handles: Vec<_> = all
+        .into_iter()
+        .map(|c| std::thread::spawn(move || c.stop(Duration::from_secs(10))))
+        .collect();
+    for h in handles {
+        let _ = h.join();
+    }
+}
+
+/// Starts the periodic candidates at each period, a little apart, as
+/// timers on separate hosts would.
+struct PeriodicTimer {
+    rng: rng::Rng,
+    period: u64,
+    pending: Vec<(std::time::Instant, usize)>,
+}
+
+impl PeriodicTimer {
+    fn new(seed: u64) -> PeriodicTimer {
+        PeriodicTimer {
+            rng: rng::Rng::new(seed, 77),
+            period: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    fn step(&mut self, worlds: &[BackendWorld]) {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs()
+            / world::ONCE_PERIOD.as_secs();
+        let once: Vec<_> = worlds
+            .iter()
+            .flat_map(|w| w.elections.iter())
+            .filter(|e| e.meta.period_ms.is_some())
+            .flat_map(|e| e.candidates.iter())
+            .collect();
+        if now != self.period {
+            self.period = now;
+            for i in 0..once.len() {
+                let jitter = Duration::from_millis(self.rng.between(0, 1_500));
+                self.pending.push((std::time::Instant::now() + jitter, i));
+            }
+        }
+        self.pending.retain(|(at, i)| {
+            if *at <= std::time::Instant::now() {
+                once[*i].want();
+                false
+            } else {
+                true
+            }
+        });
+    }
+}
