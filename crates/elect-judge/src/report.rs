@@ -69,6 +69,15 @@ pub fn markdown(j: &Judgement, h: &History) -> String {
         ms(j.sampler_p99_gap),
         ms(j.line_slack),
     );
+    if !h.meta.versions.is_empty() {
+        let ran: Vec<String> = h
+            .meta
+            .versions
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        let _ = writeln!(s, "Ran: {}.\n", ran.join("; "));
+    }
     if !j.end_recorded {
         let _ = writeln!(s, "The end was not recorded: leftovers were not judged.\n");
     }
@@ -137,14 +146,25 @@ pub fn markdown(j: &Judgement, h: &History) -> String {
             let _ = writeln!(s, "| {backend} | {kind} | {n} |");
         }
     }
+    let breaks: Vec<String> = h
+        .faults
+        .iter()
+        .filter(|f| f.breaks_quorum)
+        .map(|f| format!("{} {} at {} for {}", f.backend, f.target, ms(f.start), ms(f.end - f.start)))
+        .collect();
     let _ = writeln!(
         s,
-        "\n{} of them deliberately took a quorum away.\n",
-        j.quorum_breaks
+        "\n{} of them deliberately took a quorum away{}\n",
+        j.quorum_breaks,
+        if breaks.is_empty() {
+            ".".to_owned()
+        } else {
+            format!(" (two members paused at once): {}.", breaks.join("; "))
+        }
     );
 
-    s.push_str("## Time without an accepted write, by the fault that caused it\n\n");
-    s.push_str("Each gap of over 100 ms between accepted writes, put down to the latest fault in effect when it began (`none`: a handover or a candidate's own exit).\n\n");
+    s.push_str("## Failover: time without an accepted write, by the fault that caused it\n\n");
+    s.push_str("Each gap of over 100 ms between accepted writes, put down to the latest fault in effect when it began (`none`: a handover or a candidate's own exit, with no fault near).\n\n");
     s.push_str("| backend | contender | fault | gaps | p50 | p99 | max |\n|---|---|---|---:|---:|---:|---:|\n");
     for e in &j.elections {
         for (kind, spread) in &e.figures.gaps_by_fault {
