@@ -286,3 +286,36 @@ fn ctrl_c_tears_down_and_still_reports() {
         );
     }
 }
+
+/// The schedules that found violations, replayed exactly: the same faults
+/// at the same instants and targets (`--schedule`). Each takes its whole
+/// length (4 minutes), so CI runs the fixed seed's soak above instead and
+/// the focused tests of `soak_found.rs`; run these with `cargo nextest run
+/// --test soak --run-ignored only`.
+#[test]
+#[ignore = "minutes each; CI runs the seed-41 soak and tests/soak_found.rs"]
+fn the_schedules_that_found_violations_hold_when_replayed() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/soak-schedules");
+    let containers = support::mode() == support::Mode::Containers;
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // Member cuts need containers; the processes schedule replays anywhere.
+        if name.contains("processes") == containers {
+            continue;
+        }
+        let report = tmp(&format!("replay-{name}"));
+        let mut replay = Command::new(BIN);
+        replay.args(["lab", "soak", "--schedule"]).arg(entry.path());
+        if containers {
+            replay.arg("--containers");
+        }
+        let out = replay.arg("--report").arg(&report).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
