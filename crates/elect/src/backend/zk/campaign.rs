@@ -435,30 +435,34 @@ impl Session<'_> {
                 StintNext::Ended(StintEnd::SessionEnded) => return End::SessionEnded,
                 StintNext::Send(StintRequest::WatchOwn) => {
                     // This also reads our znode back after a reconnection.
-                    match watch_own(client, path).await {
-                        Ok(Some(changed)) => {
+                    match by_deadline(stint.leads_until(), watch_own(client, path)).await {
+                        Some(Ok(Some(changed))) => {
                             own_watch = Some(changed);
                             StintInput::OwnWatched(Some(true))
                         }
-                        Ok(None) => StintInput::OwnWatched(Some(false)),
-                        Err(e) => {
+                        Some(Ok(None)) => StintInput::OwnWatched(Some(false)),
+                        Some(Err(e)) => {
                             debug!("{e}");
                             StintInput::OwnWatched(None)
                         }
+                        None => StintInput::OwnWatched(None),
                     }
                 }
-                StintNext::Send(StintRequest::ConfirmOwn) => match owns(client, path).await {
-                    Ok(ours) => {
-                        if !ours {
-                            warn_counted!("our znode is gone or not our session's");
+                StintNext::Send(StintRequest::ConfirmOwn) => {
+                    match by_deadline(stint.leads_until(), owns(client, path)).await {
+                        Some(Ok(ours)) => {
+                            if !ours {
+                                warn_counted!("our znode is gone or not our session's");
+                            }
+                            StintInput::Confirmed(Some(ours))
                         }
-                        StintInput::Confirmed(Some(ours))
+                        Some(Err(e)) => {
+                            debug!("{e}");
+                            StintInput::Confirmed(None)
+                        }
+                        None => StintInput::Confirmed(None),
                     }
-                    Err(e) => {
-                        debug!("{e}");
-                        StintInput::Confirmed(None)
-                    }
-                },
+                }
                 StintNext::Wait(until) => {
                     let leading = stint.leads_until().is_some();
                     if !leading {
@@ -550,6 +554,26 @@ impl Session<'_> {
                 }
             }
         }
+    }
+}
+
+/// Awaits `request`, but while we lead not past our `deadline`: the
+/// driver must be back at the stint by then to step down on time, even
+/// when the request waits on a connection that hangs (a member killed
+/// under it, which the client notices only seconds later). `None` when
+/// the deadline came first: no answer. (Seen while looking into a soak's
+/// violation, which turned out to be a freeze the nemesis dealt: nothing
+/// else bounded these two awaits.)
+async fn by_deadline<T>(
+    deadline: Option<BootInstant>,
+    request: impl Future<Output = T>,
+) -> Option<T> {
+    match deadline {
+        None => Some(request.await),
+        Some(deadline) => tokio::select! {
+            answer = request => Some(answer),
+            () = clock::sleep_until(deadline) => None,
+        },
     }
 }
 
