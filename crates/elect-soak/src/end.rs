@@ -1,7 +1,7 @@
 //! What is left after the soak stopped everything it started: keys, leases
 //! and znodes of its elections, and processes (every candidate's command,
 //! daemon, watchdog and tool carries `SOAK_ELECTION`; the nemesis's strace
-//! and stress-ng are its children). A periodic job's completion records are
+//! and stress-ng are its children). Another soak's are not counted. A periodic job's completion records are
 //! kept for a period past their own by design, on a lease of their own:
 //! they are not counted.
 
@@ -11,8 +11,9 @@ use crate::nemesis::{etcdctl, kazoo};
 use crate::options::Backend;
 use crate::world::BackendWorld;
 
-/// Waits a moment for resignations to land, then lists what is left.
-pub fn leftovers(worlds: &[BackendWorld]) -> End {
+/// Waits a moment for resignations to land, then lists what soak `id`
+/// left.
+pub fn leftovers(worlds: &[BackendWorld], id: &str) -> End {
     std::thread::sleep(std::time::Duration::from_secs(1));
     let mut leftovers = Vec::new();
     for w in worlds {
@@ -22,7 +23,7 @@ pub fn leftovers(worlds: &[BackendWorld]) -> End {
             Backend::Raft => {}
         }
     }
-    leftovers.extend(processes());
+    leftovers.extend(processes(id));
     End { leftovers }
 }
 
@@ -132,9 +133,9 @@ fn zk(w: &BackendWorld, out: &mut Vec<Leftover>) {
     }
 }
 
-/// Processes of the soak's candidates, and the nemesis's strace and
+/// Processes of soak `id`'s candidates, and the nemesis's strace and
 /// stress-ng, still alive.
-fn processes() -> Vec<Leftover> {
+fn processes(id: &str) -> Vec<Leftover> {
     let me = std::process::id().to_string();
     let mut out = Vec::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -161,12 +162,16 @@ fn processes() -> Vec<Leftover> {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let command = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        let election = environ.split(|b| *b == 0).find_map(|kv| {
-            std::str::from_utf8(kv)
-                .ok()?
-                .strip_prefix("SOAK_ELECTION=")
-                .map(str::to_owned)
-        });
+        let var = |name: &str| {
+            environ.split(|b| *b == 0).find_map(|kv| {
+                std::str::from_utf8(kv)
+                    .ok()?
+                    .strip_prefix(name)?
+                    .strip_prefix('=')
+                    .map(str::to_owned)
+            })
+        };
+        let election = var("SOAK_ELECTION").filter(|_| var("SOAK_ID").as_deref() == Some(id));
         let parent = stat
             .rsplit_once(')')
             .and_then(|(_, r)| r.split_whitespace().nth(1))

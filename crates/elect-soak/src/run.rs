@@ -71,12 +71,15 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Outcome,
     progress("soak: starting the ensembles");
     let lab = world::lab(options, dir)?;
     let store = Store::start(recorder.clone())?;
-    let mut sampler = Sampler::start(recorder.clone(), SAMPLER_PERIOD);
+    // Told apart from any other soak on the machine.
+    let id = format!("{}-{started_unix_ms}", std::process::id());
+    let mut sampler = Sampler::start(recorder.clone(), SAMPLER_PERIOD, id.clone());
     let shared = Shared {
         options,
         recorder: &recorder,
         store: &store.dev_tcp,
         curator: curator.as_deref(),
+        id: &id,
     };
     let mut worlds = Vec::new();
     for b in &options.backends {
@@ -144,7 +147,7 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Outcome,
     stop_candidates(&worlds);
     store.flush(&recorder);
     sampler.stop();
-    let leftovers = end::leftovers(&worlds);
+    let leftovers = end::leftovers(&worlds, &id);
     recorder.write_json("end.json", &leftovers)?;
     recorder.flush();
     recorder.write_json("meta.json", &meta)?;

@@ -1,8 +1,9 @@
 //! Which commands are alive and runnable, read from /proc.
 //!
 //! Every command the soak's candidates run (elect's, and the peers'
-//! writers) is `bash -c SCRIPT soak-ROLE`, with `SOAK_ELECTION` and
-//! `SOAK_CAND` in its environment; daemons it leaves keep both. The sampler
+//! writers) is `bash -c SCRIPT soak-ROLE`, with `SOAK_ID` (this soak's,
+//! so two soaks side by side never see each other's), `SOAK_ELECTION` and
+//! `SOAK_CAND` in its environment; daemons it leaves keep all three. The sampler
 //! lists /proc every couple of milliseconds, recognises those processes by
 //! their command line and environment, and logs each change of state: `run`
 //! (alive, not stopped), `stop` (stopped by a signal or a tracer), `gone`.
@@ -46,15 +47,15 @@ struct Known {
 }
 
 impl Sampler {
-    /// Starts reading /proc every `period`.
-    pub fn start(recorder: Recorder, period: Duration) -> Sampler {
+    /// Starts reading /proc every `period`, for the commands of soak `id`.
+    pub fn start(recorder: Recorder, period: Duration, id: String) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let overlaps = Arc::new(Mutex::new(HashMap::new()));
         let live = Arc::new(Mutex::new(HashMap::new()));
         let (s, o, l) = (stop.clone(), overlaps.clone(), live.clone());
         let thread = std::thread::spawn(move || {
             real_time();
-            run(&recorder, period, &s, &o, &l);
+            run(&recorder, period, &id, &s, &o, &l);
         });
         Sampler {
             stop,
@@ -108,6 +109,7 @@ fn real_time() {
 fn run(
     recorder: &Recorder,
     period: Duration,
+    id: &str,
     stop: &AtomicBool,
     overlaps: &Mutex<HashMap<String, usize>>,
     live: &Mutex<HashMap<i32, Tag>>,
@@ -142,7 +144,7 @@ fn run(
                     state: "",
                 });
                 if k.tag.is_none() && now - k.first_seen <= YOUNG {
-                    k.tag = tag_of(pid);
+                    k.tag = tag_of(pid, id);
                 }
                 let Some(tag) = &k.tag else { continue };
                 let state = state_of(pid);
@@ -241,9 +243,9 @@ fn state_of(pid: i32) -> &'static str {
     }
 }
 
-/// The tag of a soak command: `bash -c SCRIPT soak-ROLE` with
-/// `SOAK_ELECTION` and `SOAK_CAND` in its environment.
-pub fn tag_of(pid: i32) -> Option<Tag> {
+/// The tag of a command of soak `id`: `bash -c SCRIPT soak-ROLE` with
+/// `SOAK_ID`, `SOAK_ELECTION` and `SOAK_CAND` in its environment.
+pub fn tag_of(pid: i32, id: &str) -> Option<Tag> {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
     let (Some(prog), Some(flag), Some(name)) = (argv.first(), argv.get(1), argv.get(3)) else {
@@ -263,6 +265,9 @@ pub fn tag_of(pid: i32) -> Option<Tag> {
             kv.strip_prefix(name)?.strip_prefix('=').map(str::to_owned)
         })
     };
+    if var("SOAK_ID")? != id {
+        return None;
+    }
     Some(Tag {
         election: var("SOAK_ELECTION")?,
         cand: var("SOAK_CAND")?,

@@ -65,11 +65,14 @@ pub struct Shared<'a> {
     /// The store's `host/port` for bash's `/dev/tcp`.
     pub store: &'a str,
     pub curator: Option<&'a Path>,
+    /// This soak's id, in every candidate's environment (`SOAK_ID`).
+    pub id: &'a str,
 }
 
 impl Shared<'_> {
     fn env(&self, key: &str, cand: &str) -> Vec<(String, String)> {
         [
+            ("SOAK_ID", self.id),
             ("SOAK_ELECTION", key),
             ("SOAK_CAND", cand),
             ("SOAK_STORE", self.store),
