@@ -172,18 +172,49 @@ fn once_period(text: &str, election: &ElectionConfig, restart: RestartArg) -> Re
     Ok(length)
 }
 
-/// Waits until this candidate leads; `None` when a shutdown signal or
-/// the backend's end came first.
+/// Waits until this candidate leads; the token of the term, `None` when
+/// a shutdown signal or the backend's end came first.
 async fn elected(
     mut leadership: watch::Receiver<Leadership>,
     shutdown: &mut mpsc::UnboundedReceiver<Signal>,
-) -> Option<()> {
+) -> Option<Option<u64>> {
     tokio::select! {
-        led = leadership.wait_for(|l| l.leads_at(BootInstant::now())) => led.ok().map(|_| ()),
+        led = leadership.wait_for(|l| l.leads_at(BootInstant::now())) => led.ok().map(|l| l.token),
         sig = shutdown.recv() => {
             info!("{sig:?} before we led: leaving");
             None
         }
+    }
+}
+
+/// A periodic job's turn, decided in the term that will run it: elected,
+/// read the record, and if leadership changed meanwhile (lost and won
+/// again: another leader may have run the job and written the record in
+/// between), read it again in the new term. Found by the soak (seed
+/// 4101): a candidate read "not done", lost and regained leadership while
+/// the previous leader wrote its record, and ran the job again in its
+/// second term. `None` when a shutdown signal or the backend's end came
+/// first.
+async fn periodic_turn(
+    leadership: &watch::Receiver<Leadership>,
+    shutdown: &mut mpsc::UnboundedReceiver<Signal>,
+    period: &Period,
+    records: &CompletionRecords,
+) -> anyhow::Result<Option<once::Turn>> {
+    loop {
+        let Some(term) = elected(leadership.clone(), shutdown).await else {
+            return Ok(None);
+        };
+        let done = records.completed(period).await?;
+        let turn = once::turn(period, done, SystemTime::now());
+        let still = {
+            let now = leadership.borrow();
+            now.token == term && now.leads_at(BootInstant::now())
+        };
+        if turn != once::Turn::Run || still {
+            return Ok(Some(turn));
+        }
+        info!("leadership changed while we read {period}'s record: reading it again");
     }
 }
 
@@ -255,13 +286,7 @@ async fn run_while_leading(
     let campaign = backend::campaign(&election, work_watch).await?;
     let running = exports.start(campaign.leadership());
     if let Some((period, records)) = &periodic {
-        let turn = match elected(campaign.leadership(), &mut shutdown).await {
-            Some(()) => {
-                let done = records.completed(period).await?;
-                Some(once::turn(period, done, SystemTime::now()))
-            }
-            None => None,
-        };
+        let turn = periodic_turn(&campaign.leadership(), &mut shutdown, period, records).await?;
         if turn != Some(once::Turn::Run) {
             match turn {
                 Some(once::Turn::AlreadyDone) => {
