@@ -18,7 +18,8 @@
 //! - no candidate said it led while another's writes were accepted,
 //!   beyond the stated slack (a frozen candidate says nothing);
 //! - once every fault has healed, a write is accepted within the bound;
-//! - a periodic job completes at most once per period;
+//! - a periodic job is not run again in a period once its completion
+//!   could have been recorded;
 //! - nothing is left behind.
 //!
 //! An operator who deletes the leader's key or znode takes leadership away

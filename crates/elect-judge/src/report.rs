@@ -131,8 +131,8 @@ pub fn markdown(j: &Judgement, h: &History) -> String {
             .iter()
             .map(|e| {
                 format!(
-                    "{}: {} runs, {} periods completed",
-                    e.key, e.figures.periodic_runs, e.figures.periods_done
+                    "{}: {} runs, {} periods completed, {} runs again within 10 s of a completion (at least once: the completing leader lost leadership before its record landed)",
+                    e.key, e.figures.periodic_runs, e.figures.periods_done, e.figures.periodic_reruns
                 )
             })
             .collect();
@@ -150,7 +150,15 @@ pub fn markdown(j: &Judgement, h: &History) -> String {
         .faults
         .iter()
         .filter(|f| f.breaks_quorum)
-        .map(|f| format!("{} {} at {} for {}", f.backend, f.target, ms(f.start), ms(f.end - f.start)))
+        .map(|f| {
+            format!(
+                "{} {} at {} for {}",
+                f.backend,
+                f.target,
+                ms(f.start),
+                ms(f.end - f.start)
+            )
+        })
         .collect();
     let _ = writeln!(
         s,
