@@ -138,7 +138,7 @@ cargo nextest run --workspace --locked "$@"
 # through a local registry whose sources and builds it keeps per version:
 # those of an earlier run would be used instead of today's, so they go
 # first (last in this script: the suite's builds go with them).
-cargo clean --quiet -p elect -p elect-raft -p elect-lab -p elect-sim -p elect-compare -p elect-cli
+cargo clean --quiet -p elect -p elect-raft -p elect-lab -p elect-sim -p elect-compare -p elect-judge -p elect-soak -p elect-cli
 rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/elect-*
 cargo publish --workspace --dry-run --locked --quiet
 echo "suite passed in $mode mode; $(( $(date +%s) - started ))s in all"
