@@ -48,8 +48,9 @@ pub struct SoakArgs {
     #[arg(long)]
     containers: bool,
 
-    /// Where the history (history/) and the report (report.html,
-    /// report.md, verdict.json, schedule.json) go.
+    /// Where the history (history/, with the schedule.json that
+    /// --schedule replays) and the report (report.html, report.md,
+    /// book-soak.md for the book, verdict.json) go.
     #[arg(long, default_value = "soak-report")]
     report: PathBuf,
 
