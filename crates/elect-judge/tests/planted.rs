@@ -133,6 +133,23 @@ fn kinds(h: &History) -> Vec<Kind> {
     k
 }
 
+/// A daemon of c1's, alive from 5 s until `gone`.
+fn c1_daemon_until(h: &mut History, gone: u64) {
+    for (t, state) in [(5 * S, "run"), (gone, "gone")] {
+        h.procs.push(ProcRecord::Proc {
+            t,
+            pid: 999,
+            e: "etcd/elect".into(),
+            cand: "c1".into(),
+            role: "daemon".into(),
+            state: state.into(),
+        });
+    }
+    h.procs.sort_by_key(|p| match p {
+        ProcRecord::Proc { t, .. } | ProcRecord::Tick { t, .. } => *t,
+    });
+}
+
 #[test]
 fn a_clean_history_holds() {
     let h = clean();
@@ -146,38 +163,14 @@ fn a_clean_history_holds() {
 fn a_planted_overlap_is_refused() {
     let mut h = clean();
     // c1's daemon lives on 300 ms into c2's tenure.
-    for (t, state) in [(5 * S, "run"), (10 * S + 320 * MS, "gone")] {
-        h.procs.push(ProcRecord::Proc {
-            t,
-            pid: 999,
-            e: "etcd/elect".into(),
-            cand: "c1".into(),
-            role: "daemon".into(),
-            state: state.into(),
-        });
-    }
-    h.procs.sort_by_key(|p| match p {
-        ProcRecord::Proc { t, .. } | ProcRecord::Tick { t, .. } => *t,
-    });
+    c1_daemon_until(&mut h, 10 * S + 320 * MS);
     assert_eq!(kinds(&h), vec![Kind::Overlap]);
 }
 
 #[test]
 fn an_overlap_below_the_samplers_resolution_is_not_claimed() {
     let mut h = clean();
-    for (t, state) in [(5 * S, "run"), (10 * S + 21 * MS, "gone")] {
-        h.procs.push(ProcRecord::Proc {
-            t,
-            pid: 999,
-            e: "etcd/elect".into(),
-            cand: "c1".into(),
-            role: "daemon".into(),
-            state: state.into(),
-        });
-    }
-    h.procs.sort_by_key(|p| match p {
-        ProcRecord::Proc { t, .. } | ProcRecord::Tick { t, .. } => *t,
-    });
+    c1_daemon_until(&mut h, 10 * S + 21 * MS);
     assert_eq!(kinds(&h), vec![]);
 }
 

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use elect::Backend;
 use elect_judge::history::FaultRecord;
 use elect_lab::Mode;
 use serde::{Deserialize, Serialize};
@@ -21,33 +22,6 @@ pub const MIN_CANDIDATES: usize = 3;
 pub const SAMPLER_PERIOD: Duration = Duration::from_millis(2);
 /// How far a candidate's line may lag the store before it contradicts it.
 pub const LINE_SLACK: Duration = Duration::from_millis(500);
-
-/// A backend to soak.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    Etcd,
-    Zk,
-    Raft,
-}
-
-impl Backend {
-    /// Its name, as `--backend` takes it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Etcd => "etcd",
-            Backend::Zk => "zk",
-            Backend::Raft => "raft",
-        }
-    }
-
-    /// The backend called `name`.
-    pub fn parse(name: &str) -> Option<Backend> {
-        [Backend::Etcd, Backend::Zk, Backend::Raft]
-            .into_iter()
-            .find(|b| b.name() == name)
-    }
-}
 
 /// Why a soak could not run.
 #[derive(Debug, thiserror::Error)]

@@ -128,7 +128,7 @@ impl SoakArgs {
             None => {
                 let mut backends = Vec::new();
                 for name in &self.backend {
-                    let b = Backend::parse(name.trim()).ok_or_else(|| {
+                    let b: Backend = name.trim().parse().map_err(|_| {
                         UsageError::new(
                             "--backend",
                             format!("{name:?} is not a backend: use etcd, zk or raft"),
