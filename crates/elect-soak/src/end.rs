@@ -9,6 +9,7 @@ use elect_judge::history::{End, Leftover};
 
 use crate::nemesis::{etcdctl, kazoo};
 use crate::options::Backend;
+use crate::sampler::env_var;
 use crate::world::BackendWorld;
 
 /// Waits a moment for resignations to land, then lists what soak `id`
@@ -162,15 +163,7 @@ fn processes(id: &str) -> Vec<Leftover> {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let command = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        let var = |name: &str| {
-            environ.split(|b| *b == 0).find_map(|kv| {
-                std::str::from_utf8(kv)
-                    .ok()?
-                    .strip_prefix(name)?
-                    .strip_prefix('=')
-                    .map(str::to_owned)
-            })
-        };
+        let var = |name: &str| env_var(&environ, name);
         let election = var("SOAK_ELECTION").filter(|_| var("SOAK_ID").as_deref() == Some(id));
         let parent = stat
             .rsplit_once(')')

@@ -259,12 +259,7 @@ pub fn tag_of(pid: i32, id: &str) -> Option<Tag> {
         .strip_prefix("soak-")?
         .to_owned();
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let var = |name: &str| {
-        environ.split(|b| *b == 0).find_map(|kv| {
-            let kv = std::str::from_utf8(kv).ok()?;
-            kv.strip_prefix(name)?.strip_prefix('=').map(str::to_owned)
-        })
-    };
+    let var = |name: &str| env_var(&environ, name);
     if var("SOAK_ID")? != id {
         return None;
     }
@@ -272,5 +267,13 @@ pub fn tag_of(pid: i32, id: &str) -> Option<Tag> {
         election: var("SOAK_ELECTION")?,
         cand: var("SOAK_CAND")?,
         role,
+    })
+}
+
+/// Variable `name` of a process's environment (`/proc/PID/environ`).
+pub fn env_var(environ: &[u8], name: &str) -> Option<String> {
+    environ.split(|b| *b == 0).find_map(|kv| {
+        let kv = std::str::from_utf8(kv).ok()?;
+        kv.strip_prefix(name)?.strip_prefix('=').map(str::to_owned)
     })
 }
