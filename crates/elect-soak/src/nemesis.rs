@@ -671,13 +671,15 @@ impl Nemesis {
         rng: &mut Rng,
     ) -> Result<(Target, Option<Heal>, String), String> {
         match kind {
+            // An attempt that fails partway may have done part of its work
+            // (compacted, deleted some znodes): it is recorded all the same,
+            // saying how it ended, so the judge knows it happened.
             Kind::Compaction => {
-                compact(&world.endpoints)?;
-                Ok((
-                    Target::plain("every member"),
-                    None,
-                    "compact, then defrag each member".into(),
-                ))
+                let note = match compact(&world.endpoints) {
+                    Ok(()) => "compact, then defrag each member".to_owned(),
+                    Err(e) => format!("compact, then defrag each member; failed partway: {e}"),
+                };
+                Ok((Target::plain("every member"), None, note))
             }
             Kind::OperatorDelete | Kind::ParentDelete => {
                 let election = match target.and_then(|t| t.election) {
@@ -697,17 +699,23 @@ impl Nemesis {
                     }
                 };
                 let deleted = if kind == Kind::ParentDelete {
-                    zk_delete_all(&world.endpoints, &election.name)?
+                    zk_delete_all(&world.endpoints, &election.name)
                 } else {
-                    delete_leader(world.backend, &world.endpoints, &election.name)?
+                    delete_leader(world.backend, &world.endpoints, &election.name)
+                };
+                let (name, note) = match deleted {
+                    Ok(name) => (name, String::new()),
+                    // Nothing there to delete: nothing happened.
+                    Err(e) if e.starts_with("no candidate") => return Err(e),
+                    Err(e) => (election.name.clone(), format!("failed partway: {e}")),
                 };
                 Ok((
                     Target {
-                        name: deleted,
+                        name,
                         election: Some(election.meta.key.clone()),
                     },
                     None,
-                    String::new(),
+                    note,
                 ))
             }
             _ => Err("not a service fault".into()),

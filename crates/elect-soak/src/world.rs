@@ -155,7 +155,9 @@ pub fn lab(options: &Options, dir: &Path) -> Result<Option<Arc<Mutex<Lab>>>, Err
         if etcd { 3 } else { 0 },
         if zk { 3 } else { 0 },
     );
-    spec.dir = dir.join("lab");
+    // The directory's name is the lab's id, its containers' and network's
+    // prefix: one of its own, so two soaks never share a network.
+    spec.dir = dir.join(format!("lab-{}", std::process::id()));
     let lab = Lab::up(&spec)?;
     Ok(Some(Arc::new(Mutex::new(lab))))
 }
