@@ -522,3 +522,130 @@ async fn a_sigterm_at_once_reaches_a_command_in_a_pid_namespace() {
         );
     }
 }
+
+/// A child of the watchdog that has exited but cannot be reaped yet: the
+/// watchdog must sleep until it can be, not spin. The watchdog runs at a
+/// real-time priority, so a spin starves every process of normal
+/// priority on its core, other watchdogs' kills included (the soak found
+/// it: a watchdog spun for minutes, and a demoted leader's command on the
+/// same core outlived its deadline).
+/// - `pidns`: a killed init exits only once every process of its
+///   namespace has been reaped, and has closed its report pipe meanwhile;
+///   the soak's case was a tree member in an uninterruptible sleep on a
+///   loaded disk. The watchdog polled the pipe at its end.
+/// - `subreaper`: the command's zombie, held by a tracer (`strace -f` on
+///   elect follows into the command) while the rest of its group lives.
+///   The watchdog polled the command's pidfd, ready and never reaped.
+///
+/// Here a tracer holds a zombie: the command's, with the init killed under
+/// `pidns`; the command itself killed under `subreaper`.
+// Two workers: the checks below block one (polling /proc, joining the
+// tracer) while the supervisor runs on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_sleeps_while_a_child_cannot_be_reaped() {
+    for level in [
+        elect::supervise::Level::PidNamespace,
+        elect::supervise::Level::Subreaper,
+    ] {
+        sleeps_while_a_child_cannot_be_reaped(level).await;
+    }
+}
+
+async fn sleeps_while_a_child_cannot_be_reaped(level: elect::supervise::Level) {
+    let env = env();
+    let containment = elect::supervise::Containment::from(level);
+    if containment.resolve(&env.watchdog).is_err() {
+        eprintln!("{} is not available here: nothing to check", level.name());
+        return;
+    }
+    let pidns = level == elect::supervise::Level::PidNamespace;
+    let (tx, rx) = watch::channel(lead(1, Duration::from_secs(60)));
+    let (busy, mut busy_rx) = elect::work::channel();
+    let (_sig_tx, mut sigs) = mpsc::unbounded_channel();
+    let cfg = sh("sleep 1000 & exec sleep 1001").with_containment(containment);
+    let task = async {
+        busy_rx.started().await;
+        let me = std::process::id() as i32;
+        let tree = elect_lab::poll(Duration::from_secs(10), || {
+            let pid_of = |pick: &dyn Fn(&str) -> bool| {
+                elect_lab::process::descendants(me).into_iter().find(|pid| {
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|b| pick(&String::from_utf8_lossy(&b).replace('\0', " ")))
+                })
+            };
+            Some((
+                pid_of(&|c| c.contains("__watchdog"))?,
+                if pidns {
+                    pid_of(&|c| c.contains("__init"))?
+                } else {
+                    0
+                },
+                pid_of(&|c| c.starts_with("sleep 1001"))?,
+                pid_of(&|c| c.starts_with("sleep 1000"))?,
+            ))
+        });
+        let (watchdog, init, command, _) = tree.unwrap_or_else(|| {
+            panic!(
+                "{}: the watchdog, the init and the command: {:?}",
+                level.name(),
+                scheduling_of_descendants(me)
+            )
+        });
+        // The tracer is one thread: it seizes the command, and, once the
+        // watchdog has been measured, reaps its zombie, which lets the
+        // watchdog (or the init's exit) go on.
+        let (measured, wait_measured) = std::sync::mpsc::channel::<()>();
+        let (seized, wait_seized) = std::sync::mpsc::channel::<bool>();
+        let tracer = std::thread::spawn(move || {
+            // SAFETY: plain ptrace requests on a pid; no memory is passed.
+            let ok = unsafe { libc::ptrace(libc::PTRACE_SEIZE, command, 0, 0) == 0 };
+            seized.send(ok).unwrap();
+            if ok {
+                let _ = wait_measured.recv();
+                let mut status = 0;
+                // SAFETY: waitpid on the tracee, status into a local.
+                unsafe { libc::waitpid(command, &mut status, libc::__WALL) };
+            }
+        });
+        if !wait_seized.recv().unwrap() {
+            eprintln!("ptrace is not allowed here: nothing to check");
+        } else {
+            let victim = if pidns { init } else { command };
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(victim), Signal::SIGKILL).unwrap();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let before = cpu_ticks(watchdog);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let used = cpu_ticks(watchdog) - before;
+            // SAFETY: sysconf takes a constant.
+            let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+            assert!(
+                used < per_second / 4,
+                "{}: the watchdog used {used} of {per_second} clock ticks in a second while a \
+                 child could not be reaped: it spins",
+                level.name()
+            );
+        }
+        drop(measured);
+        tracer.join().unwrap();
+        if !pidns {
+            // What the command left behind gets the grace, then goes.
+            drop(tx);
+        }
+        busy_rx.stopped().await;
+    };
+    let (finish, ()) = tokio::join!(run(&cfg, &env, rx, &busy, &mut sigs), task);
+    finish.unwrap();
+}
+
+/// The user and system CPU time `pid` has used, in clock ticks.
+fn cpu_ticks(pid: i32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // utime and stime: fields 14 and 15, the 12th and 13th after the name.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}

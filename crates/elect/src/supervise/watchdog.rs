@@ -585,8 +585,16 @@ struct Watchdog {
 impl Watchdog {
     fn supervise(mut self, control: OwnedFd) -> i32 {
         let mut control = Some(ControlPipe::new(control));
+        let mut ended_ready = false;
         loop {
             self.reap();
+            if ended_ready && self.ended.is_some() {
+                // The pidfd says the child exited, yet it could not be
+                // reaped (a tracer, such as `strace -f` on elect, holds
+                // it first). Polled on, it would spin at a real-time
+                // priority; the tick reaps it once it can be.
+                self.ended = None;
+            }
             let now = boottime_now();
             if self.exit.is_some() && self.phase == Phase::Running {
                 // The command ended by itself: what it left in its group
@@ -631,6 +639,11 @@ impl Watchdog {
             }
             let control_ready = control.is_some()
                 && fds[0]
+                    .revents()
+                    .is_some_and(|r| r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP));
+            let ended_at = usize::from(control.is_some());
+            ended_ready = self.ended.is_some()
+                && fds[ended_at]
                     .revents()
                     .is_some_and(|r| r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP));
             drop(fds);
@@ -759,12 +772,22 @@ impl Watchdog {
         if let Some(report) = self.report.as_mut() {
             // Non-blocking: what is there now, up to WouldBlock or the end.
             let mut said = Vec::new();
-            let _ = report.read_to_end(&mut said);
+            let read = report.read_to_end(&mut said);
             if let Some(code) = String::from_utf8_lossy(&said)
                 .lines()
                 .find_map(init::parse_report)
             {
                 self.exit = Some(code);
+            }
+            // End of file (`Ok`; `WouldBlock` is an `Err`): the init is
+            // gone or going without a word, killed before the command
+            // ended. A pipe at its end polls ready forever, and this loop
+            // runs at a real-time priority: polled on, it would spin and
+            // starve every process of normal priority on its core (other
+            // watchdogs' kills included) while the init's exit lasts. Its
+            // pidfd and the tick see that exit instead.
+            if read.is_ok() {
+                self.report = None;
             }
         }
         loop {
