@@ -172,10 +172,20 @@ pub fn serves_tls(endpoints: &str, security: &super::Security) -> bool {
 
 /// One four-letter-word exchange; empty on any failure.
 pub fn four_letter(addr: &str, word: &str) -> String {
-    let Ok(mut stream) = TcpStream::connect(addr) else {
+    // Bounded everywhere: a member cut off or frozen must not hold the
+    // caller (the soak's dealing thread asks who leads before each fault).
+    let timeout = Duration::from_secs(2);
+    let Some(sock) = std::net::ToSocketAddrs::to_socket_addrs(addr)
+        .ok()
+        .and_then(|mut a| a.next())
+    else {
         return String::new();
     };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let Ok(mut stream) = TcpStream::connect_timeout(&sock, timeout) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(timeout));
+    let _ = stream.set_write_timeout(Some(timeout));
     let mut answer = String::new();
     if stream.write_all(word.as_bytes()).is_ok() {
         let _ = stream.read_to_string(&mut answer);

@@ -926,9 +926,34 @@ fn pgid(pid: i32) -> Option<i32> {
         .ok()
 }
 
+/// How long a tool the nemesis or the leftover check runs may take
+/// (coreutils' `timeout`, then SIGKILL 2 s later): one stuck call must not
+/// hold the dealing thread, and every backend's faults with it.
+const TOOL_LIMIT: &str = "20s";
+
+/// `program` run under [`TOOL_LIMIT`].
+fn bounded(program: &str) -> Command {
+    let mut cmd = Command::new("timeout");
+    cmd.args(["--kill-after=2s", TOOL_LIMIT, program])
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// Why a [`bounded`] tool failed: it ran out of time, or the last line
+/// it wrote to stderr.
+fn failure(out: &std::process::Output) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    // `timeout`'s code when it stopped the tool, or its SIGKILL.
+    if matches!(out.status.code(), Some(124 | 137)) || out.status.signal() == Some(9) {
+        return format!("no answer within {TOOL_LIMIT}");
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    err.trim().lines().last().unwrap_or_default().to_owned()
+}
+
 /// `etcdctl` (API 3) against `endpoints`; its stdout.
 pub fn etcdctl(endpoints: &str, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = Command::new("etcdctl")
+    let out = bounded("etcdctl")
         .env("ETCDCTL_API", "3")
         .args(["--endpoints", endpoints, "--command-timeout", "5s"])
         .args(args)
@@ -937,11 +962,7 @@ pub fn etcdctl(endpoints: &str, args: &[&str]) -> Result<Vec<u8>, String> {
     if out.status.success() {
         Ok(out.stdout)
     } else {
-        Err(format!(
-            "etcdctl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        Err(format!("etcdctl {}: {}", args.join(" "), failure(&out)))
     }
 }
 
@@ -954,7 +975,7 @@ pub fn kazoo(hosts: &str, code: &str) -> Result<String, String> {
             .collect::<Vec<_>>()
             .join("\n")
     );
-    let out = Command::new("/usr/bin/python3")
+    let out = bounded("/usr/bin/python3")
         .arg("-c")
         .arg(script)
         .output()
@@ -962,11 +983,7 @@ pub fn kazoo(hosts: &str, code: &str) -> Result<String, String> {
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        Err(format!(
-            "kazoo: {}",
-            err.trim().lines().last().unwrap_or_default()
-        ))
+        Err(format!("kazoo: {}", failure(&out)))
     }
 }
 
