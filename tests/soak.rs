@@ -6,7 +6,8 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::elect::{BIN, elect_once};
@@ -53,6 +54,108 @@ fn tmp(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// How a soak run by [`soak`] ended.
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `cmd` (a soak) with its output in files beside `report`, not in
+/// pipes: a process it leaves behind cannot hold the test open. Past
+/// `deadline` the soak is taken to hang: the test fails with the soak's
+/// stderr, its threads' stacks and its process tree, after a Ctrl-C (and
+/// a SIGKILL a minute later) has torn it down. `interrupt_after`, when
+/// given, sends the Ctrl-C itself that long after the start.
+fn soak(
+    mut cmd: Command,
+    report: &Path,
+    interrupt_after: Option<Duration>,
+    deadline: Duration,
+) -> Ran {
+    let out_path = report.with_extension("stdout");
+    let err_path = report.with_extension("stderr");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let interrupt = || {
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+    };
+    let started = Instant::now();
+    let mut interrupted = false;
+    let mut hung = String::new();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        let elapsed = started.elapsed();
+        if !interrupted && interrupt_after.is_some_and(|after| elapsed >= after) {
+            interrupted = true;
+            interrupt();
+        }
+        if hung.is_empty() && elapsed >= deadline {
+            hung = hang_report(child.id());
+            interrupt();
+        }
+        if !hung.is_empty() && elapsed >= deadline + Duration::from_secs(60) {
+            let _ = child.kill();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let ran = Ran {
+        code: status.code(),
+        stdout: std::fs::read_to_string(&out_path).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
+    };
+    assert!(
+        hung.is_empty(),
+        "the soak was still running {deadline:?} after it started: it hangs. \
+         Its stderr:\n{}\n{hung}",
+        ran.stderr
+    );
+    ran
+}
+
+/// What a hung soak is doing: every thread's stack (gdb, when the machine
+/// has it) and the processes under it.
+fn hang_report(pid: u32) -> String {
+    let run = |program: &str, args: &[&str]| {
+        Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_else(|e| format!("({program}: {e})"))
+    };
+    let pid = pid.to_string();
+    let stacks = run(
+        "timeout",
+        &[
+            "60",
+            "gdb",
+            "-p",
+            &pid,
+            "-batch",
+            "-ex",
+            "thread apply all bt 30",
+        ],
+    );
+    let tree = run(
+        "ps",
+        &[
+            "-e",
+            "--forest",
+            "-o",
+            "pid,ppid,pgid,stat,wchan:24,etime,args",
+        ],
+    );
+    format!("its threads:\n{stacks}\nthe processes:\n{tree}")
 }
 
 /// A history of one election in which two candidates' commands ran
@@ -169,21 +272,25 @@ fn short_soak_holds_with_every_fault_kind_dealt() {
         .join("soak-ci");
     let _ = std::fs::remove_dir_all(&report);
     let duration = std::env::var("ELECT_SOAK_DURATION").unwrap_or_else(|_| "4m".into());
-    let mut soak = Command::new(BIN);
-    soak.args(["lab", "soak", "--peers", "--seed", SEED]);
+    let mut cmd_soak = Command::new(BIN);
+    cmd_soak.args(["lab", "soak", "--peers", "--seed", SEED]);
     if containers {
-        soak.arg("--containers");
+        cmd_soak.arg("--containers");
     }
-    let out = soak
+    cmd_soak
         .args(["--backend", "etcd,zk,raft", "--duration", &duration])
         .arg("--report")
-        .arg(&report)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+        .arg(&report);
+    // Its length, the ensembles' start and the Curator driver's build
+    // before it, the teardown after: well within 4 more minutes.
+    let length = humantime::parse_duration(&duration).unwrap();
+    let Ran {
+        code,
+        stdout,
+        stderr,
+    } = soak(cmd_soak, &report, None, length + Duration::from_secs(240));
     assert_eq!(
-        out.status.code(),
+        code,
         Some(0),
         "the soak found violations by elect (seed {SEED}; report in {}):\n{stdout}\n{stderr}",
         report.display()
@@ -214,34 +321,28 @@ fn short_soak_holds_with_every_fault_kind_dealt() {
 #[test]
 fn ctrl_c_tears_down_and_still_reports() {
     let report = tmp("interrupted");
-    let soak = Command::new(BIN)
-        .args([
-            "lab",
-            "soak",
-            "--backend",
-            "raft",
-            "--duration",
-            "10m",
-            "--seed",
-            "7",
-        ])
-        .arg("--report")
-        .arg(&report)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "lab",
+        "soak",
+        "--backend",
+        "raft",
+        "--duration",
+        "10m",
+        "--seed",
+        "7",
+    ])
+    .arg("--report")
+    .arg(&report);
     // Long enough for the peers to elect and the first faults to land.
-    std::thread::sleep(std::time::Duration::from_secs(12));
-    let pid = nix::unistd::Pid::from_raw(soak.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let out = soak.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        matches!(out.status.code(), Some(0 | 4)),
-        "{:?}\n{stderr}",
-        out.status
+    let ran = soak(
+        cmd,
+        &report,
+        Some(Duration::from_secs(12)),
+        Duration::from_secs(120),
     );
+    let stderr = ran.stderr;
+    assert!(matches!(ran.code, Some(0 | 4)), "{:?}\n{stderr}", ran.code);
     assert!(stderr.contains("interrupted"), "{stderr}");
     let md = std::fs::read_to_string(report.join("report.md")).unwrap();
     assert!(md.contains("stopped early"), "{md}");
@@ -282,13 +383,8 @@ fn the_schedules_that_found_violations_hold_when_replayed() {
         if containers {
             replay.arg("--containers");
         }
-        let out = replay.arg("--report").arg(&report).output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{name}:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        replay.arg("--report").arg(&report);
+        let ran = soak(replay, &report, None, Duration::from_secs(480));
+        assert_eq!(ran.code, Some(0), "{name}:\n{}\n{}", ran.stdout, ran.stderr);
     }
 }
