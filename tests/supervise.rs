@@ -618,6 +618,10 @@ async fn sleeps_while_a_child_cannot_be_reaped(level: elect::supervise::Level) {
             let used = cpu_ticks(watchdog) - before;
             // SAFETY: sysconf takes a constant.
             let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+            eprintln!(
+                "{}: the watchdog used {used} of {per_second} clock ticks in that second",
+                level.name()
+            );
             assert!(
                 used < per_second / 4,
                 "{}: the watchdog used {used} of {per_second} clock ticks in a second while a \
