@@ -108,14 +108,7 @@ fn report(name: &str, times: &[Duration], t: Duration) {
 
 /// CPU time (utime + stime, in clock ticks) and RSS (kB) of a process.
 fn usage(pid: i32) -> (u64, u64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .collect();
-    let ticks = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    let ticks = elect_lab::process::cpu_ticks(pid).unwrap();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let rss = status
         .lines()

@@ -613,9 +613,9 @@ async fn sleeps_while_a_child_cannot_be_reaped(level: elect::supervise::Level) {
             let victim = if pidns { init } else { command };
             nix::sys::signal::kill(nix::unistd::Pid::from_raw(victim), Signal::SIGKILL).unwrap();
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let before = cpu_ticks(watchdog);
+            let before = elect_lab::process::cpu_ticks(watchdog).unwrap();
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let used = cpu_ticks(watchdog) - before;
+            let used = elect_lab::process::cpu_ticks(watchdog).unwrap() - before;
             // SAFETY: sysconf takes a constant.
             let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
             eprintln!(
@@ -639,17 +639,4 @@ async fn sleeps_while_a_child_cannot_be_reaped(level: elect::supervise::Level) {
     };
     let (finish, ()) = tokio::join!(run(&cfg, &env, rx, &busy, &mut sigs), task);
     finish.unwrap();
-}
-
-/// The user and system CPU time `pid` has used, in clock ticks.
-fn cpu_ticks(pid: i32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .collect();
-    // utime and stime: fields 14 and 15, the 12th and 13th after the name.
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }

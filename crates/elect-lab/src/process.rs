@@ -252,6 +252,17 @@ pub fn parent(pid: i32) -> Option<i32> {
         .ok()
 }
 
+/// The user and system CPU time `pid` has used, in clock ticks
+/// (`sysconf(_SC_CLK_TCK)` a second), if it lives.
+pub fn cpu_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // utime and stime: fields 14 and 15, the 12th and 13th after the name.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
 /// Every living descendant of `pid` (not `pid` itself), parents first.
 pub fn descendants(pid: i32) -> Vec<i32> {
     elect::supervise::contain::descendants(nix::unistd::Pid::from_raw(pid), &[])
