@@ -76,6 +76,11 @@ fn a_clean_exit_of_the_leader_hands_over_within_half_t() {
         at - sent
     );
     assert_eq!(procs[leader].wait_exit(SOON), 0);
+    let said = procs[leader].stderr();
+    assert!(
+        said.contains("SIGTERM: resigning") && !said.contains("Some(SIGTERM)"),
+        "the signal is named as the user sent it: {said}"
+    );
 }
 
 /// The leader's `elect` is frozen past T: its lease ends and its watchdog

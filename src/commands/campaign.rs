@@ -54,7 +54,10 @@ async fn campaign(Request { election, output }: Request) -> anyhow::Result<u8> {
     let running = exports.start(campaign.leadership());
     let mut leadership = campaign.leadership();
     tokio::select! {
-        sig = shutdown.recv() => tracing::info!("{:?}: resigning", sig),
+        sig = shutdown.recv() => match sig {
+            Some(sig) => tracing::info!("{sig}: resigning"),
+            None => tracing::info!("resigning"),
+        },
         // The campaign task publishes until it ends; ending by itself is a failure.
         _ = async { while leadership.changed().await.is_ok() {} } => {}
     }
