@@ -52,11 +52,51 @@ fn main() -> ExitCode {
     match validated.command.execute() {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("elect: {e:#}");
+            eprintln!("elect: {}", message(&e));
             let code = e
                 .downcast_ref::<elect::Error>()
                 .map_or(1, elect::Error::exit_code);
             ExitCode::from(code as u8)
         }
+    }
+}
+
+/// `e` and its causes, each said once: the library's errors name their
+/// cause in their own message and also hand it on as their source, so
+/// `{e:#}` said an OS error twice ("Address already in use (os error 98):
+/// Address already in use (os error 98)").
+fn message(e: &anyhow::Error) -> String {
+    let mut said = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if said.is_empty() {
+            said = text;
+        } else if !said.ends_with(&text) {
+            said = format!("{said}: {text}");
+        }
+    }
+    said
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let os = std::io::Error::from(std::io::ErrorKind::AddrInUse);
+        let e = anyhow::Error::new(elect::Error::Io {
+            action: "--http: cannot listen on 127.0.0.1:1".into(),
+            source: os,
+        });
+        assert_eq!(
+            message(&e),
+            format!(
+                "--http: cannot listen on 127.0.0.1:1: {}",
+                std::io::Error::from(std::io::ErrorKind::AddrInUse)
+            )
+        );
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(message(&e), "outer: inner");
     }
 }

@@ -94,6 +94,11 @@ fn a_taken_http_port_fails_before_campaigning() {
     assert_eq!(code, 1, "{err}");
     assert!(out.is_empty(), "{out}");
     assert!(err.contains("--http") && err.contains(&addr), "{err}");
+    assert_eq!(
+        err.matches("in use").count(),
+        1,
+        "the OS's error is said once: {err}"
+    );
     assert!(
         took < Duration::from_secs(2),
         "failed at once, not after the connect timeout: {took:?}"
