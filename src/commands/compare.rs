@@ -84,8 +84,10 @@ pub struct CompareArgs {
 
     /// Write the report into this directory: report.html (one page, the
     /// charts inlined beside the table, the command and the versions),
-    /// report.md (the same as text), the charts as SVG, and rows.json
-    /// (the rows as printed).
+    /// report.md (the same as text), the charts as SVG, rows.json (the
+    /// rows as printed), and book-performance.md, book-faults.md and
+    /// book-operations.md (the book's results pages, for the scenarios
+    /// that ran).
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
 
