@@ -118,12 +118,31 @@ async fn renewals_need_proof(cfg: &ElectionConfig, members: &[Client]) -> bool {
         }
     }
     if !old.is_empty() {
-        warn!(
-            "{}: etcd before 3.4.31 and 3.5.13 acknowledges lease renewals on a leader that has lost its quorum (etcd#15247); each renewal is proven with a linearizable read through the same member, one more round trip per renewal; upgrade etcd to drop it",
-            old.join("; ")
-        );
+        let found = old.join("; ");
+        if first_said(&found) {
+            warn!(
+                "{found}: etcd before 3.4.31 and 3.5.13 acknowledges lease renewals on a leader that has lost its quorum (etcd#15247); each renewal is proven with a linearizable read through the same member, one more round trip per renewal; upgrade etcd to drop it"
+            );
+        } else {
+            debug!("{found}: renewals proven with a read (etcd#15247, said above)");
+        }
     }
     !old.is_empty()
+}
+
+/// Whether `finding` is said for the first time in this process: a
+/// process with many campaigns on one cluster (`elect compare`'s scale
+/// scenario holds dozens) warns once, not once a campaign.
+fn first_said(finding: &str) -> bool {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if said.iter().any(|s| s == finding) {
+        return false;
+    }
+    said.push(finding.to_owned());
+    true
 }
 
 /// Whether etcd `version` acknowledges keepalives without checking that
@@ -587,6 +606,15 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_old_cluster_is_said_once_a_process() {
+        let a = "http://unit-a:2379 runs etcd 3.4.23";
+        let b = "http://unit-b:2379 runs etcd 3.4.23";
+        assert!(first_said(a));
+        assert!(!first_said(a), "the same finding again");
+        assert!(first_said(b), "another cluster is said too");
+    }
 
     #[test]
     fn servers_before_the_leadership_check_need_the_proof() {
