@@ -20,6 +20,17 @@ fn backend_parser() -> impl TypedValueParser<Value = Backend> {
         .map(|name| name.parse::<Backend>().expect("a listed name"))
 }
 
+/// The variable `elect lab up --format env` exports for `backend`'s
+/// endpoints, read when neither `--endpoints` nor ELECT_ENDPOINTS is set:
+/// the lab's output is used as it is printed.
+pub fn backend_endpoints_var(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Etcd => "ELECT_ETCD_ENDPOINTS",
+        Backend::Zk => "ELECT_ZK_ENDPOINTS",
+        Backend::Raft => "ELECT_RAFT_ENDPOINTS",
+    }
+}
+
 /// Which election, on which service, with which credentials.
 #[derive(Debug, Args)]
 pub struct ElectionArgs {
@@ -29,8 +40,11 @@ pub struct ElectionArgs {
 
     /// etcd: host:port,... (an http:// scheme is accepted);
     /// zk: host:port,...[/chroot]; raft: id=host:port,... for every peer,
-    /// this one included [default: 127.0.0.1:2379 for etcd, 127.0.0.1:2181
-    /// for zk; none for raft].
+    /// this one included. Without it (or ELECT_ENDPOINTS), the backend's
+    /// own variable, as `elect lab up --format env` prints it:
+    /// ELECT_ETCD_ENDPOINTS, ELECT_ZK_ENDPOINTS or ELECT_RAFT_ENDPOINTS
+    /// [default: 127.0.0.1:2379 for etcd, 127.0.0.1:2181 for zk; none for
+    /// raft].
     #[arg(long, env = "ELECT_ENDPOINTS")]
     pub endpoints: Option<String>,
 
@@ -209,9 +223,13 @@ impl ElectionArgs {
             .election
             .as_deref()
             .ok_or_else(|| UsageError::new("--election", "is required (or set ELECT_ELECTION)"))?;
+        let from_lab = std::env::var(backend_endpoints_var(backend))
+            .ok()
+            .filter(|v| !v.is_empty());
         let endpoints = self
             .endpoints
             .as_deref()
+            .or(from_lab.as_deref())
             .unwrap_or(backend.default_endpoints());
         let mut cfg = ElectionConfig::new(Service::parse(backend, endpoints)?, election)?;
         if let Some(ttl) = &self.ttl {

@@ -139,6 +139,35 @@ fn unreachable_endpoint_fails_with_exit_1_in_bounded_time() {
     assert_eq!(code, 1, "{err}");
 }
 
+/// The variables `elect lab up --format env` prints are read as they
+/// are: without `--endpoints` or ELECT_ENDPOINTS, each backend takes its
+/// own (`ELECT_ETCD_ENDPOINTS`...); ELECT_ENDPOINTS still wins.
+#[test]
+fn the_lab_s_endpoint_variables_are_read_as_printed() {
+    let attempt = |vars: &[(&str, &str)]| {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.args(["campaign", "--election", "jobs", "--connect-timeout", "1s"])
+            .env_remove("ELECT_ENDPOINTS")
+            .env_remove("ELECT_ELECTION");
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = attempt(&[("ELECT_ETCD_ENDPOINTS", "127.0.0.1:1")]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("etcd at http://127.0.0.1:1"), "{err}");
+    let (_, err) = attempt(&[
+        ("ELECT_ETCD_ENDPOINTS", "127.0.0.1:1"),
+        ("ELECT_ENDPOINTS", "127.0.0.1:2"),
+    ]);
+    assert!(err.contains("etcd at http://127.0.0.1:2"), "{err}");
+}
+
 #[test]
 fn zookeeper_input_is_checked_before_connecting() {
     fn zk<'a>(extra: &[&'a str]) -> Vec<&'a str> {

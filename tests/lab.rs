@@ -133,6 +133,25 @@ fn lab_in_process_mode_up_faults_compare_down_leaves_nothing() {
     };
     let first = eventually("a Raft-vote leader in the lab", SOON, leader);
 
+    // From the lab to a job: the variables it printed, as they are, and
+    // nothing else to say where etcd and ZooKeeper are.
+    for (backend, election) in [("etcd", "lab-job"), ("zk", "/lab-job")] {
+        let out = Command::new(BIN)
+            .args(["--backend", backend, "--election", election, "--id", "a"])
+            .args(["run", "--", "sh", "-c", "test -n \"$ELECT_FENCING_TOKEN\""])
+            .env_remove("ELECT_ENDPOINTS")
+            .env("ELECT_ETCD_ENDPOINTS", &etcd)
+            .env("ELECT_ZK_ENDPOINTS", &zk)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{backend}: a job run with the lab's variables: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     // Up twice: refused, and the running lab is untouched.
     let (code, _, err) = lab(&dir, &["up"]);
     assert_eq!(code, 1, "{err}");

@@ -12,7 +12,9 @@ use elect_lab::{self, Lab, Mode, Role, Spec};
 
 use clap::{Args, Subcommand, ValueEnum};
 
+use crate::args::backend_endpoints_var as endpoints_var;
 use crate::usage::UsageError;
+use elect::Backend;
 
 #[derive(Debug, Args)]
 pub struct LabArgs {
@@ -358,13 +360,13 @@ fn print_lab(lab: &mut Lab, format: FormatArg) {
         FormatArg::Env => {
             println!("export ELECT_LAB_DIR='{}'", lab.dir.display());
             if let Some(e) = &etcd {
-                println!("export ELECT_ETCD_ENDPOINTS='{e}'");
+                println!("export {}='{e}'", endpoints_var(Backend::Etcd));
             }
             if let Some(z) = &zk {
-                println!("export ELECT_ZK_ENDPOINTS='{z}'");
+                println!("export {}='{z}'", endpoints_var(Backend::Zk));
             }
             if let Some(r) = &raft {
-                println!("export ELECT_RAFT_ENDPOINTS='{r}'");
+                println!("export {}='{r}'", endpoints_var(Backend::Raft));
             }
             if let Some(s) = &lab.security {
                 println!("export ELECT_CACERT='{}'", s.ca.display());
