@@ -4,7 +4,8 @@
 #   elect-base:bookworm  a debootstrapped Debian bookworm root with
 #                        etcd-server, etcd-client, zookeeper and a headless
 #                        JRE, imported with `docker import`;
-#   elect:latest         elect-base plus the elect binary.
+#   elect:latest         elect-base plus the elect binary, its man pages
+#                        and its bash completions.
 # Idempotent: the base image is built once (ELECT_REBUILD_BASE=1 forces
 # it); the elect image is rebuilt from the current binary every time, a
 # release build unless ELECT_IMAGE_PROFILE=dev (what the test suite uses,
@@ -42,9 +43,14 @@ profile=${ELECT_IMAGE_PROFILE:-release}
 cargo build --profile "$profile" --locked --bin elect
 context=$(mktemp -d /tmp/elect-image.XXXXXX)
 cp "target/$([ "$profile" = dev ] && echo debug || echo "$profile")/elect" "$context/elect"
+# Its man pages and bash completions, generated from its own parser.
+"$context/elect" man --out "$context/man1" >/dev/null
+"$context/elect" completions bash >"$context/elect.bash"
 cat > "$context/Dockerfile" <<DOCKERFILE
 FROM $BASE
 COPY elect /usr/local/bin/elect
+COPY man1/ /usr/local/share/man/man1/
+COPY elect.bash /usr/share/bash-completion/completions/elect
 ENTRYPOINT ["/usr/local/bin/elect"]
 DOCKERFILE
 docker build -q -t elect:latest "$context" >/dev/null

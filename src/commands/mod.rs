@@ -9,6 +9,7 @@ pub mod lab;
 pub mod leader;
 pub mod observe;
 pub mod run;
+pub mod shell;
 pub mod simulate;
 
 use std::collections::BTreeSet;
@@ -51,6 +52,10 @@ enum CommandArgs {
     /// The classical election algorithms in a deterministic simulator:
     /// messages, time and outcome, one algorithm or all side by side.
     Simulate(simulate::SimulateArgs),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completions(shell::CompletionsArgs),
+    /// Write the man pages, one per command, into a directory.
+    Man(shell::ManArgs),
 }
 
 /// A validated invocation.
@@ -64,6 +69,8 @@ pub enum Command {
     Lab(lab::Request),
     Compare(compare::Plan),
     Simulate(simulate::Request),
+    Completions(shell::Shell),
+    Man(std::path::PathBuf),
 }
 
 /// A validated invocation and what the user should be told about it.
@@ -95,6 +102,8 @@ impl Command {
             Command::Lab(r) => lab::run(r),
             Command::Compare(plan) => compare::run(plan),
             Command::Simulate(r) => simulate::run(r),
+            Command::Completions(shell) => shell::completions(shell),
+            Command::Man(out) => shell::man(&out),
         }
     }
 }
@@ -120,6 +129,8 @@ fn validate(matches: &ArgMatches) -> Result<Validated> {
         CommandArgs::Lab(args) => Command::Lab(args.validate()?),
         CommandArgs::Compare(args) => Command::Compare(args.validate(&mut warnings)?),
         CommandArgs::Simulate(args) => Command::Simulate(args.validate()?),
+        CommandArgs::Completions(args) => Command::Completions(args.shell),
+        CommandArgs::Man(args) => Command::Man(args.out),
     };
     Ok(Validated { command, warnings })
 }
