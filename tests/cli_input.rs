@@ -168,6 +168,26 @@ fn the_lab_s_endpoint_variables_are_read_as_printed() {
     assert!(err.contains("etcd at http://127.0.0.1:2"), "{err}");
 }
 
+/// Options before the subcommand work (Kubernetes manifests put them
+/// there), and `--help` says so.
+#[test]
+fn options_before_the_subcommand_work_and_help_says_so() {
+    let (code, out, _, _) = elect_once(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("may also come before it"), "{out}");
+    let (code, _, err, _) = elect_once(&[
+        "--election",
+        "jobs",
+        "--endpoints",
+        "127.0.0.1:1",
+        "--connect-timeout",
+        "1s",
+        "leader",
+    ]);
+    assert_eq!(code, 1, "parsed, then failed to connect: {err}");
+    assert!(err.contains("127.0.0.1:1"), "{err}");
+}
+
 #[test]
 fn zookeeper_input_is_checked_before_connecting() {
     fn zk<'a>(extra: &[&'a str]) -> Vec<&'a str> {

@@ -22,7 +22,15 @@ use crate::usage::Result;
 /// Leader election on etcd, ZooKeeper, or among the elect processes
 /// themselves (Raft's vote): as a sidecar, a wrapper, or a one-shot query.
 #[derive(Debug, Parser)]
-#[command(name = "elect", version, about, long_about = None)]
+#[command(
+    name = "elect",
+    version,
+    about,
+    long_about = None,
+    after_help = "The options of a subcommand may also come before it, as manifests often \
+                  put them: `elect --backend zk --election /jobs campaign` is \
+                  `elect campaign --backend zk --election /jobs`."
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: CommandArgs,
