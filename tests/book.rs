@@ -438,3 +438,101 @@ fn every_page_is_in_the_summary_and_the_readme_is_short() {
         "README.md has {lines} lines: the book holds the rest"
     );
 }
+
+/// A line of Rust without its `//` comment, trimmed.
+fn without_comment(line: &str) -> &str {
+    line.split("//").next().unwrap_or_default().trim()
+}
+
+/// The fenced blocks of `text` whose info string starts with `rust`: the
+/// info string and the code.
+fn rust_blocks(text: &str) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(String, String)> = None;
+    for line in text.lines() {
+        let fence = line.trim_start().strip_prefix("```");
+        match (&mut open, fence) {
+            (None, Some(info)) if info.starts_with("rust") => {
+                open = Some((info.to_owned(), String::new()));
+            }
+            (Some(_), Some(_)) => blocks.push(open.take().unwrap()),
+            (Some((_, code)), None) => {
+                code.push_str(line);
+                code.push('\n');
+            }
+            _ => {}
+        }
+    }
+    blocks
+}
+
+/// Every Rust example in the book builds as it is written: a block shown
+/// whole is the tail of a program in `crates/elect/examples/` (which the
+/// workspace builds and lints), from its first `use` on; a fragment
+/// (`rust,ignore`) is the crate's front-page example, which its doctests
+/// compile, line for line. A guide whose example names a backend's
+/// constructor enables that backend's feature in its `Cargo.toml`
+/// snippet (it once enabled `zk` for an etcd example: it built, then
+/// failed with `NotBuiltIn`).
+#[test]
+fn the_book_s_rust_examples_are_programs_the_workspace_builds() {
+    let examples: Vec<String> = std::fs::read_dir(root().join("crates/elect/examples"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    let front_page: Vec<String> = std::fs::read_to_string(root().join("crates/elect/src/lib.rs"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| without_comment(l).to_owned())
+        .collect();
+    let mut seen = 0;
+    for doc in documents_and_includes() {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for (info, code) in rust_blocks(&text) {
+            seen += 1;
+            if info.contains("ignore") {
+                // Compared without comments: the guide explains more.
+                for line in code.lines().map(without_comment).filter(|l| !l.is_empty()) {
+                    assert!(
+                        front_page.iter().any(|f| f == line),
+                        "{}: a fragment's line is not in the crate's front-page example \
+                         (crates/elect/src/lib.rs), which its doctests compile: {line}",
+                        doc.display()
+                    );
+                }
+            } else {
+                assert!(
+                    examples
+                        .iter()
+                        .any(|e| e.ends_with(code.as_str())
+                            && e[..e.len() - code.len()].ends_with('\n')),
+                    "{}: a Rust example that is not a program of crates/elect/examples \
+                     (from its first `use` on):\n{code}",
+                    doc.display()
+                );
+            }
+            // The code, not its comments (which may name other backends).
+            let calls: String = code.lines().map(without_comment).collect();
+            let features_line = text.lines().find(|l| l.starts_with("elect = {"));
+            for (constructor, feature) in [
+                ("ElectionConfig::etcd(", "\"etcd\""),
+                ("ElectionConfig::zk(", "\"zk\""),
+                ("ElectionConfig::raft(", "\"raft\""),
+            ] {
+                if let Some(line) = features_line
+                    && calls.contains(constructor)
+                    && line.contains("default-features = false")
+                {
+                    assert!(
+                        line.contains(feature),
+                        "{}: the example uses {constructor}..) but the Cargo.toml snippet \
+                         does not enable {feature}: {line}",
+                        doc.display()
+                    );
+                }
+            }
+        }
+    }
+    assert!(seen >= 2, "the guides' Rust examples were found");
+}
