@@ -580,7 +580,10 @@ fn liveness(
 /// second run that started more than [`RECORD_WINDOW`] after a completed
 /// one ignored a record that was there. One that started sooner is the
 /// contract's at-least-once (the completing leader lost leadership before
-/// its record landed): counted, not a violation.
+/// its record landed): counted, not a violation. So is one after a
+/// completion whose record window saw the service's quorum broken on
+/// purpose: no record could land until the quorum was back (the leader
+/// says so and exits; the next period's leader runs the job again).
 fn periodic(
     h: &History,
     e: &ElectionMeta,
@@ -611,8 +614,22 @@ fn periodic(
         else {
             continue;
         };
+        let record_window = Span {
+            from: first_done,
+            to: first_done + RECORD_WINDOW,
+        };
+        let quorum_lost = h.faults.iter().any(|f| {
+            f.breaks_quorum
+                && f.backend == e.backend
+                && (Span {
+                    from: f.start,
+                    to: f.end,
+                })
+                .overlap(record_window)
+                .is_some()
+        });
         for (start, _, cand) in runs.iter().filter(|(start, _, _)| *start > first_done) {
-            if *start > first_done + RECORD_WINDOW {
+            if *start > first_done + RECORD_WINDOW && !quorum_lost {
                 v.push(violation(
                     h,
                     e,

@@ -331,6 +331,32 @@ fn a_periodic_job_run_again_after_its_record_is_refused() {
     );
     assert_eq!(once.figures.periodic_reruns, 1);
     assert_eq!(once.figures.periodic_runs, 3);
+
+    // With the service's quorum broken on purpose just after the first
+    // completion, no record could land: the late run is the contract's
+    // at-least-once too (seed 4104: a 12 s quorum loss, a rerun 13.8 s
+    // after the completion). The same loss on another backend excuses
+    // nothing.
+    let quorum_loss = |backend: &str| FaultRecord {
+        kind: "quorum-loss".into(),
+        backend: backend.into(),
+        target: "etcd-1,etcd-2".into(),
+        election: None,
+        start: 3 * S + S / 2,
+        end: 15 * S,
+        breaks_quorum: true,
+        note: String::new(),
+    };
+    let mut other = h.clone();
+    other.faults.push(quorum_loss("zk"));
+    let j = judge(&other);
+    let once = j.elections.iter().find(|x| x.key == e).unwrap();
+    assert_eq!(once.violations.len(), 1, "{:?}", once.violations);
+    h.faults.push(quorum_loss("etcd"));
+    let j = judge(&h);
+    let once = j.elections.iter().find(|x| x.key == e).unwrap();
+    assert!(once.violations.is_empty(), "{:?}", once.violations);
+    assert_eq!(once.figures.periodic_reruns, 2);
 }
 
 #[test]
