@@ -133,7 +133,7 @@ pub fn markdown(j: &Judgement, h: &History) -> String {
             .iter()
             .map(|e| {
                 format!(
-                    "{}: {} runs, {} periods completed, {} runs again within 10 s of a completion (at least once: the completing leader lost leadership before its record landed)",
+                    "{}: {} runs, {} periods completed, {} runs again after a completion whose record could not land (at least once: within 10 s, the completing leader lost leadership first; or the quorum was broken on purpose)",
                     e.key, e.figures.periodic_runs, e.figures.periods_done, e.figures.periodic_reruns
                 )
             })
