@@ -175,17 +175,11 @@ fn options_before_the_subcommand_work_and_help_says_so() {
     let (code, out, _, _) = elect_once(&["--help"]);
     assert_eq!(code, 0);
     assert!(out.contains("may also come before it"), "{out}");
-    let (code, _, err, _) = elect_once(&[
-        "--election",
-        "jobs",
-        "--endpoints",
-        "127.0.0.1:1",
-        "--connect-timeout",
-        "1s",
-        "leader",
-    ]);
-    assert_eq!(code, 1, "parsed, then failed to connect: {err}");
-    assert!(err.contains("127.0.0.1:1"), "{err}");
+    // Parsed, then failed to connect.
+    unreachable(
+        &["--election", "jobs", "--endpoints", "127.0.0.1:1", "leader"],
+        "cannot reach etcd at http://127.0.0.1:1",
+    );
 }
 
 #[test]
