@@ -110,8 +110,8 @@ impl Command {
             Command::Lab(r) => lab::run(r),
             Command::Compare(plan) => compare::run(plan),
             Command::Simulate(r) => simulate::run(r),
-            Command::Completions(shell) => shell::completions(shell),
-            Command::Man(out) => shell::man(&out),
+            Command::Completions(shell) => shell::completions(shell, Cli::command()),
+            Command::Man(out) => shell::man(&out, Cli::command()),
         }
     }
 }

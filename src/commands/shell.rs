@@ -7,9 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use clap::{Args, CommandFactory, ValueEnum};
-
-use super::Cli;
+use clap::{Args, ValueEnum};
 
 /// `elect completions SHELL`.
 #[derive(Debug, Args)]
@@ -36,9 +34,9 @@ pub struct ManArgs {
     pub out: PathBuf,
 }
 
-/// Prints the completion script for `shell` on stdout.
-pub fn completions(shell: Shell) -> anyhow::Result<u8> {
-    let mut cmd = Cli::command();
+/// Prints the completion script of `cmd` (elect's parser) for `shell` on
+/// stdout.
+pub fn completions(shell: Shell, mut cmd: clap::Command) -> anyhow::Result<u8> {
     let out = &mut std::io::stdout();
     match shell {
         Shell::Bash => clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, "elect", out),
@@ -50,10 +48,10 @@ pub fn completions(shell: Shell) -> anyhow::Result<u8> {
 
 /// Writes a man page for `elect` and for each of its subcommands, at every
 /// depth, into `out`; prints the paths written.
-pub fn man(out: &Path) -> anyhow::Result<u8> {
+pub fn man(out: &Path, mut cmd: clap::Command) -> anyhow::Result<u8> {
     std::fs::create_dir_all(out).with_context(|| format!("--out: creating {}", out.display()))?;
     let mut written = Vec::new();
-    write_pages(&mut Cli::command(), "elect", out, &mut written)?;
+    write_pages(&mut cmd, "elect", out, &mut written)?;
     for path in written {
         println!("{}", path.display());
     }
