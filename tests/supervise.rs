@@ -540,15 +540,17 @@ async fn a_sigterm_at_once_reaches_a_command_in_a_pid_namespace() {
 /// Here a tracer holds a zombie: the command's, with the init killed under
 /// `pidns`; the command itself killed under `subreaper`.
 // Two workers: the checks below block one (polling /proc, joining the
-// tracer) while the supervisor runs on the other.
+// tracer) while the supervisor runs on the other. One test per level:
+// each in a process of its own, as nextest runs them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_watchdog_sleeps_while_a_child_cannot_be_reaped() {
-    for level in [
-        elect::supervise::Level::PidNamespace,
-        elect::supervise::Level::Subreaper,
-    ] {
-        sleeps_while_a_child_cannot_be_reaped(level).await;
-    }
+async fn the_watchdog_sleeps_while_a_child_cannot_be_reaped_pidns() {
+    sleeps_while_a_child_cannot_be_reaped(elect::supervise::Level::PidNamespace).await;
+}
+
+/// See [`the_watchdog_sleeps_while_a_child_cannot_be_reaped_pidns`].
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_sleeps_while_a_child_cannot_be_reaped_subreaper() {
+    sleeps_while_a_child_cannot_be_reaped(elect::supervise::Level::Subreaper).await;
 }
 
 async fn sleeps_while_a_child_cannot_be_reaped(level: elect::supervise::Level) {
@@ -612,7 +614,17 @@ async fn sleeps_while_a_child_cannot_be_reaped(level: elect::supervise::Level) {
         } else {
             let victim = if pidns { init } else { command };
             nix::sys::signal::kill(nix::unistd::Pid::from_raw(victim), Signal::SIGKILL).unwrap();
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            // The kill has landed once the command is a zombie the tracer
+            // holds: from then on nothing the watchdog polls is news.
+            elect_lab::poll(Duration::from_secs(10), || {
+                std::fs::read_to_string(format!("/proc/{command}/stat"))
+                    .ok()
+                    .filter(|s| {
+                        s.rsplit_once(')')
+                            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+                    })
+            })
+            .expect("the command a zombie held by its tracer");
             let before = elect_lab::process::cpu_ticks(watchdog).unwrap();
             tokio::time::sleep(Duration::from_secs(1)).await;
             let used = elect_lab::process::cpu_ticks(watchdog).unwrap() - before;
