@@ -16,6 +16,13 @@
 //! now read and written in attempts of a quarter of that timeout, the
 //! record's lease under an id of our own so a retried grant is the same
 //! lease.
+//!
+//! Seed 4104, containers, 279-292 s: a candidate restarted while one etcd
+//! member was paused sent its tenure claim to that member, and waited
+//! 13 s for etcd's "request timed out" before its retry: nobody led
+//! meanwhile. Every request of a campaign that may be sent again (the
+//! key's creation, the reads of its turn, the claim, the read back) is
+//! now sent in bounded attempts, as first contacts and records are.
 
 mod support;
 
@@ -147,4 +154,37 @@ fn etcd_periodic_record_is_written_with_a_member_paused() {
         .member_mut(0)
         .apply(Fault::Resume)
         .expect("resuming the member");
+}
+
+/// With a follower of three paused, each of six candidates, alone in an
+/// election of its own, leads within 2 TTL of its start: no request of
+/// its campaign waits on the paused member (unbounded, one such request
+/// waited until the connection's pings gave up, 9 s, or for etcd's own
+/// timeout).
+#[test]
+fn etcd_candidate_leads_promptly_with_a_member_paused() {
+    let mut cluster = etcd::Cluster::start();
+    let leader = cluster.leader_member().expect("the cluster has a leader");
+    let follower = (leader + 1) % 3;
+    cluster
+        .member_mut(follower)
+        .apply(Fault::Pause)
+        .expect("pausing a member");
+    let mut took = Vec::new();
+    for n in 0..6 {
+        let started = Instant::now();
+        let mut candidate = campaign(&cluster.endpoints, &format!("paused-{n}"), "c1", "2s");
+        let (at, _) = candidate.wait_event("elected", Duration::from_secs(60));
+        took.push(at.saturating_duration_since(started));
+        candidate.signal(Signal::SIGTERM);
+        candidate.wait_exit(Duration::from_secs(30));
+    }
+    cluster
+        .member_mut(follower)
+        .apply(Fault::Resume)
+        .expect("resuming the member");
+    assert!(
+        took.iter().all(|t| *t < Duration::from_secs(4)),
+        "elected after {took:?} (from each process's start)"
+    );
 }

@@ -35,6 +35,7 @@ use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
+use super::connection::Attempts;
 use super::errors::etcd_error;
 use super::handover::{self, LeaderWatch};
 use super::keywatch::{TurnWatch, Woken, wait_for_delete};
@@ -377,9 +378,13 @@ impl Candidate {
         let id = self.cfg.id.clone();
         self.reporter.own_key = key.clone().into_bytes();
         let mut lease_state = lease.watch();
+        let patience = self.cfg.connect_timeout;
 
         let my_rev = match self
-            .until_lost(&mut lease_state, create_key(&client, &key, &id, lease.id))
+            .until_lost(
+                &mut lease_state,
+                create_key(&client, &key, &id, lease.id, patience),
+            )
             .await
         {
             Ok(rev) => rev,
@@ -392,7 +397,10 @@ impl Candidate {
             create_revision: my_rev,
         };
         let turn = match self
-            .until_lost(&mut lease_state, wait_for_turn(&client, &election, ours))
+            .until_lost(
+                &mut lease_state,
+                wait_for_turn(&client, &election, ours, patience),
+            )
             .await
         {
             Ok(turn) => turn,
@@ -418,13 +426,13 @@ impl Candidate {
                         .map(|()| OfficeInput::LeaseEnded)
                 }
                 OfficeStep::Claim => {
-                    let claim = tenure::claim(&client, &election, ours);
+                    let claim = tenure::claim(&client, &election, ours, patience);
                     self.until_lost(&mut lease_state, claim)
                         .await
                         .map(OfficeInput::Claimed)
                 }
                 OfficeStep::ReadBack => {
-                    let read_back = confirm(&client, &key, lease.id, my_rev);
+                    let read_back = confirm(&client, &key, lease.id, my_rev, patience);
                     self.until_lost(&mut lease_state, read_back)
                         .await
                         .map(OfficeInput::ReadBack)
@@ -621,7 +629,7 @@ async fn loss_deadline(
 
 /// Puts our key unless it exists (then reads it): Go's campaign txn.
 /// Returns our create revision. Retries until it succeeds.
-async fn create_key(client: &Client, key: &str, id: &str, lease: i64) -> i64 {
+async fn create_key(client: &Client, key: &str, id: &str, lease: i64, patience: Duration) -> i64 {
     let txn = Txn::new()
         .when([Compare::create_revision(key, CompareOp::Equal, 0)])
         .and_then([TxnOp::put(
@@ -630,7 +638,7 @@ async fn create_key(client: &Client, key: &str, id: &str, lease: i64) -> i64 {
             Some(PutOptions::new().with_lease(lease)),
         )])
         .or_else([TxnOp::get(key, None)]);
-    retry("creating our key", || async {
+    retry("creating our key", patience, || async {
         let resp = Box::pin(client.kv_client().txn(txn.clone()))
             .await
             .map_err(|e| etcd_error("creating our key", e))?;
@@ -659,7 +667,12 @@ async fn create_key(client: &Client, key: &str, id: &str, lease: i64) -> i64 {
 /// own. When the predecessor goes otherwise, one read tells what we need
 /// to lead, served by a member from its own state if it can (see
 /// [`check_turn_locally`]).
-async fn wait_for_turn(client: &Client, election: &str, ours: Ours<'_>) -> Turn {
+async fn wait_for_turn(
+    client: &Client,
+    election: &str,
+    ours: Ours<'_>,
+    patience: Duration,
+) -> Turn {
     let prefix = layout::prefix(election);
     let mut turn = WaitForTurn::new();
     // The stream on the predecessor's key and ours, while we wait on it.
@@ -683,7 +696,7 @@ async fn wait_for_turn(client: &Client, election: &str, ours: Ours<'_>) -> Turn 
                 return decided;
             }
             Next::Send(Request::FindPredecessor) => {
-                let (key, at) = retry("finding our predecessor", || {
+                let (key, at) = retry("finding our predecessor", patience, || {
                     older_key(client, &prefix, ours.create_revision)
                 })
                 .await;
@@ -737,7 +750,7 @@ async fn wait_for_turn(client: &Client, election: &str, ours: Ours<'_>) -> Turn 
                     match local {
                         Some(check) => (check, "local"),
                         None => (
-                            check_turn_linearizably(client, &prefix, ours, &marker).await,
+                            check_turn_linearizably(client, &prefix, ours, &marker, patience).await,
                             "linearizable",
                         ),
                     }
@@ -779,8 +792,9 @@ async fn check_turn_linearizably(
     prefix: &str,
     ours: Ours<'_>,
     marker: &str,
+    patience: Duration,
 ) -> TurnCheck {
-    retry("checking our turn", || {
+    retry("checking our turn", patience, || {
         check_turn(client, prefix, ours, marker)
     })
     .await
@@ -975,8 +989,14 @@ async fn wait_for_lease_end(client: &Client, election: &str, pred: CandidateKey)
 
 /// Reads our key back: it must still exist, on our lease, with our create
 /// revision. Returns the revision of the read, or `None` if it is gone.
-async fn confirm(client: &Client, key: &str, lease: i64, my_rev: i64) -> Option<i64> {
-    retry("confirming our key", || {
+async fn confirm(
+    client: &Client,
+    key: &str,
+    lease: i64,
+    my_rev: i64,
+    patience: Duration,
+) -> Option<i64> {
+    retry("confirming our key", patience, || {
         confirm_once(client, key, lease, my_rev)
     })
     .await
@@ -993,18 +1013,21 @@ async fn confirm_once(client: &Client, key: &str, lease: i64, my_rev: i64) -> Re
     Ok(ours.then(|| resp.header().map_or(0, |h| h.revision())))
 }
 
-/// Retries an idempotent request with backoff until it succeeds; callers
-/// bound it with the lease deadline.
-async fn retry<T, F, Fut>(what: &str, mut request: F) -> T
+/// Retries an idempotent request with backoff until it succeeds, each
+/// attempt bounded (see [`Attempts`]: a member that holds a request
+/// unanswered must not hold the campaign); callers bound it all with the
+/// lease deadline.
+async fn retry<T, F, Fut>(what: &'static str, patience: Duration, mut request: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
     let mut backoff = Backoff::new();
+    let mut attempts = Attempts::new(patience);
     loop {
-        match request().await {
+        match attempts.send(what, request()).await {
             Ok(v) => return v,
-            Err(e) => warn_counted!("{what}: {e}; retrying"),
+            Err(e) => warn_counted!("{e}; retrying"),
         }
         backoff.wait().await;
     }

@@ -603,9 +603,76 @@ where
     }
 }
 
+/// The shortest wait for one attempt's answer.
+const SHORTEST_ATTEMPT: Duration = Duration::from_millis(250);
+
+/// Bounds each attempt of a request that may be sent again (a read, or a
+/// transaction that changes nothing when repeated): a quarter of the
+/// connect timeout (at least 250 ms) at first, twice as long after each
+/// attempt that went unanswered, up to the connect timeout.
+///
+/// A request sent to a member that is paused, or cut off with its
+/// connection open, has no bound of its own: it waits until the
+/// connection's pings give up (9 s), or for etcd's own "request timed
+/// out" (the soak saw 13 s). An abandoned attempt passes that member over
+/// (see [`LeastLoaded`]), so the next one goes elsewhere. Growing the
+/// bound keeps a cluster that is only slow (a loaded disk) from never
+/// answering in time.
+pub(crate) struct Attempts {
+    within: Duration,
+    longest: Duration,
+}
+
+impl Attempts {
+    pub(crate) fn new(connect_timeout: Duration) -> Attempts {
+        let longest = connect_timeout.max(SHORTEST_ATTEMPT);
+        Attempts {
+            within: (connect_timeout / 4).clamp(SHORTEST_ATTEMPT, longest),
+            longest,
+        }
+    }
+
+    /// Sends one attempt: its answer, or an error once its bound passed
+    /// unanswered (the next attempt then waits twice as long).
+    pub(crate) async fn send<T>(
+        &mut self,
+        what: &'static str,
+        request: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let within = self.within;
+        match tokio::time::timeout(within, request).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                self.within = (within * 2).min(self.longest);
+                Err(super::errors::etcd_error(
+                    what,
+                    format!("no answer within {within:?}"),
+                ))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn unanswered_attempts_wait_twice_as_long_up_to_the_connect_timeout() {
+        let mut attempts = Attempts::new(Duration::from_secs(5));
+        let mut bounds = Vec::new();
+        for _ in 0..5 {
+            let sent = tokio::time::Instant::now();
+            let answer: Result<()> = attempts.send("asking", std::future::pending()).await;
+            assert!(answer.unwrap_err().to_string().contains("no answer within"));
+            bounds.push(sent.elapsed().as_millis());
+        }
+        assert_eq!(bounds, [1250, 2500, 5000, 5000, 5000]);
+        let answered = attempts.send("asking", async { Ok(7) }).await;
+        assert_eq!(answered.unwrap(), 7);
+        let short = Attempts::new(Duration::from_millis(100));
+        assert_eq!(short.within, SHORTEST_ATTEMPT, "never below 250 ms");
+    }
 
     #[test]
     fn an_old_cluster_is_said_once_a_process() {

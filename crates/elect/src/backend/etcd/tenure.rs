@@ -37,6 +37,9 @@ use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, PutOptions,
 use etcd_client::{TxnOpResponse, WatchOptions};
 use tracing::{info, warn};
 
+use std::time::Duration;
+
+use super::connection::Attempts;
 use super::errors::etcd_error;
 use super::keywatch::{next_response, open_watch};
 use super::layout::{self, Ours};
@@ -48,16 +51,20 @@ pub use super::recipe::Claim;
 
 /// Claims the tenure for our candidacy (see the module docs): returns
 /// once our marker is the only one, or our key is gone. Retries failures
-/// until then; the caller bounds it with the lease deadline.
+/// until then, each attempt bounded (see [`Attempts`]: the claim is the
+/// same marker under the same guard, so an abandoned attempt costs only
+/// the retry); the caller bounds it all with the lease deadline.
 ///
 /// Cancel safe: a marker written before the cancellation is bound to our
 /// lease, and the caller's release or revoke removes it.
-pub async fn claim(client: &Client, election: &str, ours: Ours<'_>) -> Claim {
+pub async fn claim(client: &Client, election: &str, ours: Ours<'_>, patience: Duration) -> Claim {
     let marker = layout::tenure_marker(election, ours.lease);
     let mut backoff = Backoff::new();
+    let mut attempts = Attempts::new(patience);
     let mut waited = false;
     loop {
-        match claim_once(client, election, ours, &marker).await {
+        let claimed = claim_once(client, election, ours, &marker);
+        match attempts.send("claiming our tenure", claimed).await {
             Ok(Read::KeyGone) => return Claim::KeyGone,
             Ok(Read::Alone(at)) => {
                 if waited {
@@ -89,7 +96,7 @@ pub async fn claim(client: &Client, election: &str, ours: Ours<'_>) -> Claim {
                 return Claim::Unwritable;
             }
             Err(e) => {
-                warn_counted!("claiming our tenure: {e}; retrying");
+                warn_counted!("{e}; retrying");
                 backoff.wait().await;
             }
         }
