@@ -190,10 +190,7 @@ fn the_kubernetes_manifests_are_valid_for_kubernetes() {
             "sidecar.yaml",
             &["deployment/my-app", "service/my-app-peers"][..],
         ),
-        (
-            "cronjob.yaml",
-            &["cronjob/nightly-report", "secret/nightly-report-elect"][..],
-        ),
+        ("cronjob.yaml", &["cronjob/nightly-report"][..]),
     ];
     for (file, resources) in manifests {
         let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -252,4 +249,144 @@ fn the_kubernetes_manifest_rolls_out_and_routes_to_the_leader() {
         service.contains("publishNotReadyAddresses: true"),
         "{service}"
     );
+}
+
+/// The Kubernetes guide's etcd, as written, without a cluster: its
+/// certificates from `etcd-certificates.sh`, etcd started with the
+/// guide's flags, the app's user from `etcd-users.sh` (auth turned on
+/// with a root user), and the manifest's sidecar arguments (paths and
+/// addresses swapped for the scratch directory's) lead and write the
+/// leader file.
+#[test]
+fn the_kubernetes_guide_s_etcd_setup_elects_the_sidecar() {
+    let guide = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/guides/kubernetes.md"),
+    )
+    .unwrap();
+    let dir = scratch("k8s-guide");
+    let certs = dir.join("certs");
+    let net = support::loopback_net();
+    let host = format!("{net}.1");
+    let script = |name: &str| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("deploy/kubernetes")
+            .join(name)
+    };
+    let made = std::process::Command::new(script("etcd-certificates.sh"))
+        .arg(&certs)
+        .args([host.as_str(), "localhost"])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    // etcd's flags from the guide, its files in `certs` and its
+    // addresses ours.
+    let flags: Vec<String> = guide
+        .lines()
+        .filter(|l| l.starts_with("--cert-file=") || l.starts_with("--listen-client-urls="))
+        .flat_map(str::split_whitespace)
+        .map(|flag| match flag.split_once('=') {
+            Some((name, file)) if file.ends_with(".crt") || file.ends_with(".key") => {
+                format!("{name}={}", certs.join(file).display())
+            }
+            Some(("--listen-client-urls", _)) => {
+                format!("--listen-client-urls=https://{host}:2379")
+            }
+            Some(("--advertise-client-urls", _)) => {
+                format!("--advertise-client-urls=https://{host}:2379")
+            }
+            _ => flag.to_owned(),
+        })
+        .collect();
+    assert_eq!(flags.len(), 6, "the guide's etcd flags: {flags:?}");
+    let peer = format!("http://{host}:2380");
+    let _etcd = KilledOnDrop(
+        std::process::Command::new("etcd")
+            .args(&flags)
+            .args(["--name", "k8s-guide", "--data-dir"])
+            .arg(dir.join("data"))
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .arg(format!("--initial-cluster=k8s-guide={peer}"))
+            .stderr(std::fs::File::create(dir.join("etcd.log")).unwrap())
+            .spawn()
+            .expect("etcd"),
+    );
+    let endpoint = format!("https://{host}:2379");
+    let etcdctl = |program: &Path| {
+        let mut cmd = std::process::Command::new(program);
+        cmd.env("ETCDCTL_API", "3")
+            .env("ETCDCTL_ENDPOINTS", &endpoint)
+            .env("ETCDCTL_CACERT", certs.join("ca.crt"))
+            .env("ETCDCTL_CERT", certs.join("tls.crt"))
+            .env("ETCDCTL_KEY", certs.join("tls.key"))
+            .env("ETCDCTL_DIAL_TIMEOUT", "1s");
+        cmd
+    };
+    support::eventually("etcd serving over TLS", SOON, || {
+        let health = etcdctl(Path::new("etcdctl"))
+            .args(["endpoint", "health"])
+            .output()
+            .unwrap();
+        health.status.success().then_some(())
+    });
+    let added = etcdctl(&script("etcd-users.sh"))
+        .arg("my-app")
+        .env("ROOT_PASSWORD", "guide-root")
+        .env("USER_PASSWORD", "guide-app")
+        .output()
+        .unwrap();
+    assert!(
+        added.status.success() && String::from_utf8_lossy(&added.stdout).contains("auth is on"),
+        "etcd-users.sh: {}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    std::fs::write(dir.join("password"), "guide-app\n").unwrap();
+
+    let manifest = support::manifest_args(MANIFEST, "elect");
+    let leader_file = dir.join("leader");
+    let args: Vec<String> = manifest
+        .iter()
+        .map(|a| match a.split_once('=') {
+            Some(("--endpoints", _)) => format!("--endpoints={endpoint}"),
+            Some(("--http", _)) => format!("--http={host}:4040"),
+            Some(("--id", _)) => "--id=my-app-0".to_owned(),
+            Some(("--leader-file", _)) => format!("--leader-file={}", leader_file.display()),
+            Some(("--password-file", _)) => {
+                format!("--password-file={}", dir.join("password").display())
+            }
+            Some((flag @ ("--cacert" | "--cert" | "--key"), path)) => {
+                let file = Path::new(path).file_name().unwrap();
+                format!("{flag}={}", certs.join(file).display())
+            }
+            _ => a.to_string(),
+        })
+        .collect();
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args(&args).args(["--format", "json"]);
+    let mut sidecar = support::elect::Proc::spawn("sidecar", cmd);
+    sidecar.wait_event("elected", SOON);
+    support::eventually("the leader file naming us", SOON, || {
+        let written = std::fs::read_to_string(&leader_file).ok()?;
+        (written.trim() == "my-app-0").then_some(())
+    });
+    sidecar.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(sidecar.wait_exit(SOON), 0, "{}", sidecar.stderr());
+}
+
+/// A process that dies with the test, passed or not.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -376,27 +376,16 @@ fn refusals_say_what_was_refused_in_bounded_time() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-/// The Kubernetes manifest's role and election, as written there: the
-/// role's commands (with a password, where the manifest's `user add`
-/// prompts for one) and its `--election`. With them the markers are
+/// The Kubernetes guide's user and the manifest's election, as written:
+/// `deploy/kubernetes/etcd-users.sh` adds the manifest's `--user` (auth is
+/// on already here, so as root), and with its role the markers are
 /// written, so a clean exit hands over at a commit's cost: no permission
 /// is refused along the way, and the successor leads within a second.
 #[test]
 fn the_manifests_role_covers_the_election_and_its_markers() {
     let manifest = include_str!("../deploy/kubernetes/sidecar.yaml");
     let etcd = Secured::start();
-    let password = "manifest-secret";
-    for line in manifest.lines() {
-        let Some(command) = line.strip_prefix("#   etcdctl ") else {
-            continue;
-        };
-        let mut args: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
-        if args[..2] == ["user", "add"] {
-            args[2] = format!("{}:{password}", args[2]);
-        }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        etcd.etcdctl_root(&args);
-    }
+    let s = etcd.security();
     let user = manifest
         .lines()
         .find_map(|l| l.trim().strip_prefix("- --user="))
@@ -405,6 +394,27 @@ fn the_manifests_role_covers_the_election_and_its_markers() {
         .lines()
         .find_map(|l| l.trim().strip_prefix("- --election="))
         .expect("the sidecar's election");
+    let password = "manifest-secret";
+    let root = std::fs::read_to_string(&s.root_password_file).unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/kubernetes/etcd-users.sh"
+    );
+    let added = Command::new(script)
+        .arg(user)
+        .env("ETCDCTL_ENDPOINTS", &etcd.endpoints)
+        .env("ETCDCTL_CACERT", &s.ca)
+        .env("ETCDCTL_CERT", &s.client.cert)
+        .env("ETCDCTL_KEY", &s.client.key)
+        .env("ETCDCTL_USER", format!("root:{root}"))
+        .env("USER_PASSWORD", password)
+        .output()
+        .expect("etcd-users.sh");
+    assert!(
+        added.status.success(),
+        "etcd-users.sh {user}: {}",
+        String::from_utf8_lossy(&added.stderr)
+    );
     let (took, said) = etcd.handover_as(user, password, election);
     eprintln!("the manifest's role: handover in {took:?}");
     assert!(

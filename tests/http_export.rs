@@ -147,18 +147,7 @@ fn a_zookeeper_observer_and_a_raft_peer_serve_the_leader() {
 #[test]
 fn the_kubernetes_sidecar_arguments_work_as_written() {
     let manifest = include_str!("../deploy/kubernetes/sidecar.yaml");
-    let elect_container = manifest
-        .split("- name: elect")
-        .nth(1)
-        .expect("an elect container");
-    let args: Vec<&str> = elect_container
-        .split("args:")
-        .nth(1)
-        .expect("its args")
-        .lines()
-        .skip(1)
-        .map_while(|l| l.trim().strip_prefix("- "))
-        .collect();
+    let args = support::manifest_args(manifest, "elect");
     assert!(args.contains(&"campaign"), "{args:?}");
     // The manifest talks TLS to etcd as a user limited to the election's
     // prefix: a secured lab stands in, its files for the Secret's.

@@ -126,3 +126,19 @@ pub fn containment_levels() -> Vec<&'static str> {
         })
         .collect()
 }
+
+/// The arguments of `container` in a Kubernetes manifest, as written
+/// there (its `args:` list, one `- ` item per line).
+pub fn manifest_args<'a>(manifest: &'a str, container: &str) -> Vec<&'a str> {
+    manifest
+        .split(&format!("- name: {container}\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no container {container}"))
+        .split("args:")
+        .nth(1)
+        .expect("its args")
+        .lines()
+        .skip(1)
+        .map_while(|l| l.trim().strip_prefix("- "))
+        .collect()
+}
