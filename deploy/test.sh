@@ -17,6 +17,8 @@
 set -euo pipefail
 started=$(date +%s)
 cd "$(dirname "$0")/.."
+# Each step says when it starts, so a slow CI run shows where its time went.
+step() { echo "test.sh [$(( $(date +%s) - started ))s] $*"; }
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -83,6 +85,7 @@ provisioning=$!
 # machine half-installed.
 trap 'wait "$provisioning" 2>/dev/null || true' EXIT
 
+step "tools: cargo-nextest, mdBook"
 cargo nextest --version >/dev/null 2>&1 || cargo install --locked cargo-nextest
 # mdBook builds the book under docs/ (crates.io; no default features: no
 # server, no search index, a quicker build), into the repository's own
@@ -92,22 +95,27 @@ if ! "$mdbook" --version 2>/dev/null | grep -q 'v0.4.52'; then
   cargo install --locked --quiet --root target/tools/mdbook mdbook --version 0.4.52 --no-default-features
 fi
 
+step "a build without protoc"
 deploy/fresh-build.sh
+step "fmt, clippy"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The library's docs: every public item documented, no broken link, and
 # the doc examples compile and run (those needing a server are no_run).
+step "the library's docs, the book, the doc tests"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 # The book (its links and its command lines are checked in tests/book.rs).
 "$mdbook" build docs
 cargo test --workspace --doc --locked --quiet
 # The library alone, in the feature sets its users pick: each backend
 # alone (a build without etcd needs no protoc), the exports alone, none.
+step "the library in its feature sets"
 for features in raft zk etcd http,metrics ""; do
   cargo clippy -p elect --lib --no-default-features --features "$features" --locked --quiet -- -D warnings
   RUSTDOCFLAGS="-D warnings" cargo doc -p elect --no-deps --no-default-features --features "$features" --locked --quiet
 done
 
+step "waiting for the packages and the base image"
 if ! wait "$provisioning"; then
   cat "$provision_log" >&2
   echo "test.sh: installing what the suite needs failed (above)" >&2
@@ -127,10 +135,11 @@ if [ "$mode" = containers ]; then
   }
   remove_test_containers
   trap remove_test_containers EXIT
+  step "the elect image"
   ELECT_IMAGE_PROFILE=dev deploy/images/build.sh
 fi
 
-echo "running the suite in $mode mode"
+step "the suite, in $mode mode"
 cargo nextest run --workspace --locked "$@"
 
 # Every crate of the workspace packages and builds as crates.io would
@@ -138,6 +147,7 @@ cargo nextest run --workspace --locked "$@"
 # through a local registry whose sources and builds it keeps per version:
 # those of an earlier run would be used instead of today's, so they go
 # first (last in this script: the suite's builds go with them).
+step "packaging every crate as crates.io would take it"
 cargo clean --quiet -p elect -p elect-raft -p elect-lab -p elect-sim -p elect-compare -p elect-judge -p elect-soak -p elect-cli
 rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/elect-*
 cargo publish --workspace --dry-run --locked --quiet

@@ -191,8 +191,11 @@ pub fn check(history: &Path, report: &Path) -> Result<Outcome, Error> {
 }
 
 /// One progress line: elapsed, faults, leader changes, and what the
-/// store and the sampler have seen so far (elect's and the peers' apart;
-/// the judge decides at the end).
+/// store and the sampler have seen so far, elect's and the peers' apart:
+/// overlaps and tokens out of order (violations, unless the judge finds
+/// them within its resolution), and stale writes the store refused (the
+/// fence at work; the judge decides at the end whether a writer was
+/// stale past its deadline).
 fn progress_line(
     now: u64,
     nemesis: &Nemesis,
@@ -209,16 +212,22 @@ fn progress_line(
     };
     let mut changes = 0;
     let (mut elect, mut peers) = (0, 0);
+    let (mut elect_refused, mut peers_refused) = (0, 0);
     for (key, s) in &seen {
         changes += s.leader_changes;
-        let n = s.refused + s.out_of_order;
-        if ours(key) { elect += n } else { peers += n }
+        if ours(key) {
+            elect += s.out_of_order;
+            elect_refused += s.refused;
+        } else {
+            peers += s.out_of_order;
+            peers_refused += s.refused;
+        }
     }
     for (key, n) in &overlaps {
         if ours(key) { elect += n } else { peers += n }
     }
     format!(
-        "soak [{}] faults {} ({} in effect), leader changes {changes}, violations so far: elect {elect}, peers {peers} (overlaps seen, stale writes refused, tokens out of order)",
+        "soak [{}] faults {} ({} in effect), leader changes {changes}, violations so far: elect {elect}, peers {peers} (overlaps seen, tokens out of order); stale writes refused by the fence: elect {elect_refused}, peers {peers_refused}",
         humantime::format_duration(Duration::from_secs(now / 1_000_000)),
         nemesis.dealt().len() + nemesis.in_effect(),
         nemesis.in_effect(),
