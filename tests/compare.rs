@@ -187,6 +187,7 @@ fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
         "the page inlines the charts and the command"
     );
     the_first_screen_gives_the_verdict_and_the_backends_side_by_side(&report.join("report.html"));
+    the_page_does_not_scroll_sideways_at_1280_px(&report.join("report.html"));
     let _ = std::fs::remove_dir_all(&report);
     // Nothing left behind: the lab's and the scratch directories are gone.
     for dir in [
@@ -364,22 +365,7 @@ fn an_interrupted_compare_leaves_nothing_behind() {
 /// kept as `target/report-first-screen.png`; `None` where no Chromium is
 /// (it must be, in CI: deploy/test.sh installs it).
 fn first_screen(page: &Path) -> Option<PathBuf> {
-    let chromium = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|b| {
-            Command::new(b)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    let Some(chromium) = chromium else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "Chromium is needed in CI (deploy/test.sh installs it)"
-        );
-        eprintln!("no Chromium here: the report's first screen is not checked");
-        return None;
-    };
+    let chromium = chromium()?;
     let shot = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/report-first-screen.png");
     let _ = std::fs::remove_file(&shot);
     let profile = support::proc::scratch("chromium-profile");
@@ -402,6 +388,77 @@ fn first_screen(page: &Path) -> Option<PathBuf> {
         String::from_utf8_lossy(&out.stderr)
     );
     Some(shot)
+}
+
+/// Headless Chromium, where there is one (it must be, in CI:
+/// deploy/test.sh installs it).
+fn chromium() -> Option<&'static str> {
+    let chromium = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    if chromium.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "Chromium is needed in CI (deploy/test.sh installs it)"
+        );
+        eprintln!("no Chromium here: the report's page is not drawn");
+    }
+    chromium
+}
+
+/// The page fits a 1280 px wide window: its widest part (the table of
+/// every row, the charts, the command) scrolls in its own box or
+/// shrinks, and the page itself never scrolls sideways. Chromium lays
+/// the page out with a script appended that notes the document's width
+/// against the window's.
+fn the_page_does_not_scroll_sideways_at_1280_px(page: &Path) {
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let measured = support::proc::scratch("report-width").join("report.html");
+    let html = std::fs::read_to_string(page).unwrap().replace(
+        "</body>",
+        "<script>document.body.setAttribute('data-widths', \
+         document.documentElement.scrollWidth + ' ' + document.documentElement.clientWidth)\
+         </script></body>",
+    );
+    std::fs::write(&measured, html).unwrap();
+    let profile = support::proc::scratch("chromium-width-profile");
+    let out = Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args([
+            "--window-size=1280,800",
+            "--force-device-scale-factor=1",
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", measured.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let widths = dom
+        .split("data-widths=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| {
+            panic!(
+                "no widths measured: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    let (document, window): (u32, u32) = widths
+        .split_once(' ')
+        .map(|(d, w)| (d.parse().unwrap(), w.parse().unwrap()))
+        .unwrap();
+    assert!(
+        document <= window,
+        "the report is {document} px wide in a {window} px window: it scrolls sideways"
+    );
 }
 
 /// A decoded RGB(A) screenshot.

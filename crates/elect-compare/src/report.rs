@@ -394,7 +394,9 @@ fn html(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>elect compare</title>\
          <style>body{font-family:sans-serif;margin:1.5em;color:#222}\
          table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}\
-         td:nth-child(-n+3),th:nth-child(-n+3){text-align:left}pre{background:#f4f4f4;padding:8px}\
+         td:nth-child(-n+3),th:nth-child(-n+3){text-align:left}\
+         pre{background:#f4f4f4;padding:8px;white-space:pre-wrap;overflow-wrap:anywhere}\
+         .wide{overflow-x:auto}svg{max-width:100%;height:auto}\
          .verdict{padding:12px 20px;border-radius:6px;border:2px solid}\
          .verdict h1{margin:0 0 6px 0;font-size:1.5em}.verdict p{font-size:1.15em;margin:4px 0}\
          .safe{background:#e3f4e6;border-color:#2e7d32}.unsafe{background:#fde2e2;border-color:#c62828}\
@@ -462,7 +464,12 @@ fn html(
     }
     out.push_str("</div><h2>Every row</h2>");
     let (header, cells) = table(rows);
-    out.push_str(&format!("<pre>{}</pre><table><tr>", escape(command)));
+    // The table of every row is wider than a laptop's screen: it scrolls
+    // in its own box, and the page does not scroll sideways.
+    out.push_str(&format!(
+        "<pre>{}</pre><div class=\"wide\"><table><tr>",
+        escape(command)
+    ));
     for h in header {
         out.push_str(&format!("<th>{h}</th>"));
     }
@@ -474,7 +481,7 @@ fn html(
         }
         out.push_str("</tr>");
     }
-    out.push_str("</table>");
+    out.push_str("</table></div>");
     for u in unavailable {
         out.push_str(&format!(
             "<p>not run: {} {}{}: {}</p>",
