@@ -85,15 +85,22 @@ provisioning=$!
 # machine half-installed.
 trap 'wait "$provisioning" 2>/dev/null || true' EXIT
 
-step "tools: cargo-nextest, mdBook"
+step "tools: cargo-nextest; mdBook in the background"
 cargo nextest --version >/dev/null 2>&1 || cargo install --locked cargo-nextest
 # mdBook builds the book under docs/ (crates.io; no default features: no
 # server, no search index, a quicker build), into the repository's own
-# tools like the validator.
+# tools like the validator. Its build (minutes) runs beside the checks
+# below, which leave a core idle much of the time; the book waits for it.
 mdbook=target/tools/mdbook/bin/mdbook
-if ! "$mdbook" --version 2>/dev/null | grep -q 'v0.4.52'; then
-  cargo install --locked --quiet --root target/tools/mdbook mdbook --version 0.4.52 --no-default-features
-fi
+install_mdbook() {
+  if ! "$mdbook" --version 2>/dev/null | grep -q 'v0.4.52'; then
+    cargo install --locked --quiet --root target/tools/mdbook mdbook --version 0.4.52 --no-default-features
+  fi
+}
+mdbook_log=target/mdbook-install.log
+install_mdbook >"$mdbook_log" 2>&1 &
+mdbook_installing=$!
+trap 'wait "$provisioning" "$mdbook_installing" 2>/dev/null || true' EXIT
 
 step "a build without protoc"
 deploy/fresh-build.sh
@@ -105,15 +112,22 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "the library's docs, the book, the doc tests"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 # The book (its links and its command lines are checked in tests/book.rs).
+if ! wait "$mdbook_installing"; then
+  cat "$mdbook_log" >&2
+  echo "test.sh: installing mdBook failed (above)" >&2
+  exit 1
+fi
 "$mdbook" build docs
 cargo test --workspace --doc --locked --quiet
 # The library alone, in the feature sets its users pick: each backend
 # alone (a build without etcd needs no protoc), the exports alone, none.
+# Its docs once more with no feature at all, where a link to an item
+# behind a feature would break.
 step "the library in its feature sets"
 for features in raft zk etcd http,metrics ""; do
   cargo clippy -p elect --lib --no-default-features --features "$features" --locked --quiet -- -D warnings
-  RUSTDOCFLAGS="-D warnings" cargo doc -p elect --no-deps --no-default-features --features "$features" --locked --quiet
 done
+RUSTDOCFLAGS="-D warnings" cargo doc -p elect --no-deps --no-default-features --locked --quiet
 
 step "waiting for the packages and the base image"
 if ! wait "$provisioning"; then
