@@ -91,6 +91,21 @@ impl Leadership {
         self.leader == other.leader && self.token == other.token
     }
 
+    /// This snapshot as it stands at `now`: past its deadline, a process
+    /// that led says it no longer does, and that it does not know who
+    /// leads, however late its backend is to say so (a backend stalled on
+    /// a hung disk, say: the deadline is what the promise rests on).
+    pub fn as_of(self, now: BootInstant) -> Leadership {
+        if self.is_self && !self.leads_at(now) {
+            Leadership {
+                deadline: self.deadline,
+                ..Leadership::unknown()
+            }
+        } else {
+            self
+        }
+    }
+
     /// Whether this process may act as leader at `now`.
     pub fn leads_at(&self, now: BootInstant) -> bool {
         self.is_self && self.deadline.is_some_and(|d| now < d)

@@ -91,8 +91,8 @@ pub async fn run(
     };
     let direct = stdout::NonBlocking::open();
     let mut shown = Leadership::unknown();
+    let mut next = rx.borrow_and_update().clone().as_of(BootInstant::now());
     loop {
-        let next = rx.borrow_and_update().clone();
         state.send_modify(|exported| {
             if !next.same_leader(&shown) {
                 exported.since = next.leader.as_ref().map(|_| SystemTime::now());
@@ -119,12 +119,24 @@ pub async fn run(
             if line.is_some() || has_file {
                 let _ = writes.send((line, in_file));
             }
-            shown = next;
+            shown = next.clone();
         }
-        if rx.changed().await.is_err() {
-            // The backend is gone: whatever it last said is no longer fresh.
-            state.send_modify(|exported| exported.leadership.current = false);
-            break;
+        // While we lead, our deadline ends it unless the backend renews it
+        // first: a backend that is late to say so (stalled) must not keep
+        // us shown as the leader past it.
+        let expires = next.is_self.then_some(next.deadline).flatten();
+        tokio::select! {
+            changed = rx.changed() => {
+                if changed.is_err() {
+                    // The backend is gone: whatever it last said is no longer fresh.
+                    state.send_modify(|exported| exported.leadership.current = false);
+                    break;
+                }
+                next = rx.borrow_and_update().clone().as_of(BootInstant::now());
+            }
+            () = crate::clock::sleep_until(expires.unwrap_or(BootInstant::now())), if expires.is_some() => {
+                next = next.as_of(BootInstant::now());
+            }
         }
     }
     drop(writes);
@@ -234,5 +246,74 @@ impl Running {
         if let Some(server) = self.server {
             server.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::backend_kind::Backend;
+
+    /// The soak's seed 4105 (Raft-vote, 1,370 s): a leader whose driver
+    /// waited on a stalled fsync said `demoted` only when the disk came
+    /// back, a second after its successor was elected (its command had
+    /// been stopped on time). The deadline alone now ends what is shown.
+    #[tokio::test]
+    async fn a_leader_is_shown_demoted_at_its_deadline_though_its_backend_is_silent() {
+        let deadline = BootInstant::now() + Duration::from_millis(150);
+        let (_backend, rx) = watch::channel(Leadership::elected("me".into(), 7, deadline));
+        let (state, mut exported) = Exported::channel();
+        let ctx = Context {
+            backend: Backend::Raft,
+            election: "stalled".into(),
+            containment: None,
+        };
+        let output = OutputConfig {
+            format: Format::Json,
+            leader_file: None,
+            #[cfg(feature = "http")]
+            http: None,
+        };
+        let metrics = Arc::new(Metrics::with_containment(None));
+        let exporter = tokio::spawn(run(rx, ctx, output, metrics, state));
+        let shown = exported
+            .wait_for(|e| e.leadership.is_self)
+            .await
+            .unwrap()
+            .leadership
+            .clone();
+        assert_eq!(shown.token, Some(7));
+        let demoted = tokio::time::timeout(
+            Duration::from_secs(5),
+            exported.wait_for(|e| !e.leadership.is_self),
+        )
+        .await
+        .expect("shown demoted by the deadline, with no word from the backend")
+        .unwrap()
+        .leadership
+        .clone();
+        assert!(BootInstant::now() >= deadline);
+        assert!(!demoted.current, "nobody is known to lead: {demoted:?}");
+        exporter.abort();
+    }
+
+    #[test]
+    fn a_snapshot_past_its_deadline_is_a_demotion() {
+        let now = BootInstant::now();
+        let leading = Leadership::elected("me".into(), 3, now + Duration::from_secs(1));
+        assert_eq!(leading.clone().as_of(now), leading);
+        let late = leading.clone().as_of(now + Duration::from_secs(2));
+        assert!(!late.is_self && !late.current && late.leader.is_none());
+        assert_eq!(
+            late.event_since(&leading),
+            crate::leadership::Event::Demoted
+        );
+        let follower = Leadership::observed(Some(("other".into(), 3)));
+        assert_eq!(
+            follower.clone().as_of(now + Duration::from_secs(9)),
+            follower
+        );
     }
 }

@@ -640,7 +640,9 @@ impl Attempts {
         request: impl Future<Output = Result<T>>,
     ) -> Result<T> {
         let within = self.within;
-        match tokio::time::timeout(within, request).await {
+        // Boxed: a candidacy's future holds its requests' (see
+        // `a_candidates_futures_stay_small`).
+        match Box::pin(tokio::time::timeout(within, request)).await {
             Ok(answer) => answer,
             Err(_) => {
                 self.within = (within * 2).min(self.longest);
