@@ -92,6 +92,8 @@ pub async fn run(
     let direct = stdout::NonBlocking::open();
     let mut shown = Leadership::unknown();
     let mut next = rx.borrow_and_update().clone().as_of(BootInstant::now());
+    // Armed anew on every renewal: one timer for the loop's life.
+    let mut deadline_timer = crate::clock::BootTimer::new();
     loop {
         state.send_modify(|exported| {
             if !next.same_leader(&shown) {
@@ -134,7 +136,7 @@ pub async fn run(
                 }
                 next = rx.borrow_and_update().clone().as_of(BootInstant::now());
             }
-            () = crate::clock::sleep_until(expires.unwrap_or(BootInstant::now())), if expires.is_some() => {
+            () = deadline_timer.sleep_until(expires.unwrap_or(BootInstant::now())), if expires.is_some() => {
                 next = next.as_of(BootInstant::now());
             }
         }
