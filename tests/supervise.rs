@@ -231,7 +231,7 @@ async fn the_watchdog_and_its_guard_run_real_time_and_the_command_does_not() {
     let task = async {
         busy_rx.started().await;
         let me = std::process::id() as i32;
-        let found = elect_lab::poll(Duration::from_secs(10), || {
+        let found = eventually(Duration::from_secs(10), || {
             let tree = scheduling_of_descendants(me);
             let of = |pick: &dyn Fn(&str) -> bool| {
                 tree.iter()
@@ -243,7 +243,8 @@ async fn the_watchdog_and_its_guard_run_real_time_and_the_command_does_not() {
                 of(&|c| c.contains("__guard"))?,
                 of(&|c| c.starts_with("sleep"))?,
             ))
-        });
+        })
+        .await;
         let (watchdog, guard, command) = found.expect("the watchdog, its guard and the command");
         const SCHED_OTHER: u32 = 0;
         const SCHED_FIFO: u32 = 1;
@@ -280,6 +281,28 @@ fn scheduling_of_descendants(root: i32) -> Vec<(String, (u32, i64))> {
             Some((cmdline, (policy, nice)))
         })
         .collect()
+}
+
+/// Probes every 10 ms until `probe` returns `Some`, for at most `within`,
+/// sleeping between probes without holding the thread.
+///
+/// The supervisor and the checks run as one task (`tokio::join!`): the
+/// supervisor says the work has started just before it spawns the
+/// watchdog, and yields there. A check that then blocked its thread while
+/// it waited for the watchdog (as `elect_lab::poll` does) would hold up
+/// the very spawn it waits for: CI saw a tree never appear, whenever the
+/// join polled the check right after that yield.
+async fn eventually<T>(within: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let until = Instant::now() + within;
+    loop {
+        if let Some(found) = probe() {
+            return Some(found);
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// How many descendants of `root` named `sh` or `sleep` live (zombies do
@@ -568,7 +591,7 @@ async fn sleeps_while_a_child_cannot_be_reaped(level: elect::supervise::Level) {
     let task = async {
         busy_rx.started().await;
         let me = std::process::id() as i32;
-        let tree = elect_lab::poll(Duration::from_secs(10), || {
+        let tree = eventually(Duration::from_secs(10), || {
             let pid_of = |pick: &dyn Fn(&str) -> bool| {
                 elect_lab::process::descendants(me).into_iter().find(|pid| {
                     std::fs::read(format!("/proc/{pid}/cmdline"))
@@ -585,7 +608,8 @@ async fn sleeps_while_a_child_cannot_be_reaped(level: elect::supervise::Level) {
                 pid_of(&|c| c.starts_with("sleep 1001"))?,
                 pid_of(&|c| c.starts_with("sleep 1000"))?,
             ))
-        });
+        })
+        .await;
         let (watchdog, init, command, _) = tree.unwrap_or_else(|| {
             panic!(
                 "{}: the watchdog, the init and the command: {:?}",
@@ -616,7 +640,7 @@ async fn sleeps_while_a_child_cannot_be_reaped(level: elect::supervise::Level) {
             nix::sys::signal::kill(nix::unistd::Pid::from_raw(victim), Signal::SIGKILL).unwrap();
             // The kill has landed once the command is a zombie the tracer
             // holds: from then on nothing the watchdog polls is news.
-            elect_lab::poll(Duration::from_secs(10), || {
+            eventually(Duration::from_secs(10), || {
                 std::fs::read_to_string(format!("/proc/{command}/stat"))
                     .ok()
                     .filter(|s| {
@@ -624,6 +648,7 @@ async fn sleeps_while_a_child_cannot_be_reaped(level: elect::supervise::Level) {
                             .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
                     })
             })
+            .await
             .expect("the command a zombie held by its tracer");
             let before = elect_lab::process::cpu_ticks(watchdog).unwrap();
             tokio::time::sleep(Duration::from_secs(1)).await;
