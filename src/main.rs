@@ -13,7 +13,7 @@ use tracing_subscriber::prelude::*;
 
 mod args;
 mod commands;
-mod sidecar;
+mod runtime;
 mod usage;
 
 /// Bad usage or configuration.

@@ -532,3 +532,103 @@ fn the_judge_imports_nothing_it_judges() {
         }
     }
 }
+
+/// Where a rule switch of the model checks (`Mutation`) comes into being
+/// ungated: its declaration (`enum Mutation`, `mod mutation`) or a
+/// re-export, not right under `#[cfg(test)]` or the model check's
+/// feature (a `mutation.rs` is gated where its `mod mutation;` is).
+/// Gated there, the compiler refuses any code of a build that leads that
+/// names it, so nothing else needs reading.
+fn ungated_test_hooks(file: &Path, text: &str) -> Vec<String> {
+    if file.ends_with("mutation.rs") {
+        return Vec::new();
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let mut problems = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.split("//").next().unwrap_or("").trim();
+        let declares = code.contains("enum Mutation")
+            || code.ends_with("mod mutation;")
+            || (code.starts_with("pub use") && code.contains("Mutation"));
+        if !declares {
+            continue;
+        }
+        let gate = lines[..i]
+            .iter()
+            .rev()
+            .map(|l| l.trim())
+            .find(|l| !l.starts_with("///") && !l.starts_with("#[derive"));
+        let gated =
+            gate.is_some_and(|g| g == "#[cfg(test)]" || g == "#[cfg(feature = \"model-check\")]");
+        if !gated {
+            problems.push(format!(
+                "{}:{}: `{code}` is not under #[cfg(test)] or the model-check feature: \
+                 a model check's switch would ship in a build that leads",
+                file.display(),
+                i + 1
+            ));
+        }
+    }
+    problems
+}
+
+/// The model-check feature is switched on only by dev-dependencies: no
+/// `[dependencies]` or `[features]` table turns it on for a build that
+/// leads (its own declaration, `model-check = []`, aside).
+fn feature_leaks(manifest: &Path, text: &str) -> Vec<String> {
+    let mut table = "";
+    let mut problems = Vec::new();
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.starts_with('[') {
+            table = line;
+        } else if line.contains("model-check")
+            && !table.contains("dev-dependencies")
+            && line != "model-check = []"
+        {
+            problems.push(format!(
+                "{}: {table} turns on model-check: `{line}`",
+                manifest.display()
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn model_checks_switches_are_in_test_builds_only() {
+    let mut problems = Vec::new();
+    for src in workspace_sources() {
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in files {
+            problems.extend(ungated_test_hooks(
+                &file,
+                &std::fs::read_to_string(&file).unwrap(),
+            ));
+        }
+        let manifest = src.parent().unwrap().join("Cargo.toml");
+        problems.extend(feature_leaks(
+            &manifest,
+            &std::fs::read_to_string(&manifest).unwrap(),
+        ));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_check_sees_a_switch_that_would_ship() {
+    let file = Path::new("recipe/mod.rs");
+    let shipped = "mod mutation;\n#[cfg(test)]\npub use mutation::Mutation;\n";
+    assert_eq!(ungated_test_hooks(file, shipped).len(), 1);
+    let declared = "/// A rule off.\n#[derive(Debug)]\npub enum Mutation {}\n";
+    assert_eq!(ungated_test_hooks(file, declared).len(), 1);
+    let gated = "#[cfg(test)]\nmod mutation;\n#[cfg(test)]\npub use mutation::Mutation;\n\
+                 #[cfg(feature = \"model-check\")]\n/// A rule off.\n#[derive(Debug)]\npub enum Mutation {}\n";
+    assert!(ungated_test_hooks(file, gated).is_empty());
+    let manifest = Path::new("Cargo.toml");
+    let leaking = "[dependencies]\nelect-raft = { path = \".\", features = [\"model-check\"] }\n";
+    assert_eq!(feature_leaks(manifest, leaking).len(), 1);
+    let dev = "[features]\nmodel-check = []\n\n[dev-dependencies]\nelect-raft = { path = \".\", features = [\"model-check\"] }\n";
+    assert!(feature_leaks(manifest, dev).is_empty());
+}

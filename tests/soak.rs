@@ -313,6 +313,38 @@ fn short_soak_holds_with_every_fault_kind_dealt() {
     assert!(md.starts_with("# Soak: every check held for elect"), "{md}");
     let html = std::fs::read_to_string(report.join("report.html")).unwrap();
     assert!(html.contains("<svg"), "the report draws the timeline");
+    // The probe read every ZooKeeper member, serving, and saw elect's
+    // znodes there; the members' logs are kept beside the history.
+    let service = std::fs::read_to_string(report.join("history/service.jsonl")).unwrap();
+    let records: Vec<Value> = service
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for member in ["zk-1", "zk-2", "zk-3"] {
+        assert!(
+            records.iter().any(
+                |r| r["member"] == member && (r["mode"] == "leader" || r["mode"] == "follower")
+            ),
+            "{member} was never seen serving:\n{service}"
+        );
+        let log = report.join("members").join(format!("{member}.log"));
+        assert!(
+            std::fs::metadata(&log)
+                .map(|m| m.len() > 0)
+                .unwrap_or(false),
+            "{} was not kept",
+            log.display()
+        );
+    }
+    assert!(
+        records.iter().any(|r| r["mode"] == "leader"
+            && r["held"]
+                .as_array()
+                .is_some_and(|h| h.iter().any(|h| h["e"] == "zk/elect"))
+            && r["sessions"].as_array().is_some_and(|s| !s.is_empty())),
+        "the leader was never seen holding elect's znodes and tracking sessions:\n{service}"
+    );
+    assert!(md.contains("## The service's own faults"), "{md}");
     eprintln!("{stdout}\n{stderr}");
 }
 

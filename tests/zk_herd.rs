@@ -21,6 +21,14 @@ fn wakeups(p: &Proc) -> usize {
     p.stderr().matches("woke: predecessor changed").count()
 }
 
+/// Whether `p`'s campaign said it was elected (its log line, whichever
+/// module of the backend says it: the layout moves them).
+fn elected(p: &Proc) -> bool {
+    p.stderr()
+        .lines()
+        .any(|l| l.contains(" INFO elect::backend::zk::") && l.contains(": elected token="))
+}
+
 /// Sessions watching each path, from the servers' `wchp`.
 fn watchers_by_path(zk: &Ensemble) -> HashMap<String, usize> {
     let mut by_path = HashMap::new();
@@ -53,12 +61,7 @@ fn a_leader_change_wakes_exactly_one_waiting_candidate() {
             .count();
         (waiting == CANDIDATES - 1).then_some(())
     });
-    let leader_at = eventually("the leader", SOON, || {
-        procs.iter().position(|p| {
-            p.stderr()
-                .contains("INFO elect::backend::zk::campaign: elected")
-        })
-    });
+    let leader_at = eventually("the leader", SOON, || procs.iter().position(elected));
 
     let mut sorted = nodes.clone();
     sorted.sort_by_key(|n| n[n.len() - 10..].to_owned());
@@ -83,11 +86,7 @@ fn a_leader_change_wakes_exactly_one_waiting_candidate() {
         procs
             .iter()
             .enumerate()
-            .find(|(i, p)| {
-                *i != leader_at
-                    && p.stderr()
-                        .contains("INFO elect::backend::zk::campaign: elected")
-            })
+            .find(|(i, p)| *i != leader_at && elected(p))
             .map(|(i, _)| i)
     });
     // Give any stray wake-up time to show.

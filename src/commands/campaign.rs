@@ -9,7 +9,7 @@ use elect::export::{Exports, OutputConfig};
 use elect::work::WorkWatch;
 
 use crate::args::{CandidateArgs, ElectionArgs, ExportArgs, FormatArgs};
-use crate::sidecar::{context, on_workers, resign, shutdown_signals};
+use crate::runtime::{context, on_workers, resign, shutdown_signals};
 use crate::usage::Result;
 
 #[derive(Debug, Args)]

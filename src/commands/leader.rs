@@ -6,7 +6,7 @@ use elect::config::ElectionConfig;
 use elect::export::{Format, lines};
 
 use crate::args::{ElectionArgs, FormatArgs};
-use crate::sidecar::{context, on_workers};
+use crate::runtime::{context, on_workers};
 use crate::usage::Result;
 
 /// The exit code when no one leads.

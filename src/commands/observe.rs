@@ -6,7 +6,7 @@ use elect::config::ElectionConfig;
 use elect::export::{Exports, OutputConfig};
 
 use crate::args::{ElectionArgs, ExportArgs, FormatArgs};
-use crate::sidecar::{context, on_workers, shutdown_signals};
+use crate::runtime::{context, on_workers, shutdown_signals};
 use crate::usage::Result;
 
 #[derive(Debug, Args)]

@@ -9,7 +9,7 @@ use clap::{ArgMatches, Args, ValueEnum};
 use elect::backend::{self, CompletionRecords};
 use elect::config::ElectionConfig;
 use elect::export::{self, Exports, OutputConfig};
-use elect::once::{self, Period};
+use elect::periodic::{self, Period};
 use elect::supervise::{self, ChildConfig, ChildEnv, Containment, Finish, Restart};
 use elect::{Backend, BootInstant, Leadership};
 use nix::sys::signal::Signal;
@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::args::{CandidateArgs, ElectionArgs, ExportArgs, FormatArgs};
-use crate::sidecar::{SHUTDOWN_SIGNALS, context, on_workers, resign, signals};
+use crate::runtime::{SHUTDOWN_SIGNALS, context, on_workers, resign, signals};
 use crate::usage::{Result, UsageError, parse_duration};
 
 #[derive(Debug, Args)]
@@ -200,18 +200,18 @@ async fn periodic_turn(
     shutdown: &mut mpsc::UnboundedReceiver<Signal>,
     period: &Period,
     records: &CompletionRecords,
-) -> anyhow::Result<Option<once::Turn>> {
+) -> anyhow::Result<Option<periodic::Turn>> {
     loop {
         let Some(term) = elected(leadership.clone(), shutdown).await else {
             return Ok(None);
         };
         let done = records.completed(period).await?;
-        let turn = once::turn(period, done, SystemTime::now());
+        let turn = periodic::turn(period, done, SystemTime::now());
         let still = {
             let now = leadership.borrow();
             now.token == term && now.leads_at(BootInstant::now())
         };
-        if turn != once::Turn::Run || still {
+        if turn != periodic::Turn::Run || still {
             return Ok(Some(turn));
         }
         info!("leadership changed while we read {period}'s record: reading it again");
@@ -287,9 +287,9 @@ async fn run_while_leading(
     let running = exports.start(campaign.leadership());
     if let Some((period, records)) = &periodic {
         let turn = periodic_turn(&campaign.leadership(), &mut shutdown, period, records).await?;
-        if turn != Some(once::Turn::Run) {
+        if turn != Some(periodic::Turn::Run) {
             match turn {
-                Some(once::Turn::AlreadyDone) => {
+                Some(periodic::Turn::AlreadyDone) => {
                     info!("{period} was done while we waited: not running the command");
                 }
                 Some(_) => info!("{period} ended before we led: not running the command"),

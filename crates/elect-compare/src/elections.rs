@@ -65,30 +65,7 @@ pub fn run(
     rt.block_on(async {
         let memory_before = elect_lab::host::private_kib();
         let first = Session::open(&base).await.context("opening the session")?;
-        let started = Instant::now();
-        let mut leaders: Vec<Campaign> = (0..elections)
-            .map(|i| first.campaign(&name(i), &format!("a{i}"), WorkWatch::none()))
-            .collect::<Result<_, _>>()?;
-        let mut waits = tokio::task::JoinSet::new();
-        for c in &leaders {
-            let mut rx = c.leadership();
-            waits.spawn(async move {
-                rx.wait_for(|l| l.is_self).await.ok()?;
-                Some(started.elapsed())
-            });
-        }
-        let mut samples = Vec::with_capacity(elections);
-        let all_elected = SOON + Duration::from_millis(2 * elections as u64);
-        let gathering = async {
-            while let Some(took) = waits.join_next().await {
-                samples.push(took?.context("a campaign ended before it was elected")?);
-                progress.inc();
-            }
-            anyhow::Ok(())
-        };
-        tokio::time::timeout(all_elected, gathering)
-            .await
-            .map_err(|_| anyhow!("not every election elected within {all_elected:?}"))??;
+        let (mut leaders, samples) = elect_everyone(&first, elections, &name, progress).await?;
         let memory_kib_per_election =
             elect_lab::host::private_kib().saturating_sub(memory_before) as f64 / elections as f64;
 
@@ -97,39 +74,8 @@ pub fn run(
         tokio::time::sleep(ttl * 3).await;
         let renewals_per_ttl = (counters::snapshot().renewals - before) as f64 / 3.0;
 
-        // A second session waits in the first elections; one leader change.
-        let second = Session::open(&base)
-            .await
-            .context("opening a second session")?;
-        let waiting: Vec<Campaign> = (0..WAITING.min(elections))
-            .map(|i| second.campaign(&name(i), &format!("b{i}"), WorkWatch::none()))
-            .collect::<Result<_, _>>()?;
-        // Queued once each has seen its election's leader.
-        for c in &waiting {
-            let mut rx = c.leadership();
-            tokio::time::timeout(SOON, rx.wait_for(|l| l.leader.is_some() && l.current))
-                .await
-                .context("a waiting candidate saw no leader")??;
-        }
-        // The successor-to-be queued, and waiting on its predecessor.
-        let first_election = name(0);
-        tokio::task::block_in_place(|| {
-            elect_lab::poll(SOON, || {
-                (probe.queued(&first_election) == Some(2)).then_some(())
-            })
-        })
-        .context("the second candidate of the first election did not queue")?;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let woken_before = counters::snapshot().wakeups;
-        let mut successor = waiting[0].leadership();
-        leaders.swap_remove(0).resign().await?;
-        tokio::time::timeout(SOON, successor.wait_for(|l| l.is_self))
-            .await
-            .context("the successor in the first election was not elected")??;
-        // Time for any wrong wake-up to show.
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let wakeups = counters::snapshot().wakeups - woken_before;
-
+        let (wakeups, second, waiting) =
+            one_leader_change(&base, &mut leaders, elections, &name, probe).await?;
         drop(waiting);
         drop(leaders);
         second.close().await;
@@ -141,4 +87,87 @@ pub fn run(
             wakeups,
         })
     })
+}
+
+/// Campaigns in every election on `first`, and waits until each elected
+/// its candidate: the campaigns, and each election's time to elect from
+/// the start.
+async fn elect_everyone(
+    first: &Session,
+    elections: usize,
+    name: &impl Fn(usize) -> String,
+    progress: &Progress,
+) -> anyhow::Result<(Vec<Campaign>, Vec<Duration>)> {
+    let started = Instant::now();
+    let leaders: Vec<Campaign> = (0..elections)
+        .map(|i| first.campaign(&name(i), &format!("a{i}"), WorkWatch::none()))
+        .collect::<Result<_, _>>()?;
+    let mut waits = tokio::task::JoinSet::new();
+    for c in &leaders {
+        let mut rx = c.leadership();
+        waits.spawn(async move {
+            rx.wait_for(|l| l.is_self).await.ok()?;
+            Some(started.elapsed())
+        });
+    }
+    let mut samples = Vec::with_capacity(elections);
+    let all_elected = SOON + Duration::from_millis(2 * elections as u64);
+    let gathering = async {
+        while let Some(took) = waits.join_next().await {
+            samples.push(took?.context("a campaign ended before it was elected")?);
+            progress.inc();
+        }
+        anyhow::Ok(())
+    };
+    tokio::time::timeout(all_elected, gathering)
+        .await
+        .map_err(|_| anyhow!("not every election elected within {all_elected:?}"))??;
+    Ok((leaders, samples))
+}
+
+/// A second session waits in the first elections, and the first
+/// election's leader resigns: the campaign wake-ups that one change
+/// caused in every election, and the second session with its candidates
+/// (closed by the caller, in order).
+async fn one_leader_change(
+    base: &ElectionConfig,
+    leaders: &mut Vec<Campaign>,
+    elections: usize,
+    name: &impl Fn(usize) -> String,
+    probe: &Probe,
+) -> anyhow::Result<(u64, Session, Vec<Campaign>)> {
+    // A second session waits in the first elections; one leader change.
+    let second = Session::open(base)
+        .await
+        .context("opening a second session")?;
+    let waiting: Vec<Campaign> = (0..WAITING.min(elections))
+        .map(|i| second.campaign(&name(i), &format!("b{i}"), WorkWatch::none()))
+        .collect::<Result<_, _>>()?;
+    // Queued once each has seen its election's leader.
+    for c in &waiting {
+        let mut rx = c.leadership();
+        tokio::time::timeout(SOON, rx.wait_for(|l| l.leader.is_some() && l.current))
+            .await
+            .context("a waiting candidate saw no leader")??;
+    }
+    // The successor-to-be queued, and waiting on its predecessor.
+    let first_election = name(0);
+    tokio::task::block_in_place(|| {
+        elect_lab::poll(SOON, || {
+            (probe.queued(&first_election) == Some(2)).then_some(())
+        })
+    })
+    .context("the second candidate of the first election did not queue")?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let woken_before = counters::snapshot().wakeups;
+    let mut successor = waiting[0].leadership();
+    leaders.swap_remove(0).resign().await?;
+    tokio::time::timeout(SOON, successor.wait_for(|l| l.is_self))
+        .await
+        .context("the successor in the first election was not elected")??;
+    // Time for any wrong wake-up to show.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let wakeups = counters::snapshot().wakeups - woken_before;
+
+    Ok((wakeups, second, waiting))
 }

@@ -1,3 +1,5 @@
+//! The floors of a handover and of a failover on a service.
+//!
 //! The floor of a handover on a service: what any implementation must
 //! wait for when a leader resigns, and nothing else. One client deletes a
 //! key (a znode) that a second client watches; a sample is the time from
@@ -12,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use elect::Backend;
+use elect_lab::fault::{Proxy, Traffic};
 use etcd_client::{EventType, WatchOptions};
 
 use crate::progress::Progress;
@@ -51,67 +54,269 @@ async fn etcd(
     let key = format!("elect-compare-floor-{}", std::process::id());
     measure(trials, progress, async || {
         let put = writer.kv_client().put(key.as_str(), "x", None).await?;
-        let rev = put.header().map_or(0, |h| h.revision());
-        let options = WatchOptions::new().with_start_revision(rev + 1);
-        let mut stream = watcher
-            .watch_client()
-            .watch(key.as_str(), Some(options))
-            .await?;
-        // Created: the watcher is in place before the delete is sent.
-        stream.message().await?.context("the watch stream closed")?;
+        let stream = etcd_watch_after(&watcher, &key, &put).await?;
         let sent = Instant::now();
         let (mut kv, deleted) = (writer.kv_client(), key.clone());
         let deleting = tokio::spawn(async move { kv.delete(deleted, None).await });
-        let seen = tokio::time::timeout(WITHIN, async {
-            loop {
-                let resp = stream.message().await?.context("the watch stream closed")?;
-                if resp
-                    .events()
-                    .iter()
-                    .any(|e| e.event_type() == EventType::Delete)
-                {
-                    return anyhow::Ok(Instant::now());
-                }
-            }
-        })
-        .await
-        .context("no delete event in time")??;
+        let seen = etcd_deleted(stream, "no delete event in time").await?;
         deleting.await??;
         Ok(seen - sent)
     })
     .await
 }
 
+/// A watch of `key` from just after `put`, in place (its creation
+/// answered) before it is returned.
+async fn etcd_watch_after(
+    watcher: &etcd_client::Client,
+    key: &str,
+    put: &etcd_client::PutResponse,
+) -> anyhow::Result<etcd_client::WatchStream> {
+    let rev = put.header().map_or(0, |h| h.revision());
+    let options = WatchOptions::new().with_start_revision(rev + 1);
+    let mut stream = watcher.watch_client().watch(key, Some(options)).await?;
+    stream.message().await?.context("the watch stream closed")?;
+    Ok(stream)
+}
+
+/// When `stream` saw its key deleted; an error naming `late` after
+/// [`WITHIN`].
+async fn etcd_deleted(
+    mut stream: etcd_client::WatchStream,
+    late: &'static str,
+) -> anyhow::Result<Instant> {
+    tokio::time::timeout(WITHIN, async {
+        loop {
+            let resp = stream.message().await?.context("the watch stream closed")?;
+            if resp
+                .events()
+                .iter()
+                .any(|e| e.event_type() == EventType::Delete)
+            {
+                return anyhow::Ok(Instant::now());
+            }
+        }
+    })
+    .await
+    .context(late)?
+}
+
+/// A watch of the znode at `path`, which `watcher` must see exist.
+async fn zk_watch_existing(
+    watcher: &zookeeper_client::Client,
+    path: &str,
+) -> anyhow::Result<zookeeper_client::OneshotWatcher> {
+    // The watcher's session must see the znode before it watches it.
+    watcher.sync(path).await?;
+    let (stat, watch) = watcher.check_and_watch_stat(path).await?;
+    anyhow::ensure!(stat.is_some(), "the watcher did not see {path}");
+    Ok(watch)
+}
+
+/// When `watch` saw its znode deleted; an error naming `late` after
+/// [`WITHIN`].
+async fn zk_deleted(
+    watch: zookeeper_client::OneshotWatcher,
+    late: &'static str,
+) -> anyhow::Result<Instant> {
+    let event = tokio::time::timeout(WITHIN, watch.changed())
+        .await
+        .context(late)?;
+    let seen = Instant::now();
+    anyhow::ensure!(
+        event.event_type == zookeeper_client::EventType::NodeDeleted,
+        "unexpected event {:?}",
+        event.event_type
+    );
+    Ok(seen)
+}
+
 async fn zk(endpoints: &str, trials: usize, progress: &Progress) -> anyhow::Result<Vec<Duration>> {
-    use zookeeper_client::{Acls, Client, CreateMode, EventType as ZkEvent};
+    use zookeeper_client::{Acls, Client, CreateMode};
     let connect = || Client::connect(endpoints);
     let (writer, watcher) = (connect().await?, connect().await?);
     let path = format!("/elect-compare-floor-{}", std::process::id());
     let mode = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
     measure(trials, progress, async || {
         writer.create(&path, b"x", &mode).await?;
-        // The watcher's session must see the znode before it watches it.
-        watcher.sync(&path).await?;
-        let (stat, watch) = watcher.check_and_watch_stat(&path).await?;
-        anyhow::ensure!(stat.is_some(), "the watcher did not see {path}");
+        let watch = zk_watch_existing(&watcher, &path).await?;
         let sent = Instant::now();
         let deleting = {
             let (writer, path) = (writer.clone(), path.clone());
             tokio::spawn(async move { writer.delete(&path, None).await })
         };
-        let event = tokio::time::timeout(WITHIN, watch.changed())
-            .await
-            .context("no delete event in time")?;
-        let seen = Instant::now();
-        anyhow::ensure!(
-            event.event_type == ZkEvent::NodeDeleted,
-            "unexpected event {:?}",
-            event.event_type
-        );
+        let seen = zk_deleted(watch, "no delete event in time").await?;
         deleting.await??;
         Ok(seen - sent)
     })
     .await
+}
+
+/// `trials` samples of the failover floor of `backend` at `endpoints`
+/// with `ttl`: what any implementation waits for when its leader's host
+/// dies. A bare holder (a lease kept alive, or a session left to its
+/// client library's own pings) owns a key (an ephemeral znode) through a
+/// proxy per member; at a random point of its renewal cycle every proxy
+/// goes silent both ways, as a dead host does; a sample is the time from
+/// then to a second client's watch seeing the key deleted: the service
+/// expiring what nobody renews, plus one notification. The holder renews
+/// as the peers' libraries do (a lease every TTL/3, as Go's
+/// `concurrency.Session`; a session by its client's pings), so this is the
+/// floor of an implementation that proves nothing about its own lease.
+pub fn failover_samples(
+    backend: Backend,
+    endpoints: &str,
+    ttl: Duration,
+    trials: usize,
+    progress: &Progress,
+) -> anyhow::Result<Vec<Duration>> {
+    let proxies = endpoints
+        .split(',')
+        .map(|m| Proxy::start("127.0.0.1:0", m))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let through = proxies
+        .iter()
+        .map(|p| p.addr.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let silence = |on: bool| {
+        for p in &proxies {
+            p.set(if on {
+                Traffic::Blackhole
+            } else {
+                Traffic::Pass
+            });
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut phase = Phase::new();
+    rt.block_on(async {
+        let mut samples = Vec::with_capacity(trials);
+        for _ in 0..trials {
+            silence(false);
+            let killed_after = phase.next(ttl);
+            let sample = match backend {
+                Backend::Etcd => {
+                    etcd_failover(endpoints, &through, ttl, killed_after, &silence).await
+                }
+                Backend::Zk => zk_failover(endpoints, &through, ttl, killed_after, &silence).await,
+                Backend::Raft => anyhow::bail!("the Raft vote has no service to measure"),
+            }?;
+            samples.push(sample);
+            progress.inc();
+        }
+        silence(false);
+        Ok(samples)
+    })
+}
+
+/// Where in the renewal cycle the host dies: spread evenly over a TTL,
+/// after a TTL of steady renewals.
+struct Phase(u64);
+
+impl Phase {
+    fn new() -> Phase {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.subsec_nanos() as u64 | 1);
+        Phase(seed)
+    }
+
+    fn next(&mut self, ttl: Duration) -> Duration {
+        // xorshift64: enough to spread kills over a cycle.
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        ttl + ttl.mul_f64((self.0 % 1000) as f64 / 1000.0)
+    }
+}
+
+async fn etcd_failover(
+    direct: &str,
+    through: &str,
+    ttl: Duration,
+    killed_after: Duration,
+    silence: &impl Fn(bool),
+) -> anyhow::Result<Duration> {
+    let direct: Vec<&str> = direct.split(',').collect();
+    let through: Vec<&str> = through.split(',').collect();
+    let watcher = etcd_client::Client::connect(&direct, None).await?;
+    let holder = etcd_client::Client::connect(&through, None).await?;
+    let key = format!("elect-compare-floor-failover-{}", std::process::id());
+    let lease = holder
+        .lease_client()
+        .grant(ttl.as_secs().max(1) as i64, None)
+        .await?
+        .id();
+    let put = holder
+        .kv_client()
+        .put(
+            key.as_str(),
+            "x",
+            Some(etcd_client::PutOptions::new().with_lease(lease)),
+        )
+        .await?;
+    let stream = etcd_watch_after(&watcher, &key, &put).await?;
+    let (mut keeper, mut answers) = holder.lease_client().keep_alive(lease).await?;
+    let renewing = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(ttl / 3).await;
+            if keeper.keep_alive().await.is_err() || answers.message().await.is_err() {
+                return;
+            }
+        }
+    });
+    let sample = after_silence(
+        killed_after,
+        silence,
+        etcd_deleted(stream, "the lease did not expire in time"),
+    )
+    .await;
+    renewing.abort();
+    sample
+}
+
+/// Waits `killed_after`, silences the holder's host, and returns how long
+/// it then took until `deleted` saw the key go.
+async fn after_silence(
+    killed_after: Duration,
+    silence: &impl Fn(bool),
+    deleted: impl Future<Output = anyhow::Result<Instant>>,
+) -> anyhow::Result<Duration> {
+    tokio::time::sleep(killed_after).await;
+    silence(true);
+    let killed = Instant::now();
+    Ok(deleted.await? - killed)
+}
+
+async fn zk_failover(
+    direct: &str,
+    through: &str,
+    ttl: Duration,
+    killed_after: Duration,
+    silence: &impl Fn(bool),
+) -> anyhow::Result<Duration> {
+    use zookeeper_client::{Acls, Client, CreateMode};
+    let watcher = Client::connect(direct).await?;
+    let holder = Client::connector()
+        .with_session_timeout(ttl)
+        .connect(through)
+        .await?;
+    let path = format!("/elect-compare-floor-failover-{}", std::process::id());
+    let mode = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    holder.create(&path, b"x", &mode).await?;
+    let watch = zk_watch_existing(&watcher, &path).await?;
+    let sample = after_silence(
+        killed_after,
+        silence,
+        zk_deleted(watch, "the session did not expire in time"),
+    )
+    .await;
+    drop(holder);
+    sample
 }
 
 /// `trials` samples of `one`, after as many unmeasured ones as the

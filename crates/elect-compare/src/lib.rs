@@ -9,10 +9,11 @@
 //! - [`scale`]: many candidates in one process, through the library;
 //! - [`probe`]: what the servers count (queued candidates, notifications,
 //!   requests);
-//! - [`output`] and [`report`]: the table, JSON lines, charts and page.
+//! - [`row`], [`table`] and [`report`]: a measured combination (a JSON
+//!   line), the tables, charts and page.
 //!
 //! And how a run goes: [`plan`] checks the options, [`run()`] walks the
-//! plan (`ensembles` where the backends run, `rows` what each scenario
+//! plan (`ensembles` where the backends run, `measure` what each scenario
 //! measured).
 //!
 //! Errors are `anyhow` reports: compare is a tool whose failures are read
@@ -29,16 +30,17 @@ pub mod contender;
 pub mod elections;
 mod ensembles;
 pub mod floor;
-pub mod output;
+mod measure;
 pub mod palette;
 pub mod plan;
 pub mod probe;
 pub mod progress;
 pub mod report;
-mod rows;
+pub mod row;
 mod run;
 pub mod scale;
 pub mod scenario;
+pub mod table;
 pub mod verdict;
 
 pub use plan::{Options, Plan, PlanError};

@@ -38,6 +38,26 @@ impl Counters {
         };
         (counted.notifications >= 0.0 && counted.requests >= 0.0).then_some(counted)
     }
+
+    /// These counts less what `rate` (counts per second) accounts for in
+    /// `elapsed`, never below zero: a window's counts net of the steady
+    /// state's (every session's or lease's renewals).
+    pub fn net_of(self, rate: Counters, elapsed: Duration) -> Counters {
+        let secs = elapsed.as_secs_f64();
+        Counters {
+            notifications: (self.notifications - rate.notifications * secs).max(0.0),
+            requests: (self.requests - rate.requests * secs).max(0.0),
+        }
+    }
+
+    /// These counts, counted over `elapsed`, per second.
+    pub fn per_second(self, elapsed: Duration) -> Counters {
+        let secs = elapsed.as_secs_f64().max(1e-9);
+        Counters {
+            notifications: self.notifications / secs,
+            requests: self.requests / secs,
+        }
+    }
 }
 
 /// Probes one ensemble.

@@ -7,8 +7,9 @@ use std::process::Command;
 
 use plotters::prelude::*;
 
-use crate::output::{Row, Unavailable, cell, markdown_table, table};
 use crate::palette::COLORS;
+use crate::row::{Row, Unavailable};
+use crate::table::{cell, markdown_table, scale_table, table};
 use crate::verdict;
 
 /// Writes the report; the page's path.
@@ -312,6 +313,7 @@ fn book_page(
     }
     out.push_str(&format!("\n```sh\n{command}\n```\n\n"));
     out.push_str(&markdown_table(rows));
+    push_scale_table(&mut out, rows);
     for (title, file) in charts {
         let name = file.file_name().unwrap_or_default().to_string_lossy();
         let scenario = name.trim_end_matches(".svg");
@@ -344,6 +346,7 @@ fn markdown(
     }
     out.push_str(&format!("\n```\n{command}\n```\n\n"));
     out.push_str(&markdown_table(rows));
+    push_scale_table(&mut out, rows);
     for u in unavailable {
         out.push_str(&format!(
             "\nnot run: {} {}{}: {}\n",
@@ -364,6 +367,18 @@ fn markdown(
     out
 }
 
+/// The scale rows' own table, under a heading, where there are any.
+fn push_scale_table(out: &mut String, rows: &[Row]) {
+    let table = scale_table(rows);
+    if !table.is_empty() {
+        out.push_str(
+            "\nScale: N candidates in one process through the library; requests and \
+             notifications per change net of the steady state's renewals (`idle req/s`):\n\n",
+        );
+        out.push_str(&table);
+    }
+}
+
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -380,18 +395,8 @@ fn backend_color(backend: &str) -> RGBColor {
     }
 }
 
-/// The page: the verdict first, then the scenarios side by side (one card
-/// each), then every row, the charts and the versions.
-fn html(
-    rows: &[Row],
-    unavailable: &[Unavailable],
-    command: &str,
-    charts: &[(String, PathBuf)],
-    versions: &[(String, String)],
-) -> anyhow::Result<String> {
-    let verdict = verdict::verdict(rows);
-    let mut out = String::from(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>elect compare</title>\
+/// The page's head: its title and style.
+const HEAD: &str = "<!doctype html><html><head><meta charset=\"utf-8\"><title>elect compare</title>\
          <style>body{font-family:sans-serif;margin:1.5em;color:#222}\
          table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}\
          td:nth-child(-n+3),th:nth-child(-n+3){text-align:left}\
@@ -407,8 +412,19 @@ fn html(
          .card td:nth-child(-n+3),.card th:nth-child(-n+3){text-align:right}\
          .card td:first-child,.card th:first-child{text-align:left}\
          .swatch{display:inline-block;width:14px;height:14px;margin-right:6px;vertical-align:middle}\
-         </style></head><body>",
-    );
+         </style></head><body>";
+
+/// The page: the verdict first, then the scenarios side by side (one card
+/// each), then every row, the charts and the versions.
+fn html(
+    rows: &[Row],
+    unavailable: &[Unavailable],
+    command: &str,
+    charts: &[(String, PathBuf)],
+    versions: &[(String, String)],
+) -> anyhow::Result<String> {
+    let verdict = verdict::verdict(rows);
+    let mut out = String::from(HEAD);
     out.push_str(&format!(
         "<header class=\"verdict {}\"><h1>elect compare: {}</h1><p>{}</p><ul>",
         if verdict.safe { "safe" } else { "unsafe" },
@@ -422,7 +438,33 @@ fn html(
     for line in &verdict.fastest {
         out.push_str(&format!("<li>{}</li>", escape(line)));
     }
-    out.push_str("</ul></header><h2>Scenarios side by side</h2><div class=\"cards\">");
+    out.push_str("</ul></header>");
+    scenario_cards(&mut out, rows);
+    every_row(&mut out, rows, command);
+    for u in unavailable {
+        out.push_str(&format!(
+            "<p>not run: {} {}{}: {}</p>",
+            u.backend,
+            escape(u.implementation),
+            u.scenario.map(|s| format!(" {s}")).unwrap_or_default(),
+            escape(&u.reason)
+        ));
+    }
+    for (title, file) in charts {
+        let svg = std::fs::read_to_string(file)?;
+        out.push_str(&format!("<h2>{}</h2>{svg}", escape(title)));
+    }
+    out.push_str("<h2>Versions</h2><ul>");
+    for (what, v) in versions {
+        out.push_str(&format!("<li>{}: {}</li>", escape(what), escape(v)));
+    }
+    out.push_str("</ul></body></html>\n");
+    Ok(out)
+}
+
+/// The scenarios side by side: a card each, a line per contender.
+fn scenario_cards(out: &mut String, rows: &[Row]) {
+    out.push_str("<h2>Scenarios side by side</h2><div class=\"cards\">");
     let mut scenarios: Vec<&str> = Vec::new();
     for r in rows {
         if !scenarios.contains(&r.scenario) {
@@ -462,7 +504,13 @@ fn html(
         }
         out.push_str("</table></section>");
     }
-    out.push_str("</div><h2>Every row</h2>");
+    out.push_str("</div>");
+}
+
+/// Every row, in a table that scrolls in its own box, under the command
+/// line that measured them.
+fn every_row(out: &mut String, rows: &[Row], command: &str) {
+    out.push_str("<h2>Every row</h2>");
     let (header, cells) = table(rows);
     // The table of every row is wider than a laptop's screen: it scrolls
     // in its own box, and the page does not scroll sideways.
@@ -482,23 +530,4 @@ fn html(
         out.push_str("</tr>");
     }
     out.push_str("</table></div>");
-    for u in unavailable {
-        out.push_str(&format!(
-            "<p>not run: {} {}{}: {}</p>",
-            u.backend,
-            escape(u.implementation),
-            u.scenario.map(|s| format!(" {s}")).unwrap_or_default(),
-            escape(&u.reason)
-        ));
-    }
-    for (title, file) in charts {
-        let svg = std::fs::read_to_string(file)?;
-        out.push_str(&format!("<h2>{}</h2>{svg}", escape(title)));
-    }
-    out.push_str("<h2>Versions</h2><ul>");
-    for (what, v) in versions {
-        out.push_str(&format!("<li>{}: {}</li>", escape(what), escape(v)));
-    }
-    out.push_str("</ul></body></html>\n");
-    Ok(out)
 }

@@ -10,13 +10,14 @@ use elect::Backend;
 
 use crate::contender::{self, Contender, Credentials, Implementation, baseline_available};
 use crate::ensembles::Ensembles;
-use crate::output::{self, Row, Unavailable};
+use crate::measure;
 use crate::plan::Plan;
 use crate::probe::Probe;
 use crate::progress::Progress;
 use crate::report;
-use crate::rows;
+use crate::row::{Row, Unavailable};
 use crate::scenario::{Scenario, Setup};
+use crate::table;
 
 /// Exit code when a safety check failed: an overlap outside `freeze`, or a
 /// stale write accepted. 0 when every check held; 1 when compare itself
@@ -44,7 +45,7 @@ pub fn run(plan: Plan) -> anyhow::Result<u8> {
     }
     let (rows, unavailable) = outcome?;
     if !plan.json {
-        println!("{}", output::text_table(&rows));
+        println!("{}", table::text_table(&rows));
         for u in &unavailable {
             println!(
                 "not run: {} {}{}: {}",
@@ -241,7 +242,7 @@ impl<'a> Runner<'a> {
     }
 
     /// Every scenario of the plan that `contender` can run, a row or more
-    /// each, and the floor beside elect's handover.
+    /// each, and the floors beside elect's handover and failover.
     fn scenarios(
         &mut self,
         contender: &Contender,
@@ -264,7 +265,7 @@ impl<'a> Runner<'a> {
             for row in self.scenario(contender, scenario, endpoints, probe)? {
                 self.keep(row);
             }
-            if scenario == Scenario::Handover
+            if matches!(scenario, Scenario::Handover | Scenario::Failover)
                 && imp == Implementation::Elect
                 && backend != Backend::Raft
             {
@@ -277,7 +278,7 @@ impl<'a> Runner<'a> {
                     );
                     continue;
                 }
-                let row = rows::floor(self.plan, contender, endpoints)?;
+                let row = measure::floor(self.plan, contender, scenario, endpoints)?;
                 self.keep(row);
             }
         }
@@ -297,11 +298,11 @@ impl<'a> Runner<'a> {
         match scenario {
             Scenario::Scale => {
                 let probe = probe.expect("etcd and zk have a probe");
-                return rows::scale(plan, contender, endpoints, probe);
+                return measure::scale(plan, contender, endpoints, probe);
             }
             Scenario::Elections => {
                 let probe = probe.expect("etcd and zk have a probe");
-                return Ok(vec![rows::elections(plan, contender, endpoints, probe)?]);
+                return Ok(vec![measure::elections(plan, contender, endpoints, probe)?]);
             }
             _ => {}
         }
@@ -323,7 +324,7 @@ impl<'a> Runner<'a> {
             ),
             seed: 0x5eed ^ trials as u64,
         };
-        match rows::scenario(scenario, &setup) {
+        match measure::scenario(scenario, &setup) {
             Ok(row) => Ok(vec![row]),
             // A peer's tool that fails a scenario (say, a recipe that does
             // not rejoin after a rolling restart) is a finding about that

@@ -19,8 +19,14 @@ use elect::Backend;
 /// One point of the scale curve.
 pub struct ScalePoint {
     pub samples: Vec<Duration>,
+    /// Over the handovers (each with the join of a candidate that keeps
+    /// N), net of the steady state's renewals (see [`ScalePoint::idle`]);
     /// `None` where a member did not answer for its counters.
     pub counters: Option<Counters>,
+    /// The steady state with no leader change, per second: every
+    /// candidate's renewals, measured over `IDLE_WINDOW` (3 s) before the
+    /// handovers and taken out of their counts.
+    pub idle: Option<Counters>,
     /// Campaign wake-ups over the handovers.
     pub wakeups: u64,
     pub changes: usize,
@@ -34,6 +40,12 @@ pub struct ScalePoint {
 /// Candidates started at once, so 1000 sessions do not all connect in the
 /// same millisecond.
 const BATCH: usize = 50;
+
+/// How long the steady state is counted before the handovers: renewals
+/// are a rate, paid whether or not the leader changes, and at N = 1000
+/// they outnumber a change's own requests several times over in the
+/// time a handover takes. Counting them apart says what a change costs.
+const IDLE_WINDOW: Duration = Duration::from_secs(3);
 
 pub fn run(
     backend: Backend,
@@ -70,40 +82,20 @@ pub fn run(
             )
         })
     };
+    let queued = |want: usize| tokio::task::block_in_place(|| queued(want));
+    let counters = || tokio::task::block_in_place(|| probe.counters());
     rt.block_on(async {
         let (elected_tx, mut elected) = mpsc::unbounded_channel();
-
         let private_before = elect_lab::host::private_kib();
         let sockets_before = elect_lab::host::open_sockets();
-        let mut next_id = 0;
-        let mut campaigns: Vec<Option<Campaign>> = Vec::new();
-        let spawn_batch = |count: usize, next_id: &mut usize| {
-            let mut set = tokio::task::JoinSet::new();
-            for _ in 0..count {
-                let cfg = base.clone().with_id(&format!("s{next_id}"));
-                let i = *next_id;
-                *next_id += 1;
-                set.spawn(async move {
-                    let campaign = match cfg {
-                        Ok(cfg) => backend::campaign(&cfg, elect::work::WorkWatch::none()).await,
-                        Err(e) => Err(e),
-                    };
-                    (i, campaign)
-                });
-            }
-            set
+        let mut crowd = Crowd {
+            base,
+            campaigns: Vec::new(),
+            next_id: 0,
+            elected: elected_tx,
         };
-        while campaigns.len() < n {
-            let mut set = spawn_batch(BATCH.min(n - campaigns.len()), &mut next_id);
-            while let Some(joined) = set.join_next().await {
-                let (i, campaign) = joined?;
-                let campaign = campaign.with_context(|| format!("candidate s{i}"))?;
-                watch_for_election(i, &campaign, elected_tx.clone());
-                campaigns.resize_with(campaigns.len().max(i + 1), || None);
-                campaigns[i] = Some(campaign);
-            }
-        }
-        tokio::task::block_in_place(|| queued(n))?;
+        crowd.grow_to(n).await?;
+        queued(n)?;
         // Footprint in the steady state: after a round of renewals (the
         // first ping of each lease's keepalive loop goes TTL/3 after the
         // grant), with every stream and connection it opens.
@@ -112,49 +104,119 @@ pub fn run(
             elect_lab::host::private_kib().saturating_sub(private_before) as f64 / n as f64;
         let sockets_per_candidate =
             elect_lab::host::open_sockets().saturating_sub(sockets_before) as f64 / n as f64;
-        let before = tokio::task::block_in_place(|| probe.counters());
+        let idle_from = counters();
+        let idle_started = Instant::now();
+        tokio::time::sleep(IDLE_WINDOW).await;
+        let idle = counters()
+            .since(idle_from)
+            .map(|c| c.per_second(idle_started.elapsed()));
+        let before = counters();
+        let started = Instant::now();
         let woken_before = elect::counters::snapshot().wakeups;
         let (mut leader, _) = recv(&mut elected).await?;
         let mut samples = Vec::new();
         for _ in 0..handovers {
-            let old = campaigns[leader].take().context("the leader's campaign")?;
-            let sent = Instant::now();
-            let resigned = tokio::spawn(old.resign());
-            let (next, at) = recv(&mut elected).await?;
-            samples.push(at - sent);
-            resigned.await??;
+            let (next, took) = crowd.hand_over(leader, &mut elected).await?;
+            samples.push(took);
             leader = next;
             // Back to n candidates before the next handover.
-            let mut set = spawn_batch(1, &mut next_id);
-            while let Some(joined) = set.join_next().await {
-                let (i, campaign) = joined?;
-                let campaign = campaign?;
-                watch_for_election(i, &campaign, elected_tx.clone());
-                campaigns.resize_with(campaigns.len().max(i + 1), || None);
-                campaigns[i] = Some(campaign);
-            }
-            tokio::task::block_in_place(|| queued(n))?;
+            crowd.grow_to(n).await?;
+            queued(n)?;
             progress.inc();
         }
-        let counters = tokio::task::block_in_place(|| probe.counters()).since(before);
+        let elapsed = started.elapsed();
+        let counters = counters()
+            .since(before)
+            .zip(idle)
+            .map(|(counted, idle)| counted.net_of(idle, elapsed));
         let woken = elect::counters::snapshot().wakeups - woken_before;
-        let mut set = tokio::task::JoinSet::new();
-        for c in campaigns.into_iter().flatten() {
-            set.spawn(c.resign());
-        }
-        while let Some(r) = set.join_next().await {
-            r??;
-        }
-        tokio::task::block_in_place(|| queued(0))?;
+        crowd.resign_all().await?;
+        queued(0)?;
         Ok(ScalePoint {
             samples,
             counters,
+            idle,
             wakeups: woken,
             changes: handovers,
             memory_kib_per_candidate,
             sockets_per_candidate,
         })
     })
+}
+
+/// The candidates of one scale point, `s<i>` each, campaigning through
+/// the library in this process.
+struct Crowd {
+    base: ElectionConfig,
+    /// By id; `None` once resigned.
+    campaigns: Vec<Option<Campaign>>,
+    next_id: usize,
+    /// Where a candidate says it was elected.
+    elected: mpsc::UnboundedSender<(usize, Instant)>,
+}
+
+impl Crowd {
+    /// Starts candidates, [`BATCH`] at a time, until `n` campaign.
+    async fn grow_to(&mut self, n: usize) -> anyhow::Result<()> {
+        while self.running() < n {
+            let mut set = tokio::task::JoinSet::new();
+            for _ in 0..BATCH.min(n - self.running()) {
+                let cfg = self.base.clone().with_id(&format!("s{}", self.next_id));
+                let i = self.next_id;
+                self.next_id += 1;
+                set.spawn(async move {
+                    let campaign = match cfg {
+                        Ok(cfg) => backend::campaign(&cfg, elect::work::WorkWatch::none()).await,
+                        Err(e) => Err(e),
+                    };
+                    (i, campaign)
+                });
+            }
+            while let Some(joined) = set.join_next().await {
+                let (i, campaign) = joined?;
+                let campaign = campaign.with_context(|| format!("candidate s{i}"))?;
+                watch_for_election(i, &campaign, self.elected.clone());
+                self.campaigns
+                    .resize_with(self.campaigns.len().max(i + 1), || None);
+                self.campaigns[i] = Some(campaign);
+            }
+        }
+        Ok(())
+    }
+
+    /// Candidates campaigning.
+    fn running(&self) -> usize {
+        self.campaigns.iter().flatten().count()
+    }
+
+    /// The `leader` resigns: who was elected next, and how long after the
+    /// resignation was asked for.
+    async fn hand_over(
+        &mut self,
+        leader: usize,
+        elected: &mut mpsc::UnboundedReceiver<(usize, Instant)>,
+    ) -> anyhow::Result<(usize, Duration)> {
+        let old = self.campaigns[leader]
+            .take()
+            .context("the leader's campaign")?;
+        let sent = Instant::now();
+        let resigned = tokio::spawn(old.resign());
+        let (next, at) = recv(elected).await?;
+        resigned.await??;
+        Ok((next, at - sent))
+    }
+
+    /// Every candidate resigns.
+    async fn resign_all(self) -> anyhow::Result<()> {
+        let mut set = tokio::task::JoinSet::new();
+        for c in self.campaigns.into_iter().flatten() {
+            set.spawn(c.resign());
+        }
+        while let Some(r) = set.join_next().await {
+            r??;
+        }
+        Ok(())
+    }
 }
 
 /// Reports `(i, instant)` on `tx` whenever candidate `i` becomes leader.

@@ -5,7 +5,7 @@
 //! costs about one whatever the TTL is); handovers and elections, which do
 //! not wait for a TTL, in milliseconds.
 
-use crate::output::Row;
+use crate::row::Row;
 
 /// The scenarios the verdict ranks, in the order it says them.
 const RANKED: [&str; 7] = [

@@ -119,6 +119,9 @@ pub struct Figures {
     pub accepted: u64,
     /// Writes it refused (a lower token than the highest accepted).
     pub refused: usize,
+    /// Of those, writes sent before the newer token's first write and
+    /// read after it: in flight across the change, as the fence expects.
+    pub refused_in_flight: usize,
     /// Overlaps that began while an operator's delete took leadership away
     /// by hand: the contract there is fencing, and the store refused the
     /// old writer.
@@ -172,6 +175,8 @@ pub struct Judgement {
     pub held: bool,
     /// Whether the end was recorded (leftovers judged).
     pub end_recorded: bool,
+    /// What the service itself got wrong ([`crate::service`]).
+    pub service: Vec<crate::service::Finding>,
 }
 
 /// The time a soak's first leader has to write, from the start.
@@ -183,11 +188,12 @@ const GAP: Micros = 100_000;
 /// Judges `history`.
 pub fn judge(history: &History) -> Judgement {
     let resolution = Resolution::of(&history.procs, history.meta.sampler_period);
+    let service = crate::service::findings(history);
     let elections: Vec<ElectionVerdict> = history
         .meta
         .elections
         .iter()
-        .map(|e| judge_election(history, e, &resolution))
+        .map(|e| judge_election(history, e, &resolution, &service))
         .collect();
     let mut faults: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
     for f in &history.faults {
@@ -211,6 +217,7 @@ pub fn judge(history: &History) -> Judgement {
         faults,
         quorum_breaks: history.faults.iter().filter(|f| f.breaks_quorum).count(),
         end_recorded: history.end.is_some(),
+        service,
     }
 }
 
@@ -270,214 +277,28 @@ impl Span {
     }
 }
 
-fn judge_election(h: &History, e: &ElectionMeta, resolution: &Resolution) -> ElectionVerdict {
-    let mut v = Vec::new();
-    let mut figures = Figures::default();
-    let faults: Vec<&FaultRecord> = h.faults.iter().filter(|f| relevant(f, e)).collect();
-    let store = Store::of(h, &e.key);
-    let ttl = e.ttl_ms * 1000;
-    // An operator's delete takes leadership away by hand; for a TTL and a
-    // second after it, two commands may run, and fencing is the contract.
-    let operator_window = |t: Micros| {
-        faults.iter().any(|f| {
-            matches!(f.kind.as_str(), "operator-delete" | "parent-delete")
-                && f.start <= t
-                && t <= f.end + ttl + 1_000_000
-        })
+fn judge_election(
+    h: &History,
+    e: &ElectionMeta,
+    resolution: &Resolution,
+    service: &[crate::service::Finding],
+) -> ElectionVerdict {
+    let mut judging = Judging {
+        h,
+        e,
+        faults: h.faults.iter().filter(|f| relevant(f, e)).collect(),
+        store: Store::of(h, &e.key),
+        ttl: e.ttl_ms * 1000,
+        v: Vec::new(),
+        figures: Figures::default(),
     };
-
-    // Commands alive and runnable at once.
-    let alive = alive_intervals(&h.procs, &e.key);
-    let mut pairs: Vec<(Micros, String, String, Span)> = Vec::new();
-    let cands: Vec<&String> = alive.keys().collect();
-    for (i, a) in cands.iter().enumerate() {
-        for b in &cands[i + 1..] {
-            for x in &alive[*a] {
-                for y in &alive[*b] {
-                    if let Some(o) = x.overlap(*y) {
-                        pairs.push((o.from, (*a).clone(), (*b).clone(), o));
-                    }
-                }
-            }
-        }
-    }
-    pairs.sort_by_key(|p| p.0);
-    for (_, a, b, o) in pairs {
-        let length = o.to - o.from;
-        let allowed = resolution.at(o.from);
-        if length <= allowed {
-            continue;
-        }
-        if operator_window(o.from) {
-            figures.fenced_overlaps += 1;
-            continue;
-        }
-        v.push(violation(
-            h,
-            e,
-            Kind::Overlap,
-            o.from,
-            format!(
-                "the commands of {a} and {b} were alive and runnable together for {} (the sampler's resolution here: {})",
-                ms(length),
-                ms(allowed)
-            ),
-        ));
-    }
-
-    // The store's own order, and stale writes.
-    let mut highest: Option<(u64, Micros)> = None;
-    for s in &store.spans {
-        figures.accepted += s.n;
-        if let Some((top, at)) = highest
-            && s.token < top
-        {
-            v.push(violation(
-                h,
-                e,
-                Kind::TokenOrder,
-                s.from,
-                format!(
-                    "token {} accepted after token {top} (accepted at {})",
-                    s.token,
-                    ms(at)
-                ),
-            ));
-        }
-        if highest.is_none_or(|(top, _)| s.token >= top) {
-            highest = Some((s.token, s.from));
-        }
-        // A newer writer had announced itself before this span's last write.
-        if let Some(newer) = store
-            .hellos
-            .iter()
-            .find(|n| n.token > s.token && n.t < s.to)
-        {
-            let at = newer.t.max(s.from);
-            v.push(violation(
-                h,
-                e,
-                Kind::StaleAccept,
-                at,
-                format!(
-                    "a write with token {} was accepted at {} after {} announced token {} at {}",
-                    s.token,
-                    ms(s.to),
-                    newer.cand,
-                    newer.token,
-                    ms(newer.t)
-                ),
-            ));
-        }
-    }
-    figures.refused = store.refused.len();
-    // One violation per stale token and the token it outlived.
-    let mut stale: BTreeMap<(u64, u64), (Micros, Micros, usize)> = BTreeMap::new();
-    for (t, token, top) in &store.refused {
-        if operator_window(*t) {
-            continue;
-        }
-        let entry = stale.entry((*token, *top)).or_insert((*t, *t, 0));
-        entry.1 = *t;
-        entry.2 += 1;
-    }
-    for ((token, top), (first, last, n)) in stale {
-        v.push(violation(
-            h,
-            e,
-            Kind::StaleWriter,
-            first,
-            format!(
-                "a command with token {token} still wrote after token {top} had written: {n} writes refused from {} to {}",
-                ms(first),
-                ms(last)
-            ),
-        ));
-    }
-    let tokens: BTreeSet<u64> = store.spans.iter().map(|s| s.token).collect();
-    figures.leader_changes = tokens.len().saturating_sub(1);
-
-    // Lines that say "I lead" while another's writes are accepted.
-    let slack = h.meta.line_slack;
-    for (cand, claims) in claims(h, &e.key) {
-        let frozen: Vec<Span> = faults
-            .iter()
-            .filter(|f| f.kind == "candidate-freeze" && f.target == cand)
-            .map(|f| Span {
-                from: f.start,
-                to: f.end + slack,
-            })
-            .collect();
-        for claim in claims {
-            let Some(inner) = (claim.from + slack < claim.to.saturating_sub(slack)).then(|| Span {
-                from: claim.from + slack,
-                to: claim.to - slack,
-            }) else {
-                continue;
-            };
-            let foreign = store
-                .spans
-                .iter()
-                .filter(|s| store.cand_of(s.c) != Some(cand.as_str()))
-                .find_map(|s| {
-                    let o = inner.overlap(Span {
-                        from: s.from,
-                        to: s.to + 1,
-                    })?;
-                    let free = frozen.iter().all(|f| f.overlap(o) != Some(o));
-                    (free && !operator_window(o.from)).then_some((o, s))
-                });
-            if let Some((o, s)) = foreign {
-                v.push(violation(
-                    h,
-                    e,
-                    Kind::LineContradiction,
-                    o.from,
-                    format!(
-                        "{cand} said it led from {} to {}, while {}'s writes (token {}) were accepted at {}",
-                        ms(claim.from),
-                        ms(claim.to),
-                        store.cand_of(s.c).unwrap_or("?"),
-                        s.token,
-                        ms(o.from)
-                    ),
-                ));
-            }
-        }
-    }
-
-    // Accepted writes over time: gaps, and liveness after healing.
-    let writes = merged(store.spans.iter().map(|s| Span {
-        from: s.from,
-        to: s.to + 1,
-    }));
-    let mut last = 0;
-    for w in &writes {
-        if w.from > last + GAP {
-            let gap = w.from - last;
-            figures.without_write += gap;
-            figures.longest_without_write = figures.longest_without_write.max(gap);
-        }
-        last = last.max(w.to);
-    }
-    figures.gaps_by_fault = gaps_by_fault(&faults, &writes, ttl);
-    if e.period_ms.is_none() {
-        liveness(h, e, &faults, &writes, &mut figures, &mut v);
-    } else {
-        periodic(h, e, &store, &mut figures, &mut v);
-    }
-
-    if let Some(end) = &h.end {
-        for l in end.leftovers.iter().filter(|l| l.e == e.key) {
-            v.push(violation(
-                h,
-                e,
-                Kind::Leftover,
-                h.meta.ended,
-                format!("{} {} was left behind", l.what, l.name),
-            ));
-        }
-    }
+    judging.overlaps(resolution);
+    judging.store_order();
+    judging.stale_writers();
+    judging.line_contradictions();
+    judging.writes_and_liveness(service);
+    judging.leftovers();
+    let Judging { mut v, figures, .. } = judging;
     v.sort_by_key(|x| x.at);
     ElectionVerdict {
         key: e.key.clone(),
@@ -489,6 +310,294 @@ fn judge_election(h: &History, e: &ElectionMeta, resolution: &Resolution) -> Ele
     }
 }
 
+/// One election being judged: what the checks read, and what they find.
+struct Judging<'a> {
+    h: &'a History,
+    e: &'a ElectionMeta,
+    /// The faults that bear on this election.
+    faults: Vec<&'a FaultRecord>,
+    store: Store,
+    /// The election's TTL, in microseconds.
+    ttl: Micros,
+    v: Vec<Violation>,
+    figures: Figures,
+}
+
+impl Judging<'_> {
+    /// An operator's delete takes leadership away by hand; for a TTL and
+    /// a second after it, two commands may run, and fencing is the
+    /// contract.
+    fn operator_window(&self, t: Micros) -> bool {
+        self.faults.iter().any(|f| {
+            matches!(f.kind.as_str(), "operator-delete" | "parent-delete")
+                && f.start <= t
+                && t <= f.end + self.ttl + 1_000_000
+        })
+    }
+
+    /// Commands alive and runnable at once, longer than the sampler can
+    /// tell apart.
+    fn overlaps(&mut self, resolution: &Resolution) {
+        // Commands alive and runnable at once.
+        let alive = alive_intervals(&self.h.procs, &self.e.key);
+        let mut pairs: Vec<(Micros, String, String, Span)> = Vec::new();
+        let cands: Vec<&String> = alive.keys().collect();
+        for (i, a) in cands.iter().enumerate() {
+            for b in &cands[i + 1..] {
+                for x in &alive[*a] {
+                    for y in &alive[*b] {
+                        if let Some(o) = x.overlap(*y) {
+                            pairs.push((o.from, (*a).clone(), (*b).clone(), o));
+                        }
+                    }
+                }
+            }
+        }
+        pairs.sort_by_key(|p| p.0);
+        for (_, a, b, o) in pairs {
+            let length = o.to - o.from;
+            let allowed = resolution.at(o.from);
+            if length <= allowed {
+                continue;
+            }
+            if self.operator_window(o.from) {
+                self.figures.fenced_overlaps += 1;
+                continue;
+            }
+            self.v.push(violation(
+            self.h,
+            self.e,
+            Kind::Overlap,
+            o.from,
+            format!(
+                "the commands of {a} and {b} were alive and runnable together for {} (the sampler's resolution here: {})",
+                ms(length),
+                ms(allowed)
+            ),
+        ));
+        }
+    }
+
+    /// The store's own order (tokens never go back), and writes accepted
+    /// after a newer writer announced itself.
+    fn store_order(&mut self) {
+        // The store's own order, and stale writes.
+        let mut highest: Option<(u64, Micros)> = None;
+        for s in &self.store.spans {
+            self.figures.accepted += s.n;
+            if let Some((top, at)) = highest
+                && s.token < top
+            {
+                self.v.push(violation(
+                    self.h,
+                    self.e,
+                    Kind::TokenOrder,
+                    s.from,
+                    format!(
+                        "token {} accepted after token {top} (accepted at {})",
+                        s.token,
+                        ms(at)
+                    ),
+                ));
+            }
+            if highest.is_none_or(|(top, _)| s.token >= top) {
+                highest = Some((s.token, s.from));
+            }
+            // A newer writer had announced itself before this span's last write
+            // (but for an operator's delete: there the fence is the contract,
+            // and the store accepts the old writer until the new one writes).
+            if let Some(newer) = self
+                .store
+                .hellos
+                .iter()
+                .find(|n| n.token > s.token && n.t < s.to)
+                .filter(|n| !self.operator_window(n.t.max(s.from)))
+            {
+                let at = newer.t.max(s.from);
+                self.v.push(violation(
+                self.h,
+                self.e,
+                Kind::StaleAccept,
+                at,
+                format!(
+                    "a write with token {} was accepted at {} after {} announced token {} at {}",
+                    s.token,
+                    ms(s.to),
+                    newer.cand,
+                    newer.token,
+                    ms(newer.t)
+                ),
+            ));
+            }
+        }
+    }
+
+    /// Writes the fence refused from a token a newer one had outwritten
+    /// (those in flight at the change aside); and the leader changes.
+    fn stale_writers(&mut self) {
+        self.figures.refused = self.store.refused.len();
+        // When each token's first accepted write was sent (or, where the
+        // writer did not say, read).
+        let mut first_sent: BTreeMap<u64, Micros> = BTreeMap::new();
+        for a in &self.store.spans {
+            let sent = a.sent_from.unwrap_or(a.from);
+            first_sent
+                .entry(a.token)
+                .and_modify(|t| *t = (*t).min(sent))
+                .or_insert(sent);
+        }
+        // One violation per stale token and the token it outlived.
+        let mut stale: BTreeMap<(u64, u64), (Micros, Micros, usize)> = BTreeMap::new();
+        for r in &self.store.refused {
+            if self.operator_window(r.t) {
+                continue;
+            }
+            // Sent before the newer token's first write, read after it: in
+            // flight when the leadership changed, refused by the fence as it
+            // should be; the writer did not write beside its successor.
+            if r.sent
+                .zip(first_sent.get(&r.highest))
+                .is_some_and(|(sent, &newer)| sent < newer)
+            {
+                self.figures.refused_in_flight += 1;
+                continue;
+            }
+            let entry = stale.entry((r.token, r.highest)).or_insert((r.t, r.t, 0));
+            entry.1 = r.t;
+            entry.2 += 1;
+        }
+        for ((token, top), (first, last, n)) in stale {
+            self.v.push(violation(
+            self.h,
+            self.e,
+            Kind::StaleWriter,
+            first,
+            format!(
+                "a command with token {token} still wrote after token {top} had written: {n} writes refused from {} to {}",
+                ms(first),
+                ms(last)
+            ),
+        ));
+        }
+        let tokens: BTreeSet<u64> = self.store.spans.iter().map(|s| s.token).collect();
+        self.figures.leader_changes = tokens.len().saturating_sub(1);
+    }
+
+    /// Lines that say "I lead" while another's writes are accepted.
+    fn line_contradictions(&mut self) {
+        // Lines that say "I lead" while another's writes are accepted.
+        let slack = self.h.meta.line_slack;
+        for (cand, claims) in claims(self.h, &self.e.key) {
+            let frozen: Vec<Span> = self
+                .faults
+                .iter()
+                .filter(|f| f.kind == "candidate-freeze" && f.target == cand)
+                .map(|f| Span {
+                    from: f.start,
+                    to: f.end + slack,
+                })
+                .collect();
+            for claim in claims {
+                let Some(inner) =
+                    (claim.from + slack < claim.to.saturating_sub(slack)).then(|| Span {
+                        from: claim.from + slack,
+                        to: claim.to - slack,
+                    })
+                else {
+                    continue;
+                };
+                let foreign = self
+                    .store
+                    .spans
+                    .iter()
+                    .filter(|s| self.store.cand_of(s.c) != Some(cand.as_str()))
+                    .find_map(|s| {
+                        let o = inner.overlap(Span {
+                            from: s.from,
+                            to: s.to + 1,
+                        })?;
+                        let free = frozen.iter().all(|f| f.overlap(o) != Some(o));
+                        (free && !self.operator_window(o.from)).then_some((o, s))
+                    });
+                if let Some((o, s)) = foreign {
+                    self.v.push(violation(
+                    self.h,
+                    self.e,
+                    Kind::LineContradiction,
+                    o.from,
+                    format!(
+                        "{cand} said it led from {} to {}, while {}'s writes (token {}) were accepted at {}",
+                        ms(claim.from),
+                        ms(claim.to),
+                        self.store.cand_of(s.c).unwrap_or("?"),
+                        s.token,
+                        ms(o.from)
+                    ),
+                ));
+                }
+            }
+        }
+    }
+
+    /// Accepted writes over time: gaps, and liveness after healing (the
+    /// service's own faults in this election count as faults here); or,
+    /// for a periodic job, its periods.
+    fn writes_and_liveness(&mut self, service: &[crate::service::Finding]) {
+        // Accepted writes over time: gaps, and liveness after healing.
+        let writes = merged(self.store.spans.iter().map(|s| Span {
+            from: s.from,
+            to: s.to + 1,
+        }));
+        let mut last = 0;
+        for w in &writes {
+            if w.from > last + GAP {
+                let gap = w.from - last;
+                self.figures.without_write += gap;
+                self.figures.longest_without_write = self.figures.longest_without_write.max(gap);
+            }
+            last = last.max(w.to);
+        }
+        self.figures.gaps_by_fault = gaps_by_fault(&self.faults, &writes, self.ttl);
+        if self.e.period_ms.is_none() {
+            // The service's own faults in this election count as faults here.
+            let broken: Vec<Span> = service
+                .iter()
+                .filter(|f| f.e == self.e.key || (f.e.is_empty() && f.backend == self.e.backend))
+                .map(|f| Span {
+                    from: f.from,
+                    to: f.to,
+                })
+                .collect();
+            liveness(
+                self.h,
+                self.e,
+                &self.faults,
+                &broken,
+                &writes,
+                &mut self.figures,
+                &mut self.v,
+            );
+        } else {
+            periodic(self.h, self.e, &self.store, &mut self.figures, &mut self.v);
+        }
+    }
+
+    /// What this election left behind after the end.
+    fn leftovers(&mut self) {
+        if let Some(end) = &self.h.end {
+            for l in end.leftovers.iter().filter(|l| l.e == self.e.key) {
+                self.v.push(violation(
+                    self.h,
+                    self.e,
+                    Kind::Leftover,
+                    self.h.meta.ended,
+                    format!("{} {} was left behind", l.what, l.name),
+                ));
+            }
+        }
+    }
+}
+
 /// Whether fault `f` bears on election `e`: it hit e's backend as a whole,
 /// or e itself, or the whole machine.
 fn relevant(f: &FaultRecord, e: &ElectionMeta) -> bool {
@@ -496,7 +605,8 @@ fn relevant(f: &FaultRecord, e: &ElectionMeta) -> bool {
         || (f.backend == e.backend && f.election.as_ref().is_none_or(|x| *x == e.key))
 }
 
-/// In each stretch with no fault in effect (from the start, or from the
+/// In each stretch with no fault in effect, the service's own included
+/// (from the start, or from the
 /// instant the last fault healed, to the next fault), writes must be
 /// accepted: from the stretch's start, and after every accepted write, the
 /// next comes within the bound. A stretch shorter than the bound cannot be
@@ -505,14 +615,20 @@ fn liveness(
     h: &History,
     e: &ElectionMeta,
     faults: &[&FaultRecord],
+    broken: &[Span],
     writes: &[Span],
     figures: &mut Figures,
     v: &mut Vec<Violation>,
 ) {
-    let troubled = merged(faults.iter().map(|f| Span {
-        from: f.start,
-        to: f.end.max(f.start + 1),
-    }));
+    let troubled = merged(
+        faults
+            .iter()
+            .map(|f| Span {
+                from: f.start,
+                to: f.end.max(f.start + 1),
+            })
+            .chain(broken.iter().copied()),
+    );
     let mut heals = vec![0];
     heals.extend(troubled.iter().map(|s| s.to));
     for heal in heals {
@@ -818,8 +934,7 @@ fn says(text: &str) -> Option<bool> {
 struct Store {
     hellos: Vec<Hello>,
     spans: Vec<Accepted>,
-    /// (instant, token, highest accepted then).
-    refused: Vec<(Micros, u64, u64)>,
+    refused: Vec<Refused>,
     /// Connection -> when its job said it was done.
     done: BTreeMap<u64, Micros>,
     cands: BTreeMap<u64, String>,
@@ -840,6 +955,19 @@ struct Accepted {
     from: Micros,
     to: Micros,
     n: u64,
+    /// When its first write was sent, where the writer said.
+    sent_from: Option<Micros>,
+}
+
+/// A write the store refused.
+struct Refused {
+    /// When the store read it.
+    t: Micros,
+    token: u64,
+    /// The highest token accepted then.
+    highest: u64,
+    /// When the writer sent it, where it said.
+    sent: Option<Micros>,
 }
 
 impl Store {
@@ -879,7 +1007,9 @@ impl Store {
                     from,
                     to,
                     n,
+                    sent_from,
                 } if e == key => s.spans.push(Accepted {
+                    sent_from: *sent_from,
                     c: *c,
                     token: *token,
                     from: *from,
@@ -891,8 +1021,14 @@ impl Store {
                     e,
                     token,
                     highest,
+                    sent,
                     ..
-                } if e == key => s.refused.push((*t, *token, *highest)),
+                } if e == key => s.refused.push(Refused {
+                    t: *t,
+                    token: *token,
+                    highest: *highest,
+                    sent: *sent,
+                }),
                 StoreRecord::Done { t, e, c } if e == key => {
                     s.done.insert(*c, *t);
                 }
@@ -901,7 +1037,7 @@ impl Store {
         }
         s.hellos.sort_by_key(|x| x.t);
         s.spans.sort_by_key(|x| x.from);
-        s.refused.sort_by_key(|x| x.0);
+        s.refused.sort_by_key(|x| x.t);
         s
     }
 

@@ -11,6 +11,7 @@
 //! | `procs.jsonl` | a command's process appearing, frozen, runnable again or gone; a tick per second with the sampler's largest gap |
 //! | `lines.jsonl` | a candidate started, printed a line, exited |
 //! | `faults.jsonl` | a fault dealt: kind, target, start, end |
+//! | `service.jsonl` | what a service member holds, when it changes (ZooKeeper: its mode, the soak's ephemeral znodes and their sessions, and the leader's live sessions; etcd: whether it serves) |
 //! | `end.json` | (one object) what was left behind at the end |
 
 use std::path::Path;
@@ -97,6 +98,11 @@ pub enum StoreRecord {
         from: Micros,
         to: Micros,
         n: u64,
+        /// When the writer sent the span's first write, by its own clock
+        /// (the machine's wall clock, put on the history's): the store
+        /// reads a write later than it was sent when it is slow to run.
+        #[serde(default)]
+        sent_from: Option<Micros>,
     },
     /// A write refused: its token is below the highest accepted.
     Refused {
@@ -105,6 +111,9 @@ pub enum StoreRecord {
         c: u64,
         token: u64,
         highest: u64,
+        /// When the writer sent it, by its own clock.
+        #[serde(default)]
+        sent: Option<Micros>,
     },
     /// A periodic job said it finished its work.
     Done { t: Micros, e: String, c: u64 },
@@ -185,6 +194,55 @@ pub struct FaultRecord {
     pub note: String,
 }
 
+/// What one member of a service was seen to hold, recorded when it
+/// changes: read from the member itself (ZooKeeper's `srvr` and `dump`),
+/// not through any candidate, so the judge can tell a service that kept a
+/// dead session's znode, or whose members disagree, from a candidate that
+/// failed to lead.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "k", rename_all = "lowercase")]
+pub enum ServiceRecord {
+    /// A ZooKeeper member.
+    Zk {
+        t: Micros,
+        member: String,
+        /// leader, follower, or down (it did not answer, or does not
+        /// serve: no quorum, looking).
+        mode: String,
+        /// The soak's ephemeral znodes in its data tree.
+        held: Vec<Held>,
+        /// On the leader: the sessions it tracks as alive. Empty elsewhere.
+        #[serde(default)]
+        sessions: Vec<String>,
+    },
+    /// An etcd member: whether it serves (its `/health`: it knows a
+    /// leader and answers a read).
+    Etcd {
+        t: Micros,
+        member: String,
+        serving: bool,
+    },
+}
+
+impl ServiceRecord {
+    /// When it was recorded.
+    pub fn t(&self) -> Micros {
+        match self {
+            ServiceRecord::Zk { t, .. } | ServiceRecord::Etcd { t, .. } => *t,
+        }
+    }
+}
+
+/// An ephemeral znode a member holds, and its owner session.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Held {
+    /// The election it is in.
+    pub e: String,
+    pub path: String,
+    /// `0x...`, as ZooKeeper prints it.
+    pub owner: String,
+}
+
 /// What was left after the soak stopped everything it started.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct End {
@@ -211,6 +269,8 @@ pub struct History {
     pub procs: Vec<ProcRecord>,
     pub lines: Vec<LineRecord>,
     pub faults: Vec<FaultRecord>,
+    /// Empty in histories recorded before members were probed.
+    pub service: Vec<ServiceRecord>,
     pub end: Option<End>,
 }
 
@@ -249,6 +309,10 @@ impl History {
             procs: jsonl(dir, "procs.jsonl", &text("procs.jsonl")?)?,
             lines: jsonl(dir, "lines.jsonl", &text("lines.jsonl")?)?,
             faults: jsonl(dir, "faults.jsonl", &text("faults.jsonl")?)?,
+            service: match std::fs::read_to_string(dir.join("service.jsonl")) {
+                Ok(t) => jsonl(dir, "service.jsonl", &t)?,
+                Err(_) => Vec::new(),
+            },
             end,
         })
     }

@@ -22,6 +22,11 @@
 //!   could have been recorded;
 //! - nothing is left behind.
 //!
+//! Beside them, what the service itself got wrong ([`service`]): a
+//! ZooKeeper member that kept a dead session's znode, or members that
+//! disagreed. Its time is judged like a fault's for liveness, never for
+//! safety.
+//!
 //! An operator who deletes the leader's key or znode takes leadership away
 //! by hand: for a TTL after that, two commands may run, and the contract
 //! is the fencing token; such overlaps are counted, not violations.
@@ -29,6 +34,7 @@
 pub mod checks;
 pub mod history;
 pub mod report;
+pub mod service;
 
 pub use checks::{Judgement, Kind, Violation, judge};
 pub use history::History;

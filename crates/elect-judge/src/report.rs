@@ -58,6 +58,21 @@ fn duration(us: Micros) -> String {
 /// The markdown page.
 pub fn markdown(j: &Judgement, h: &History) -> String {
     let mut s = String::new();
+    for section in [
+        intro,
+        verdict_table,
+        faults_dealt,
+        failover_by_fault,
+        service_faults,
+        violations,
+    ] {
+        section(&mut s, j, h);
+    }
+    s
+}
+
+/// The headline, how the run went, and what ran.
+fn intro(s: &mut String, j: &Judgement, h: &History) {
     let _ = writeln!(s, "# Soak: {}\n", headline(j));
     let _ = writeln!(
         s,
@@ -83,6 +98,10 @@ pub fn markdown(j: &Judgement, h: &History) -> String {
     if !j.end_recorded {
         let _ = writeln!(s, "The end was not recorded: leftovers were not judged.\n");
     }
+}
+
+/// Per election: its violations and its figures; the periodic jobs' runs.
+fn verdict_table(s: &mut String, j: &Judgement, _: &History) {
     s.push_str("## Verdict\n\n");
     s.push_str("| backend | contender | violations | leader changes | writes accepted | refused | fenced overlaps (operator) | time without a write | longest | liveness judged |\n");
     s.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -114,7 +133,11 @@ pub fn markdown(j: &Judgement, h: &History) -> String {
             violations,
             f.leader_changes,
             f.accepted,
-            f.refused,
+            if f.refused_in_flight > 0 {
+                format!("{} ({} in flight)", f.refused, f.refused_in_flight)
+            } else {
+                f.refused.to_string()
+            },
             f.fenced_overlaps,
             duration(f.without_write),
             ms(f.longest_without_write),
@@ -141,7 +164,10 @@ pub fn markdown(j: &Judgement, h: &History) -> String {
         s.push_str(&parts.join("; "));
         s.push_str(".\n");
     }
+}
 
+/// The faults dealt, by backend and kind, and those that took a quorum away.
+fn faults_dealt(s: &mut String, j: &Judgement, h: &History) {
     s.push_str("\n## Faults dealt\n\n| backend | kind | dealt |\n|---|---|---:|\n");
     for (backend, kinds) in &j.faults {
         for (kind, n) in kinds {
@@ -172,7 +198,10 @@ pub fn markdown(j: &Judgement, h: &History) -> String {
             format!(" (two members paused at once): {}.", breaks.join("; "))
         }
     );
+}
 
+/// The gaps between accepted writes, by the fault that caused them.
+fn failover_by_fault(s: &mut String, j: &Judgement, _: &History) {
     s.push_str("## Failover: time without an accepted write, by the fault that caused it\n\n");
     s.push_str("Each gap of over 100 ms between accepted writes, put down to the latest fault in effect when it began (`none`: a handover or a candidate's own exit, with no fault near).\n\n");
     s.push_str("| backend | contender | fault | gaps | p50 | p99 | max |\n|---|---|---|---:|---:|---:|---:|\n");
@@ -190,7 +219,33 @@ pub fn markdown(j: &Judgement, h: &History) -> String {
             );
         }
     }
+}
 
+/// What the service itself got wrong, as its members said.
+fn service_faults(s: &mut String, j: &Judgement, h: &History) {
+    if h.service.is_empty() {
+        s.push_str("\n## The service's own faults\n\nNot probed: this history has no record of what the members held.\n");
+    } else {
+        s.push_str("\n## The service's own faults\n\n");
+        s.push_str("Read from the members themselves (ZooKeeper's `srvr` and `dump`, etcd's `/health`): no member serving for a second or more; a znode kept after the leader stopped tracking its session, or members disagreeing on a znode, for 10 s or more with no fault on the members involved. Their time counts as a fault's when liveness is judged.\n\n");
+        if j.service.is_empty() {
+            s.push_str("None.\n");
+        }
+        for f in j.service.iter().take(30) {
+            if f.e.is_empty() {
+                let _ = writeln!(s, "- {}", f.describe());
+            } else {
+                let _ = writeln!(s, "- {} (election {})", f.describe(), f.e);
+            }
+        }
+        if j.service.len() > 30 {
+            let _ = writeln!(s, "- and {} more (verdict.json)", j.service.len() - 30);
+        }
+    }
+}
+
+/// Every violation (the first 30), with the faults in effect.
+fn violations(s: &mut String, j: &Judgement, _: &History) {
     let all: Vec<_> = j.elections.iter().flat_map(|e| &e.violations).collect();
     if !all.is_empty() {
         s.push_str("\n## Violations\n\n");
@@ -211,7 +266,6 @@ pub fn markdown(j: &Judgement, h: &History) -> String {
             let _ = writeln!(s, "- and {} more (verdict.json)", all.len() - 30);
         }
     }
-    s
 }
 
 /// The report as the book's results page includes it: a level lower, with

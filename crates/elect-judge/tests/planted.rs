@@ -2,7 +2,8 @@
 //! planted violation is refused, for that reason and no other.
 
 use elect_judge::history::{
-    ElectionMeta, End, FaultRecord, History, Leftover, LineRecord, Meta, ProcRecord, StoreRecord,
+    ElectionMeta, End, FaultRecord, Held, History, Leftover, LineRecord, Meta, ProcRecord,
+    ServiceRecord, StoreRecord,
 };
 use elect_judge::{Kind, judge};
 
@@ -35,6 +36,7 @@ fn clean() -> History {
             from: from + MS,
             to: to - MS,
             n: (to - from) / (10 * MS),
+            sent_from: Some(from + MS / 2),
         });
         store.push(StoreRecord::Close {
             t: to,
@@ -118,6 +120,7 @@ fn clean() -> History {
             breaks_quorum: false,
             note: String::new(),
         }],
+        service: Vec::new(),
         end: Some(End::default()),
     }
 }
@@ -185,6 +188,7 @@ fn a_planted_lower_token_is_refused() {
         from: 20 * S,
         to: 20 * S + 30 * MS,
         n: 3,
+        sent_from: None,
     });
     let k = kinds(&h);
     assert!(k.contains(&Kind::TokenOrder), "{k:?}");
@@ -203,6 +207,60 @@ fn a_planted_stall_is_refused() {
     assert_eq!(kinds(&h), vec![Kind::Liveness]);
 }
 
+/// Writes stop at 20 s, while a member keeps a znode of a session the
+/// leader no longer tracks (from 19 s to the end), or holds one the other
+/// member lacks: the stall is the service's, named as such, and liveness
+/// is not held against the election. In another election, it would be.
+#[test]
+fn a_stall_behind_the_service_s_own_fault_is_named_and_not_the_candidates() {
+    let zombie = |e: &str| {
+        let ghost = Held {
+            e: e.into(),
+            path: "/soak-elect/_c_x-lock-0000000007".into(),
+            owner: "0x9".into(),
+        };
+        vec![
+            ServiceRecord::Zk {
+                t: 0,
+                member: "zk-1".into(),
+                mode: "leader".into(),
+                held: vec![],
+                sessions: vec!["0x1".into()],
+            },
+            ServiceRecord::Zk {
+                t: 19 * S,
+                member: "zk-2".into(),
+                mode: "follower".into(),
+                held: vec![ghost],
+                sessions: vec![],
+            },
+        ]
+    };
+    let stalled = || {
+        let mut h = clean();
+        for r in &mut h.store {
+            if let StoreRecord::Span { c: 2, to, .. } = r {
+                *to = 20 * S;
+            }
+        }
+        h
+    };
+    let mut h = stalled();
+    h.service = zombie("etcd/elect");
+    let j = judge(&h);
+    assert_eq!(kinds(&h), vec![]);
+    let found: Vec<&str> = j.service.iter().map(|f| f.kind.as_str()).collect();
+    assert_eq!(found, ["divergence", "zombie"]);
+    assert!(
+        elect_judge::report::markdown(&j, &h).contains("kept a znode whose session"),
+        "the report names it"
+    );
+
+    let mut h = stalled();
+    h.service = zombie("zk/kazoo");
+    assert_eq!(kinds(&h), vec![Kind::Liveness]);
+}
+
 #[test]
 fn a_refused_stale_write_is_a_second_writer() {
     let mut h = clean();
@@ -212,7 +270,34 @@ fn a_refused_stale_write_is_a_second_writer() {
         c: 1,
         token: 10,
         highest: 20,
+        sent: None,
     });
+    assert_eq!(kinds(&h), vec![Kind::StaleWriter]);
+}
+
+/// A write the old leader sent before its successor's first write, read
+/// by a slow store after it, was in flight across the change: refused,
+/// as fencing means, and counted, but nobody wrote beside anybody. The
+/// same write sent after the successor's first is a second writer.
+#[test]
+fn a_write_in_flight_across_the_change_is_fenced_not_a_second_writer() {
+    let refused_sent_at = |sent: u64| {
+        let mut h = clean();
+        h.store.push(StoreRecord::Refused {
+            t: 10 * S + 400 * MS,
+            e: "etcd/elect".into(),
+            c: 1,
+            token: 10,
+            highest: 20,
+            sent: Some(sent),
+        });
+        h
+    };
+    // Token 20's first write was sent at 10.0205 s.
+    let h = refused_sent_at(9 * S + 990 * MS);
+    assert_eq!(kinds(&h), vec![]);
+    assert_eq!(judge(&h).elections[0].figures.refused_in_flight, 1);
+    let h = refused_sent_at(10 * S + 300 * MS);
     assert_eq!(kinds(&h), vec![Kind::StaleWriter]);
 }
 
@@ -225,6 +310,7 @@ fn a_stale_write_during_an_operators_delete_is_fenced() {
         c: 1,
         token: 10,
         highest: 20,
+        sent: None,
     });
     h.faults.push(FaultRecord {
         kind: "operator-delete".into(),
@@ -237,6 +323,40 @@ fn a_stale_write_during_an_operators_delete_is_fenced() {
         note: String::new(),
     });
     assert_eq!(kinds(&h), vec![]);
+}
+
+/// Under an operator's delete the fence is the contract: the old writer's
+/// writes accepted after its successor announced itself, before the
+/// successor wrote, are not a violation there (seed 4108, a parent
+/// deleted by hand); anywhere else they are.
+#[test]
+fn an_old_writer_accepted_after_an_announcement_is_fenced_under_an_operators_delete() {
+    let announced = || {
+        let mut h = clean();
+        h.store.push(StoreRecord::Hello {
+            t: 9 * S,
+            e: "etcd/elect".into(),
+            c: 3,
+            cand: "c3".into(),
+            token: 30,
+            role: "writer".into(),
+            period: None,
+        });
+        h
+    };
+    assert!(kinds(&announced()).contains(&Kind::StaleAccept));
+    let mut h = announced();
+    h.faults.push(FaultRecord {
+        kind: "parent-delete".into(),
+        backend: "etcd".into(),
+        target: "/soak-elect".into(),
+        election: Some("etcd/elect".into()),
+        start: 8 * S + 900 * MS,
+        end: 9 * S,
+        breaks_quorum: false,
+        note: String::new(),
+    });
+    assert!(!kinds(&h).contains(&Kind::StaleAccept), "{:?}", kinds(&h));
 }
 
 #[test]

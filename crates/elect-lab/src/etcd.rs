@@ -54,35 +54,10 @@ pub(crate) fn start(
         std::fs::create_dir_all(&dir)?;
         let client = format!("{host}:2379");
         let scheme = if authority.is_some() { "https" } else { "http" };
-        // In a container the member's directory is /data.
-        let inside = |file: &str| match &place.network {
-            Some(_) => format!("/data/{file}"),
-            None => dir.join(file).display().to_string(),
+        let secure_args = match secure {
+            Some((ca, token_ttl)) => tls_args(ca, &name, host, &dir, place, token_ttl)?,
+            None => Vec::new(),
         };
-        let mut secure_args: Vec<String> = Vec::new();
-        if let Some(ca) = authority {
-            let issued = ca.issue(&name, &[host.as_str(), "localhost"])?;
-            std::fs::copy(&issued.cert, dir.join("server.pem"))?;
-            std::fs::copy(&issued.key, dir.join("server-key.pem"))?;
-            std::fs::copy(ca.ca(), dir.join("ca.pem"))?;
-            secure_args = [
-                "--cert-file",
-                &inside("server.pem"),
-                "--key-file",
-                &inside("server-key.pem"),
-                "--trusted-ca-file",
-                &inside("ca.pem"),
-                "--client-cert-auth",
-                "--listen-metrics-urls",
-                &format!("http://{host}:2381"),
-                "--auth-token",
-                "simple",
-                "--auth-token-ttl",
-                &secure.map_or(0, |(_, ttl)| ttl).to_string(),
-            ]
-            .map(str::to_owned)
-            .into();
-        }
         let args = |data: &str| -> Vec<String> {
             let mut argv: Vec<String> = [
                 "etcd",
@@ -141,6 +116,45 @@ pub(crate) fn start(
         });
     }
     Ok(members)
+}
+
+/// A member's TLS flags: its certificate from `ca` (copied into its
+/// directory, which is /data in a container), client certificates
+/// required, health and metrics on plain HTTP at port 2381, and simple
+/// auth tokens that live `token_ttl` seconds.
+fn tls_args(
+    ca: &Authority,
+    name: &str,
+    host: &str,
+    dir: &std::path::Path,
+    place: &Placement,
+    token_ttl: u64,
+) -> Result<Vec<String>> {
+    let inside = |file: &str| match &place.network {
+        Some(_) => format!("/data/{file}"),
+        None => dir.join(file).display().to_string(),
+    };
+    let issued = ca.issue(name, &[host, "localhost"])?;
+    std::fs::copy(&issued.cert, dir.join("server.pem"))?;
+    std::fs::copy(&issued.key, dir.join("server-key.pem"))?;
+    std::fs::copy(ca.ca(), dir.join("ca.pem"))?;
+    Ok([
+        "--cert-file",
+        &inside("server.pem"),
+        "--key-file",
+        &inside("server-key.pem"),
+        "--trusted-ca-file",
+        &inside("ca.pem"),
+        "--client-cert-auth",
+        "--listen-metrics-urls",
+        &format!("http://{host}:2381"),
+        "--auth-token",
+        "simple",
+        "--auth-token-ttl",
+        &token_ttl.to_string(),
+    ]
+    .map(str::to_owned)
+    .into())
 }
 
 /// Whether the member at `client` answers `/health` with a leader and a

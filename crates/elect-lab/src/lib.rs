@@ -378,6 +378,19 @@ impl Lab {
         }
     }
 
+    /// Copies every member's log so far into `into`, as `<member>.log`.
+    pub fn save_logs(&self, into: &std::path::Path) -> Result<()> {
+        self.save_container_logs();
+        std::fs::create_dir_all(into)?;
+        for m in &self.members {
+            let from = m.dir.join("member.log");
+            if from.exists() {
+                std::fs::copy(from, into.join(format!("{}.log", m.name)))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Keeps the logs (not the lab) when a test or experiment failed: call
     /// before dropping; the directory is named on stderr.
     pub fn keep_logs(&mut self) {

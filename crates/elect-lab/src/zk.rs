@@ -30,10 +30,15 @@ pub const SYNC_LIMIT: u32 = 10;
 pub const MAX_SESSION: Duration = Duration::from_secs(60);
 
 /// A small heap and a quick-starting JIT: several members share two cores.
+/// Debian's log4j binding is on the class path, so members log at INFO to
+/// their output (kept as `member.log`): without it SLF4J falls back to
+/// logging nothing, and a session's expiry or a leader change leaves no
+/// trace to read after a soak.
 const JVM: &str = "-Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
     -Dzookeeper.root.logger=INFO,CONSOLE -Dzookeeper.console.threshold=INFO \
     -cp /etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar:\
-    /usr/share/java/netty-resolver.jar:/usr/share/java/netty-transport-native-unix-common.jar";
+    /usr/share/java/netty-resolver.jar:/usr/share/java/netty-transport-native-unix-common.jar:\
+    /usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar";
 const MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
 /// Where Debian's package puts the server.
 pub const JAR: &str = "/usr/share/java/zookeeper.jar";

@@ -1,4 +1,5 @@
-//! A node's fixed settings, and the rules a model check may switch off.
+//! A node's fixed settings, and (feature `model-check`, the model check's
+//! build only) the rules a model check may switch off.
 
 use std::time::Duration;
 
@@ -19,12 +20,12 @@ pub struct Config {
     pub seed: u64,
     /// A safety rule switched off, for the model checker's teeth tests
     /// only: they show the checker finds what each rule prevents.
-    #[doc(hidden)]
+    #[cfg(feature = "model-check")]
     pub mutation: Option<Mutation>,
 }
 
 /// A safety rule of the core switched off (see [`Config::mutation`]).
-#[doc(hidden)]
+#[cfg(feature = "model-check")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mutation {
     /// A voter grants a second candidate in the same term.
@@ -53,6 +54,15 @@ pub enum Mutation {
 }
 
 impl Config {
+    /// The rule switched off, as a value every build has (`None` but in a
+    /// model check): what equality and hashing compare.
+    fn mutation(&self) -> Option<u8> {
+        #[cfg(feature = "model-check")]
+        return self.mutation.map(|m| m as u8);
+        #[cfg(not(feature = "model-check"))]
+        None
+    }
+
     /// Settings with heartbeats every T/10 and a 5% lease drift margin.
     pub fn new(id: &str, peers: &[String], election_timeout: Duration, seed: u64) -> Config {
         Config {
@@ -62,6 +72,7 @@ impl Config {
             heartbeat_interval: election_timeout / 10,
             lease_drift: 0.05,
             seed,
+            #[cfg(feature = "model-check")]
             mutation: None,
         }
     }
@@ -82,7 +93,8 @@ impl PartialEq for Config {
             other.election_timeout,
             other.heartbeat_interval,
         ) && self.lease_drift.to_bits() == other.lease_drift.to_bits()
-            && (self.seed, self.mutation) == (other.seed, other.mutation)
+            && self.seed == other.seed
+            && self.mutation() == other.mutation()
     }
 }
 
@@ -97,6 +109,22 @@ impl std::hash::Hash for Config {
             self.heartbeat_interval,
         )
             .hash(state);
-        (self.lease_drift.to_bits(), (self.seed, self.mutation)).hash(state);
+        (self.lease_drift.to_bits(), self.seed, self.mutation()).hash(state);
     }
 }
+
+/// Whether a model check switched `rule` off in `cfg`: never, but in the
+/// model check's build (feature `model-check`).
+#[cfg(feature = "model-check")]
+macro_rules! switched_off {
+    ($cfg:expr, $rule:ident) => {
+        $cfg.mutation == Some(crate::config::Mutation::$rule)
+    };
+}
+#[cfg(not(feature = "model-check"))]
+macro_rules! switched_off {
+    ($cfg:expr, $rule:ident) => {
+        false
+    };
+}
+pub(crate) use switched_off;

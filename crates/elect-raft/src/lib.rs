@@ -56,6 +56,8 @@ mod config;
 mod message;
 mod node;
 
-pub use config::{Config, Mutation};
+pub use config::Config;
+#[cfg(feature = "model-check")]
+pub use config::Mutation;
 pub use message::{HardState, Message, Pledge};
 pub use node::{Node, Ready, Role, Status, Time};

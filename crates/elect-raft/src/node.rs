@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::config::{Config, Mutation};
+use crate::config::{Config, switched_off};
 use crate::message::{HardState, Message, Pledge};
 
 /// Time since an arbitrary, fixed origin.
@@ -127,7 +127,7 @@ impl Node {
             campaigned_at: now,
             votes: BTreeSet::new(),
             // (The mutation: as if this run had made the pledge.)
-            pledge_unused: cfg.mutation == Some(Mutation::DiskPledgeAsOwn)
+            pledge_unused: switched_off!(cfg, DiskPledgeAsOwn)
                 && hard.as_ref().is_some_and(|h| h.pledge.is_some()),
             handed_over_into: None,
             leader_state: None,
@@ -298,7 +298,7 @@ impl Node {
         self.hard.term = term;
         self.hard.voted_for = None;
         if let Some(pledge) = self.hard.pledge.take_if(|p| p.term <= term) {
-            if pledge.term == term && self.cfg.mutation != Some(Mutation::PledgeNotBinding) {
+            if pledge.term == term && !switched_off!(self.cfg, PledgeNotBinding) {
                 self.hard.voted_for = Some(pledge.candidate);
             }
             self.pledge_unused = false;
@@ -403,7 +403,7 @@ impl Node {
         let lease = self.lease_length();
         let ls = self.leader_state.as_mut().expect("leader");
         // CheckQuorum: a leader that has not heard a majority for T steps down.
-        if now >= ls.since + t && self.cfg.mutation != Some(Mutation::NoCheckQuorum) {
+        if now >= ls.since + t && !switched_off!(self.cfg, NoCheckQuorum) {
             let recent = ls.acked.values().filter(|(_, at)| *at + t > now).count() + 1;
             if recent < majority {
                 let term = self.hard.term;
@@ -519,129 +519,184 @@ impl Node {
         if from == self.cfg.id || !self.cfg.peers.iter().any(|p| p == from) {
             return ready;
         }
-        let reply = |ready: &mut Ready, msg| ready.messages.push((from.to_owned(), msg));
         match msg {
-            Message::PreVote { term } => {
-                // A lost disk's quiet ends no later than the promise of our
-                // start, which `in_lease` keeps.
-                let granted = term > self.hard.term
-                    && (!self.in_lease(now) || self.cfg.mutation == Some(Mutation::NoPreVoteLease));
-                let term = if granted { term } else { self.hard.term };
-                reply(&mut ready, Message::PreVoteReply { term, granted });
-            }
-            Message::Vote { term, transfer } => {
-                if !transfer
-                    && self.in_lease(now)
-                    && self.cfg.mutation != Some(Mutation::NoVoterLease)
-                {
-                    // Ignored: a leader we heard recently still holds its lease.
-                    return ready;
-                }
-                if term > self.hard.term {
-                    self.become_follower(&mut ready, now, term, None);
-                }
-                let free = self.hard.voted_for.as_deref().is_none_or(|v| v == from)
-                    || self.cfg.mutation == Some(Mutation::NoDoubleVoteCheck);
-                let granted = term == self.hard.term && free && now >= self.quiet_until;
-                if granted {
-                    // Already durable if we voted for it before (a repeated
-                    // request, a pledge, or the vote a transfer casts ahead).
-                    if self.hard.voted_for.as_deref() != Some(from) {
-                        self.hard.voted_for = Some(from.to_owned());
-                        ready.persist = Some(self.hard.clone());
-                    }
-                    // The vote is a promise, as an acknowledged heartbeat
-                    // is: no other candidate for T, so the winner's lease
-                    // can start when it asked, one round trip before its
-                    // first heartbeat is acknowledged.
-                    self.promised_until = self.promised_until.max(now + self.cfg.election_timeout);
-                    self.reset_election_timer(now);
-                    // The promise covers our own candidacy too: a PreVote
-                    // round of ours under way is given up, or its late
-                    // grants would start a campaign inside the lease we
-                    // just promised (found by the model checker: an old
-                    // leader's round racing its successor's transfer).
-                    if self.role == Role::PreCandidate
-                        && self.cfg.mutation != Some(Mutation::PreVoteRoundOutlivesVote)
-                    {
-                        self.role = Role::Follower;
-                        self.votes.clear();
-                    }
-                }
-                reply(
-                    &mut ready,
-                    Message::VoteReply {
-                        term: self.hard.term,
-                        granted,
-                    },
-                );
-            }
+            Message::PreVote { term } => self.on_pre_vote(&mut ready, now, from, term),
+            Message::Vote { term, transfer } => self.on_vote(&mut ready, now, from, term, transfer),
             Message::PreVoteReply { term, granted } => {
-                if granted {
-                    if self.role == Role::PreCandidate && term == self.hard.term + 1 {
-                        self.votes.insert(from.to_owned());
-                        if self.votes.len() >= self.majority() {
-                            self.campaign(&mut ready, now, false);
-                        }
-                    }
-                } else if self.overtaken_by(now, term) {
-                    self.become_follower(&mut ready, now, term, None);
-                }
+                self.on_pre_vote_reply(&mut ready, now, from, term, granted)
             }
             Message::VoteReply { term, granted } => {
-                if self.overtaken_by(now, term) {
-                    self.become_follower(&mut ready, now, term, None);
-                } else if granted && self.role == Role::Candidate && term == self.hard.term {
-                    self.votes.insert(from.to_owned());
-                    if self.votes.len() >= self.majority() {
-                        self.become_leader(now);
-                        self.tick_leader(&mut ready, now);
-                    }
-                }
+                self.on_vote_reply(&mut ready, now, from, term, granted)
             }
             Message::Heartbeat {
                 term,
                 round,
                 successors,
-            } => {
-                if term < self.hard.term {
-                    // A stale leader learns our term from the reply.
-                    reply(
-                        &mut ready,
-                        Message::HeartbeatReply {
-                            term: self.hard.term,
-                            round,
-                        },
-                    );
-                    return ready;
-                }
-                self.become_follower(&mut ready, now, term, Some(from.to_owned()));
-                self.successors = successors;
-                self.reset_succession_timer(now);
-                let first = self.successors.first() == Some(&self.cfg.id)
-                    && self.handed_over_into != Some(self.hard.term);
-                self.pledge_next_term(first.then(|| self.cfg.id.clone()), &mut ready);
-                reply(&mut ready, Message::HeartbeatReply { term, round });
-            }
+            } => self.on_heartbeat(&mut ready, now, from, term, round, successors),
             Message::HeartbeatReply { term, round } => {
-                if self.overtaken_by(now, term) {
-                    self.become_follower(&mut ready, now, term, None);
-                } else if term == self.hard.term && self.role == Role::Leader {
-                    self.acknowledge(now, from, round);
-                    let target = self.transfer_target();
-                    self.pledge_next_term(target, &mut ready);
-                }
+                self.on_heartbeat_reply(&mut ready, now, from, term, round)
             }
-            Message::TimeoutNow { term } => {
-                if term == self.hard.term
-                    && self.leader.as_deref() == Some(from)
-                    && now >= self.quiet_until
-                {
-                    self.campaign(&mut ready, now, true);
-                }
-            }
+            Message::TimeoutNow { term } => self.on_timeout_now(&mut ready, now, from, term),
         }
         ready
+    }
+
+    /// A PreVote request: granted for a higher term unless a leader we heard
+    /// holds its lease.
+    fn on_pre_vote(&mut self, ready: &mut Ready, now: Time, from: &str, term: u64) {
+        // A lost disk's quiet ends no later than the promise of our
+        // start, which `in_lease` keeps.
+        let granted = term > self.hard.term
+            && (!self.in_lease(now) || switched_off!(self.cfg, NoPreVoteLease));
+        let term = if granted { term } else { self.hard.term };
+        reply(ready, from, Message::PreVoteReply { term, granted });
+    }
+
+    /// A vote request: granted once per term, outside a leader's lease (a
+    /// transfer aside), and never while our own start is quiet.
+    fn on_vote(&mut self, ready: &mut Ready, now: Time, from: &str, term: u64, transfer: bool) {
+        if !transfer && self.in_lease(now) && !switched_off!(self.cfg, NoVoterLease) {
+            // Ignored: a leader we heard recently still holds its lease.
+            return;
+        }
+        if term > self.hard.term {
+            self.become_follower(ready, now, term, None);
+        }
+        let free = self.hard.voted_for.as_deref().is_none_or(|v| v == from)
+            || switched_off!(self.cfg, NoDoubleVoteCheck);
+        let granted = term == self.hard.term && free && now >= self.quiet_until;
+        if granted {
+            // Already durable if we voted for it before (a repeated
+            // request, a pledge, or the vote a transfer casts ahead).
+            if self.hard.voted_for.as_deref() != Some(from) {
+                self.hard.voted_for = Some(from.to_owned());
+                ready.persist = Some(self.hard.clone());
+            }
+            // The vote is a promise, as an acknowledged heartbeat
+            // is: no other candidate for T, so the winner's lease
+            // can start when it asked, one round trip before its
+            // first heartbeat is acknowledged.
+            self.promised_until = self.promised_until.max(now + self.cfg.election_timeout);
+            self.reset_election_timer(now);
+            // The promise covers our own candidacy too: a PreVote
+            // round of ours under way is given up, or its late
+            // grants would start a campaign inside the lease we
+            // just promised (found by the model checker: an old
+            // leader's round racing its successor's transfer).
+            if self.role == Role::PreCandidate && !switched_off!(self.cfg, PreVoteRoundOutlivesVote)
+            {
+                self.role = Role::Follower;
+                self.votes.clear();
+            }
+        }
+        reply(
+            ready,
+            from,
+            Message::VoteReply {
+                term: self.hard.term,
+                granted,
+            },
+        );
+    }
+
+    /// A PreVote's answer: a majority starts the campaign.
+    fn on_pre_vote_reply(
+        &mut self,
+        ready: &mut Ready,
+        now: Time,
+        from: &str,
+        term: u64,
+        granted: bool,
+    ) {
+        if granted {
+            if self.role == Role::PreCandidate && term == self.hard.term + 1 {
+                self.votes.insert(from.to_owned());
+                if self.votes.len() >= self.majority() {
+                    self.campaign(ready, now, false);
+                }
+            }
+        } else if self.overtaken_by(now, term) {
+            self.become_follower(ready, now, term, None);
+        }
+    }
+
+    /// A vote's answer: a majority makes us leader.
+    fn on_vote_reply(
+        &mut self,
+        ready: &mut Ready,
+        now: Time,
+        from: &str,
+        term: u64,
+        granted: bool,
+    ) {
+        if self.overtaken_by(now, term) {
+            self.become_follower(ready, now, term, None);
+        } else if granted && self.role == Role::Candidate && term == self.hard.term {
+            self.votes.insert(from.to_owned());
+            if self.votes.len() >= self.majority() {
+                self.become_leader(now);
+                self.tick_leader(ready, now);
+            }
+        }
+    }
+
+    /// A leader's heartbeat: we follow it, learn the order of succession, and
+    /// pledge our vote ahead if we are first in line.
+    fn on_heartbeat(
+        &mut self,
+        ready: &mut Ready,
+        now: Time,
+        from: &str,
+        term: u64,
+        round: u64,
+        successors: Vec<String>,
+    ) {
+        if term < self.hard.term {
+            // A stale leader learns our term from the reply.
+            reply(
+                ready,
+                from,
+                Message::HeartbeatReply {
+                    term: self.hard.term,
+                    round,
+                },
+            );
+            return;
+        }
+        self.become_follower(ready, now, term, Some(from.to_owned()));
+        self.successors = successors;
+        self.reset_succession_timer(now);
+        let first = self.successors.first() == Some(&self.cfg.id)
+            && self.handed_over_into != Some(self.hard.term);
+        self.pledge_next_term(first.then(|| self.cfg.id.clone()), ready);
+        reply(ready, from, Message::HeartbeatReply { term, round });
+    }
+
+    /// A follower's answer to our heartbeat: it extends our lease and may
+    /// complete a pledge.
+    fn on_heartbeat_reply(
+        &mut self,
+        ready: &mut Ready,
+        now: Time,
+        from: &str,
+        term: u64,
+        round: u64,
+    ) {
+        if self.overtaken_by(now, term) {
+            self.become_follower(ready, now, term, None);
+        } else if term == self.hard.term && self.role == Role::Leader {
+            self.acknowledge(now, from, round);
+            let target = self.transfer_target();
+            self.pledge_next_term(target, ready);
+        }
+    }
+
+    /// Our leader hands over to us: campaign at once.
+    fn on_timeout_now(&mut self, ready: &mut Ready, now: Time, from: &str, term: u64) {
+        if term == self.hard.term && self.leader.as_deref() == Some(from) && now >= self.quiet_until
+        {
+            self.campaign(ready, now, true);
+        }
     }
 
     /// Whether a reply carrying `term` ends our term. A higher term does,
@@ -659,8 +714,7 @@ impl Node {
             .as_ref()
             .and_then(|ls| ls.lease_until)
             .is_some_and(|until| now < until);
-        term > self.hard.term
-            && (!leads_within_lease || self.cfg.mutation == Some(Mutation::DeposedInLease))
+        term > self.hard.term && (!leads_within_lease || switched_off!(self.cfg, DeposedInLease))
     }
 
     /// Records an acknowledged round and extends the lease to the send time
@@ -745,6 +799,11 @@ impl Node {
         }
         ready
     }
+}
+
+/// Puts `msg` for peer `to` in `ready`.
+fn reply(ready: &mut Ready, to: &str, msg: Message) {
+    ready.messages.push((to.to_owned(), msg));
 }
 
 #[cfg(test)]

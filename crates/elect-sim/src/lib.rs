@@ -21,7 +21,10 @@
 pub mod bully;
 pub mod bully_variants;
 pub mod chang_roberts;
+#[cfg(feature = "chart")]
+pub mod chart;
 pub mod engine;
+pub mod formula;
 pub mod hirschberg_sinclair;
 pub mod invitation;
 pub mod peterson;

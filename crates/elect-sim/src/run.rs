@@ -187,10 +187,9 @@ pub fn shuffled(n: usize, state: &mut u64) -> Vec<u64> {
 
 /// Runs `options.runs` simulations and averages them.
 pub fn simulate(options: &Options) -> Report {
-    let n = options.nodes;
     let mut report = Report {
         algorithm: options.algorithm,
-        nodes: n,
+        nodes: options.nodes,
         case: options.case,
         runs: options.runs,
         messages: 0.0,
@@ -204,161 +203,197 @@ pub fn simulate(options: &Options) -> Report {
         lanes: Vec::new(),
     };
     for run in 0..options.runs {
-        let seed = options.seed.wrapping_add(run as u64);
-        let mut state = seed;
-        let cfg = Config {
-            seed,
-            trace: options.trace && run == 0,
-            ..Config::default()
-        };
-        let max = |ids: &[u64]| ids.iter().position(|&i| i == n as u64).expect("1..=n");
-        let one = match options.algorithm {
-            Algorithm::Ring => {
-                let (ids, initiator) = match options.case {
-                    // The leader (largest id) at the end; its successor is 0.
-                    Case::Best => ((1..=n as u64).collect(), n - 1),
-                    Case::Worst => ((1..=n as u64).collect(), 0),
-                    Case::Random => {
-                        let ids = shuffled(n, &mut state);
-                        (ids, (splitmix64(&mut state) % n as u64) as usize)
-                    }
-                };
-                let _ = max;
-                let procs = ids
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &id)| Ring::new(id, i == initiator))
-                    .collect();
-                finish(Sim::new(procs, cfg), options)
-            }
-            Algorithm::ChangRoberts | Algorithm::HirschbergSinclair | Algorithm::Peterson => {
-                let ids: Vec<u64> = match options.case {
-                    Case::Best => (1..=n as u64).collect(),
-                    Case::Worst => (1..=n as u64).rev().collect(),
-                    Case::Random => shuffled(n, &mut state),
-                };
-                match options.algorithm {
-                    Algorithm::ChangRoberts => {
-                        let procs = ids.into_iter().map(ChangRoberts::new).collect();
-                        finish(Sim::new(procs, cfg), &Options::plain())
-                    }
-                    Algorithm::HirschbergSinclair => {
-                        let procs = ids.into_iter().map(HirschbergSinclair::new).collect();
-                        finish(Sim::new(procs, cfg), &Options::plain())
-                    }
-                    _ => {
-                        let procs = ids.into_iter().map(Peterson::new).collect();
-                        finish(Sim::new(procs, cfg), &Options::plain())
-                    }
-                }
-            }
-            Algorithm::Invitation => {
-                let ids: Arc<[u64]> = match options.case {
-                    Case::Random => shuffled(n, &mut state).into(),
-                    _ => (1..=n as u64).collect(),
-                };
-                let procs = (0..n).map(|i| Invitation::new(ids.clone(), i)).collect();
-                finish(Sim::new(procs, cfg), options)
-            }
-            Algorithm::Raft => {
-                // No textbook case: the timeouts are drawn from the seed.
-                let ids: Vec<u64> = match options.case {
-                    Case::Random => shuffled(n, &mut state),
-                    _ => (1..=n as u64).collect(),
-                };
-                let procs = (0..n).map(|i| RaftProcess::new(&ids, i, seed)).collect();
-                let mut sim = Sim::new(procs, cfg);
-                sim.run_until_settled();
-                if options.partition && split(&mut sim) {
-                    sim.run_for(20 * ELECTION_TIMEOUT);
-                }
-                if let Some(p) = options.false_suspicion {
-                    let before = (sim.stats().clone(), sim.now());
-                    sim.set_drop_rate(p);
-                    sim.track_leader();
-                    sim.run_for(SUSPICION_WINDOW);
-                    // Whatever the drops did, let it settle again.
-                    sim.set_drop_rate(0.0);
-                    sim.run_until_settled();
-                    return_since(&mut sim, before)
-                } else if options.crash_leader {
-                    let old = sim.outcome().leaders;
-                    if let Some(before) = crash_leader(&mut sim) {
-                        sim.run_until(|out| {
-                            out.agreed && out.leaders.len() == 1 && out.leaders != old
-                        });
-                        return_since(&mut sim, before)
-                    } else {
-                        summarize(&sim)
-                    }
-                } else {
-                    summarize(&sim)
-                }
-            }
-            Algorithm::Bully
-            | Algorithm::BullyModified
-            | Algorithm::NextInLine
-            | Algorithm::CandidateOrdinary => {
-                let ids: Arc<[u64]> = match options.case {
-                    Case::Random => shuffled(n, &mut state).into(),
-                    _ => (1..=n as u64).collect(),
-                };
-                let failed = max(&ids);
-                let detector = match options.case {
-                    Case::Best => ids.iter().position(|&i| i == n as u64 - 1),
-                    Case::Worst => ids.iter().position(|&i| i == 1),
-                    Case::Random => {
-                        let k = splitmix64(&mut state) % (n as u64 - 1);
-                        (0..n).filter(|&p| p != failed).nth(k as usize)
-                    }
-                }
-                .expect("n >= 2");
-                let detects = |i: usize| (i == detector).then_some(failed);
-                let variant = match options.algorithm {
-                    Algorithm::BullyModified => Some(Variant::Modified),
-                    Algorithm::NextInLine => Some(Variant::NextInLine),
-                    Algorithm::CandidateOrdinary => Some(Variant::CandidateOrdinary),
-                    _ => None,
-                };
-                if let Some(variant) = variant {
-                    let procs = (0..n)
-                        .map(|i| BullyVariant::new(ids.clone(), i, variant, detects(i)))
-                        .collect();
-                    let mut sim = Sim::new(procs, cfg);
-                    sim.crash_before_start(failed);
-                    finish(sim, &Options::plain())
-                } else {
-                    let procs = (0..n)
-                        .map(|i| Bully::new(ids.clone(), i, detects(i)))
-                        .collect();
-                    let mut sim = Sim::new(procs, cfg);
-                    sim.crash_before_start(failed);
-                    finish(sim, options)
-                }
-            }
-        };
-        report.messages += one.messages as f64;
-        for (kind, count) in one.by_kind {
-            *report.messages_by_kind.entry(kind).or_default() += count as f64;
-        }
-        report.time_units += one.completion as f64;
-        report.leader_changes += one.leader_changes as f64;
-        report.agreed &= one.agreed;
-        report.split_brain |= one.split_brain;
-        report.leaders = one.leaders;
-        if run == 0 {
-            report.trace = one.trace;
-            report.lanes = one.lanes;
-        }
+        let one = run_once(options, run);
+        report.add(one, run == 0);
     }
-    let runs = options.runs.max(1) as f64;
-    report.messages /= runs;
-    report.time_units /= runs;
-    report.leader_changes /= runs;
-    for v in report.messages_by_kind.values_mut() {
-        *v /= runs;
-    }
+    report.average();
     report
+}
+
+impl Report {
+    /// Adds one run's numbers; the first run's trace is the one kept.
+    fn add(&mut self, one: One, first: bool) {
+        self.messages += one.messages as f64;
+        for (kind, count) in one.by_kind {
+            *self.messages_by_kind.entry(kind).or_default() += count as f64;
+        }
+        self.time_units += one.completion as f64;
+        self.leader_changes += one.leader_changes as f64;
+        self.agreed &= one.agreed;
+        self.split_brain |= one.split_brain;
+        self.leaders = one.leaders;
+        if first {
+            self.trace = one.trace;
+            self.lanes = one.lanes;
+        }
+    }
+
+    /// The sums of every run, as means.
+    fn average(&mut self) {
+        let runs = self.runs.max(1) as f64;
+        self.messages /= runs;
+        self.time_units /= runs;
+        self.leader_changes /= runs;
+        for v in self.messages_by_kind.values_mut() {
+            *v /= runs;
+        }
+    }
+}
+
+/// The `run`-th run (its seed the options' plus `run`; traced if asked,
+/// and the first).
+fn run_once(options: &Options, run: usize) -> One {
+    let seed = options.seed.wrapping_add(run as u64);
+    let mut state = seed;
+    let cfg = Config {
+        seed,
+        trace: options.trace && run == 0,
+        ..Config::default()
+    };
+    match options.algorithm {
+        Algorithm::Ring => ring(options, cfg, &mut state),
+        Algorithm::ChangRoberts | Algorithm::HirschbergSinclair | Algorithm::Peterson => {
+            one_way_ring(options, cfg, &mut state)
+        }
+        Algorithm::Invitation => {
+            let n = options.nodes;
+            let ids: Arc<[u64]> = match options.case {
+                Case::Random => shuffled(n, &mut state).into(),
+                _ => (1..=n as u64).collect(),
+            };
+            let procs = (0..n).map(|i| Invitation::new(ids.clone(), i)).collect();
+            finish(Sim::new(procs, cfg), options)
+        }
+        Algorithm::Raft => raft(options, cfg, seed, &mut state),
+        Algorithm::Bully
+        | Algorithm::BullyModified
+        | Algorithm::NextInLine
+        | Algorithm::CandidateOrdinary => bully(options, cfg, &mut state),
+    }
+}
+
+/// The plain ring: one initiator, the case deciding which.
+fn ring(options: &Options, cfg: Config, state: &mut u64) -> One {
+    let n = options.nodes;
+    let (ids, initiator) = match options.case {
+        // The leader (largest id) at the end; its successor is 0.
+        Case::Best => ((1..=n as u64).collect(), n - 1),
+        Case::Worst => ((1..=n as u64).collect(), 0),
+        Case::Random => {
+            let ids = shuffled(n, state);
+            (ids, (splitmix64(state) % n as u64) as usize)
+        }
+    };
+    let procs = ids
+        .iter()
+        .enumerate()
+        .map(|(i, &id)| Ring::new(id, i == initiator))
+        .collect();
+    finish(Sim::new(procs, cfg), options)
+}
+
+/// Chang-Roberts, Hirschberg-Sinclair and Peterson: every node starts,
+/// the case ordering the ids around the ring.
+fn one_way_ring(options: &Options, cfg: Config, state: &mut u64) -> One {
+    let n = options.nodes;
+    let ids: Vec<u64> = match options.case {
+        Case::Best => (1..=n as u64).collect(),
+        Case::Worst => (1..=n as u64).rev().collect(),
+        Case::Random => shuffled(n, state),
+    };
+    match options.algorithm {
+        Algorithm::ChangRoberts => {
+            let procs = ids.into_iter().map(ChangRoberts::new).collect();
+            finish(Sim::new(procs, cfg), &Options::plain())
+        }
+        Algorithm::HirschbergSinclair => {
+            let procs = ids.into_iter().map(HirschbergSinclair::new).collect();
+            finish(Sim::new(procs, cfg), &Options::plain())
+        }
+        _ => {
+            let procs = ids.into_iter().map(Peterson::new).collect();
+            finish(Sim::new(procs, cfg), &Options::plain())
+        }
+    }
+}
+
+/// elect's Raft core: settled, then the fault the options ask for.
+fn raft(options: &Options, cfg: Config, seed: u64, state: &mut u64) -> One {
+    let n = options.nodes;
+    // No textbook case: the timeouts are drawn from the seed.
+    let ids: Vec<u64> = match options.case {
+        Case::Random => shuffled(n, state),
+        _ => (1..=n as u64).collect(),
+    };
+    let procs = (0..n).map(|i| RaftProcess::new(&ids, i, seed)).collect();
+    let mut sim = Sim::new(procs, cfg);
+    sim.run_until_settled();
+    if options.partition && split(&mut sim) {
+        sim.run_for(20 * ELECTION_TIMEOUT);
+    }
+    if let Some(p) = options.false_suspicion {
+        let before = (sim.stats().clone(), sim.now());
+        sim.set_drop_rate(p);
+        sim.track_leader();
+        sim.run_for(SUSPICION_WINDOW);
+        // Whatever the drops did, let it settle again.
+        sim.set_drop_rate(0.0);
+        sim.run_until_settled();
+        return_since(&mut sim, before)
+    } else if options.crash_leader {
+        let old = sim.outcome().leaders;
+        match crash_leader(&mut sim) {
+            Some(before) => {
+                sim.run_until(|out| out.agreed && out.leaders.len() == 1 && out.leaders != old);
+                return_since(&mut sim, before)
+            }
+            None => summarize(&sim),
+        }
+    } else {
+        summarize(&sim)
+    }
+}
+
+/// The bully and its variants: the largest id has failed before the
+/// start, and one node (the case says which) detects it.
+fn bully(options: &Options, cfg: Config, state: &mut u64) -> One {
+    let n = options.nodes;
+    let ids: Arc<[u64]> = match options.case {
+        Case::Random => shuffled(n, state).into(),
+        _ => (1..=n as u64).collect(),
+    };
+    let failed = ids.iter().position(|&i| i == n as u64).expect("1..=n");
+    let detector = match options.case {
+        Case::Best => ids.iter().position(|&i| i == n as u64 - 1),
+        Case::Worst => ids.iter().position(|&i| i == 1),
+        Case::Random => {
+            let k = splitmix64(state) % (n as u64 - 1);
+            (0..n).filter(|&p| p != failed).nth(k as usize)
+        }
+    }
+    .expect("n >= 2");
+    let detects = |i: usize| (i == detector).then_some(failed);
+    let variant = match options.algorithm {
+        Algorithm::BullyModified => Some(Variant::Modified),
+        Algorithm::NextInLine => Some(Variant::NextInLine),
+        Algorithm::CandidateOrdinary => Some(Variant::CandidateOrdinary),
+        _ => None,
+    };
+    if let Some(variant) = variant {
+        let procs = (0..n)
+            .map(|i| BullyVariant::new(ids.clone(), i, variant, detects(i)))
+            .collect();
+        let mut sim = Sim::new(procs, cfg);
+        sim.crash_before_start(failed);
+        finish(sim, &Options::plain())
+    } else {
+        let procs = (0..n)
+            .map(|i| Bully::new(ids.clone(), i, detects(i)))
+            .collect();
+        let mut sim = Sim::new(procs, cfg);
+        sim.crash_before_start(failed);
+        finish(sim, options)
+    }
 }
 
 /// One run's numbers.

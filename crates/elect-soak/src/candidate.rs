@@ -128,6 +128,25 @@ impl Candidate {
         }
     }
 
+    /// Starts the candidate's process in a group of its own, its stdout
+    /// piped, its stderr appended to its log.
+    fn spawn(&self) -> std::io::Result<std::process::Child> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.spec.log);
+        let mut cmd = Command::new(&self.spec.argv[0]);
+        // A group of its own, as a service has: a terminal's Ctrl-C
+        // reaches the soak alone, which stops every candidate itself.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        cmd.args(&self.spec.argv[1..])
+            .envs(self.spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log.map_or_else(|_| Stdio::null(), Stdio::from));
+        cmd.spawn()
+    }
+
     fn supervise(&self, recorder: &Recorder) {
         let e = self.spec.election.clone();
         let cand = self.spec.name.clone();
@@ -144,20 +163,7 @@ impl Candidate {
                     continue;
                 }
             }
-            let log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.spec.log);
-            let mut cmd = Command::new(&self.spec.argv[0]);
-            // A group of its own, as a service has: a terminal's Ctrl-C
-            // reaches the soak alone, which stops every candidate itself.
-            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-            cmd.args(&self.spec.argv[1..])
-                .envs(self.spec.env.iter().map(|(k, v)| (k, v)))
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(log.map_or_else(|_| Stdio::null(), Stdio::from));
-            let mut child = match cmd.spawn() {
+            let mut child = match self.spawn() {
                 Ok(c) => c,
                 Err(err) => {
                     eprintln!("soak: cannot start {cand} of {e}: {err}");
@@ -181,30 +187,7 @@ impl Candidate {
                     pid,
                 },
             );
-            let stdout = child.stdout.take().expect("piped");
-            let (r, e2, c2) = (recorder.clone(), e.clone(), cand.clone());
-            let reader = std::thread::spawn(move || {
-                for text in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    r.write(
-                        Log::Lines,
-                        &LineRecord::Line {
-                            t: r.now(),
-                            e: e2.clone(),
-                            cand: c2.clone(),
-                            text,
-                        },
-                    );
-                }
-            });
-            let status = child.wait();
-            // Its last lines, before its exit (a descendant holding the
-            // pipe open is given a moment, not waited for).
-            for _ in 0..25 {
-                if reader.is_finished() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
+            let status = wait_recording_lines(&mut child, recorder, &e, &cand);
             let code = status.map_or(-1, |s| {
                 use std::os::unix::process::ExitStatusExt;
                 s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
@@ -235,3 +218,39 @@ impl Candidate {
         }
     }
 }
+
+/// Records the process's stdout lines as they come, waits for its exit,
+/// and gives its last lines a moment to be recorded.
+fn wait_recording_lines(
+    child: &mut std::process::Child,
+    recorder: &Recorder,
+    e: &str,
+    cand: &str,
+) -> std::io::Result<std::process::ExitStatus> {
+    let stdout = child.stdout.take().expect("piped");
+    let (r, e2, c2) = (recorder.clone(), e.to_owned(), cand.to_owned());
+    let reader = std::thread::spawn(move || {
+        for text in BufReader::new(stdout).lines().map_while(Result::ok) {
+            r.write(
+                Log::Lines,
+                &LineRecord::Line {
+                    t: r.now(),
+                    e: e2.clone(),
+                    cand: c2.clone(),
+                    text,
+                },
+            );
+        }
+    });
+    let status = child.wait();
+    // Its last lines, before its exit (a descendant holding the
+    // pipe open is given a moment, not waited for).
+    for _ in 0..25 {
+        if reader.is_finished() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    status
+}
+

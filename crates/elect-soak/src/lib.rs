@@ -16,12 +16,14 @@
 //!
 //! What is recorded ([`record`]): the [`store`]'s log, the [`sampler`]'s
 //! record of which commands were alive and runnable, the candidates' lines
-//! ([`candidate`]), the fault log, what was left at the end. The judge
-//! reads only that.
+//! ([`candidate`]), the fault log, what each ZooKeeper member held
+//! ([`probe`]), what was left at the end. The judge reads only that. The
+//! members' own logs are kept beside the history (`members/`).
 
 pub mod candidate;
 pub mod nemesis;
 pub mod options;
+pub mod probe;
 pub mod record;
 pub mod rng;
 pub mod run;

@@ -647,7 +647,13 @@ impl Nemesis {
         };
         let mut undone: Vec<(String, Fault)> = Vec::new();
         for name in &names {
-            if let Err(e) = lab.lock().unwrap().fault(fault, name) {
+            // The lab's lock is released before the undo below takes it
+            // again: a guard in the `if let` itself would live through its
+            // block, and the undo would wait on it forever (seed 4107: a
+            // quorum loss whose second member refused the fault stopped
+            // the nemesis with the first member paused).
+            let dealt = lab.lock().unwrap().fault(fault, name);
+            if let Err(e) = dealt {
                 // Undo what was dealt of it.
                 for (n, f) in &undone {
                     let _ = lab.lock().unwrap().fault(*f, n);
@@ -730,6 +736,27 @@ impl Nemesis {
         sampler: &Sampler,
         rng: &mut Rng,
     ) -> Result<(Target, Option<Heal>, String), String> {
+        let (key, cand) = self.pick_candidate(kind, world, target, sampler, rng)?;
+        let heal = hit_candidate(kind, world, &key, &cand, sampler)?;
+        let t = Target {
+            name: cand,
+            election: Some(key),
+        };
+        Ok((t, heal, String::new()))
+    }
+
+    /// The election and candidate a candidate fault of `kind` hits: the
+    /// `target` a schedule names, or one drawn (the first election more
+    /// often; its leader half of the time, always for the faults only a
+    /// leader has a target for).
+    fn pick_candidate(
+        &self,
+        kind: Kind,
+        world: &BackendWorld,
+        target: Option<Target>,
+        sampler: &Sampler,
+        rng: &mut Rng,
+    ) -> Result<(String, String), String> {
         let elect_only = matches!(
             kind,
             Kind::WatchdogKill | Kind::GroupKill | Kind::CandidateStall
@@ -740,7 +767,7 @@ impl Nemesis {
             .filter(|(_, t)| t.role == "writer")
             .map(|(_, t)| (t.election, t.cand))
             .collect();
-        let (key, cand) = match target {
+        Ok(match target {
             Some(Target {
                 name,
                 election: Some(key),
@@ -779,91 +806,96 @@ impl Nemesis {
                 };
                 (e.meta.key.clone(), cand)
             }
-        };
-        let c = world.candidate(&key, &cand).ok_or("no such candidate")?;
-        let t = Target {
-            name: cand.clone(),
-            election: Some(key.clone()),
-        };
-        let pid = c.pid();
-        // A peer's tool runs as a service would, under systemd: a crash or
-        // a stop reaches its whole control group (its wrapper, the tool,
-        // the writer it started). elect is hit alone: its watchdog and
-        // containment are what is tested.
-        let writers: Vec<i32> = sampler
-            .alive()
-            .into_iter()
-            .filter(|(_, tag)| tag.election == key && tag.cand == cand)
-            .map(|(p, _)| p)
-            .collect();
-        let whole = |sig: Signal| {
-            c.signal_group(sig);
-            for w in &writers {
-                let _ = kill(Pid::from_raw(*w), sig);
-            }
-        };
-        let heal = match kind {
-            Kind::CandidateFreeze if !c.spec.elect => {
-                let pid = pid.ok_or("not running")?;
-                kill(Pid::from_raw(-pid), Signal::SIGSTOP).map_err(|e| e.to_string())?;
-                Some(Heal::ResumeGroup(pid))
-            }
-            Kind::CandidateFreeze => {
-                let pid = pid.ok_or("not running")?;
-                kill(Pid::from_raw(pid), Signal::SIGSTOP).map_err(|e| e.to_string())?;
-                Some(Heal::Resume(pid))
-            }
-            Kind::CandidateKill | Kind::CandidateResign => {
-                let sig = if kind == Kind::CandidateKill {
-                    Signal::SIGKILL
-                } else {
-                    Signal::SIGTERM
-                };
-                c.hold();
-                if c.spec.elect {
-                    c.signal(sig);
-                } else {
-                    whole(sig);
-                }
-                Some(Heal::Release(key, cand))
-            }
-            Kind::CandidateCut => {
-                let proxies = world.cuts.get(&cand).ok_or("no proxies")?.clone();
-                proxies.iter().for_each(|p| p.set(Traffic::Blackhole));
-                Some(Heal::Uncut(proxies))
-            }
-            Kind::CandidateStall => {
-                let pid = pid.ok_or("not running")?;
-                Some(Heal::Unstall(elect_lab::stall::hold_syncs(
-                    pid as u32, None,
-                )?))
-            }
-            Kind::WatchdogKill => {
-                let pid = pid.ok_or("not running")?;
-                let watchdog = elect_lab::process::descendants(pid)
-                    .into_iter()
-                    .find(|d| cmdline(*d).iter().any(|a| a == "__watchdog"))
-                    .ok_or("no watchdog (not leading)")?;
-                let _ = kill(Pid::from_raw(watchdog), Signal::SIGKILL);
-                None
-            }
-            Kind::GroupKill => {
-                let writer = sampler
-                    .alive()
-                    .into_iter()
-                    .find(|(_, tag)| {
-                        tag.election == key && tag.cand == cand && tag.role == "writer"
-                    })
-                    .map(|(p, _)| p)
-                    .ok_or("no command running")?;
-                let group = pgid(writer).ok_or("its command is gone")?;
-                let _ = kill(Pid::from_raw(-group), Signal::SIGKILL);
-                None
-            }
-            _ => unreachable!("not a candidate fault"),
-        };
-        Ok((t, heal, String::new()))
+        })
     }
+}
+
+/// Deals candidate fault `kind` to `cand` in election `key`: how to heal
+/// it, if it heals.
+fn hit_candidate(
+    kind: Kind,
+    world: &BackendWorld,
+    key: &str,
+    cand: &str,
+    sampler: &Sampler,
+) -> Result<Option<Heal>, String> {
+    let c = world.candidate(key, cand).ok_or("no such candidate")?;
+    let pid = c.pid();
+    // A peer's tool runs as a service would, under systemd: a crash or
+    // a stop reaches its whole control group (its wrapper, the tool,
+    // the writer it started). elect is hit alone: its watchdog and
+    // containment are what is tested.
+    let writers: Vec<i32> = sampler
+        .alive()
+        .into_iter()
+        .filter(|(_, tag)| tag.election == key && tag.cand == cand)
+        .map(|(p, _)| p)
+        .collect();
+    let whole = |sig: Signal| {
+        c.signal_group(sig);
+        for w in &writers {
+            let _ = kill(Pid::from_raw(*w), sig);
+        }
+    };
+    let heal = match kind {
+        Kind::CandidateFreeze if !c.spec.elect => {
+            let pid = pid.ok_or("not running")?;
+            kill(Pid::from_raw(-pid), Signal::SIGSTOP).map_err(|e| e.to_string())?;
+            Some(Heal::ResumeGroup(pid))
+        }
+        Kind::CandidateFreeze => {
+            let pid = pid.ok_or("not running")?;
+            kill(Pid::from_raw(pid), Signal::SIGSTOP).map_err(|e| e.to_string())?;
+            Some(Heal::Resume(pid))
+        }
+        Kind::CandidateKill | Kind::CandidateResign => {
+            let sig = if kind == Kind::CandidateKill {
+                Signal::SIGKILL
+            } else {
+                Signal::SIGTERM
+            };
+            c.hold();
+            if c.spec.elect {
+                c.signal(sig);
+            } else {
+                whole(sig);
+            }
+            Some(Heal::Release(key.to_owned(), cand.to_owned()))
+        }
+        Kind::CandidateCut => {
+            let proxies = world.cuts.get(cand).ok_or("no proxies")?.clone();
+            proxies.iter().for_each(|p| p.set(Traffic::Blackhole));
+            Some(Heal::Uncut(proxies))
+        }
+        Kind::CandidateStall => {
+            let pid = pid.ok_or("not running")?;
+            Some(Heal::Unstall(elect_lab::stall::hold_syncs(
+                pid as u32, None,
+            )?))
+        }
+        Kind::WatchdogKill => {
+            let pid = pid.ok_or("not running")?;
+            let watchdog = elect_lab::process::descendants(pid)
+                .into_iter()
+                .find(|d| cmdline(*d).iter().any(|a| a == "__watchdog"))
+                .ok_or("no watchdog (not leading)")?;
+            let _ = kill(Pid::from_raw(watchdog), Signal::SIGKILL);
+            None
+        }
+        Kind::GroupKill => {
+            let writer = sampler
+                .alive()
+                .into_iter()
+                .find(|(_, tag)| tag.election == key && tag.cand == cand && tag.role == "writer")
+                .map(|(p, _)| p)
+                .ok_or("no command running")?;
+            let group = pgid(writer).ok_or("its command is gone")?;
+            let _ = kill(Pid::from_raw(-group), Signal::SIGKILL);
+            None
+        }
+        _ => unreachable!("not a candidate fault"),
+    };
+    Ok(heal)
 }
 
 fn is_candidate_fault(kind: Kind) -> bool {

@@ -19,6 +19,9 @@ use serde::Serialize;
 #[derive(Clone)]
 pub struct Recorder {
     start: Instant,
+    /// The wall clock at `start`, in µs since the Unix epoch: what the
+    /// writers' own send times are put on the history's clock with.
+    start_unix_us: u64,
     dir: PathBuf,
     files: Arc<Files>,
 }
@@ -28,6 +31,7 @@ struct Files {
     procs: Mutex<BufWriter<File>>,
     lines: Mutex<BufWriter<File>>,
     faults: Mutex<BufWriter<File>>,
+    service: Mutex<BufWriter<File>>,
 }
 
 /// Which file a record goes to.
@@ -37,6 +41,7 @@ pub enum Log {
     Procs,
     Lines,
     Faults,
+    Service,
 }
 
 impl Recorder {
@@ -47,14 +52,21 @@ impl Recorder {
             Ok(Mutex::new(BufWriter::new(File::create(dir.join(name))?)))
         };
         let _ = std::fs::remove_file(dir.join("end.json"));
+        let start = Instant::now();
+        let start_unix_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros() as u64;
         Ok(Recorder {
-            start: Instant::now(),
+            start,
+            start_unix_us,
             dir: dir.to_owned(),
             files: Arc::new(Files {
                 store: open("store.jsonl")?,
                 procs: open("procs.jsonl")?,
                 lines: open("lines.jsonl")?,
                 faults: open("faults.jsonl")?,
+                service: open("service.jsonl")?,
             }),
         })
     }
@@ -69,6 +81,12 @@ impl Recorder {
         at.saturating_duration_since(self.start).as_micros() as Micros
     }
 
+    /// A wall-clock instant (µs since the Unix epoch, as a writer's
+    /// `$EPOCHREALTIME` says) on the history's clock.
+    pub fn from_unix_us(&self, unix_us: u64) -> Micros {
+        unix_us.saturating_sub(self.start_unix_us)
+    }
+
     /// The history's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -81,6 +99,7 @@ impl Recorder {
             Log::Procs => &self.files.procs,
             Log::Lines => &self.files.lines,
             Log::Faults => &self.files.faults,
+            Log::Service => &self.files.service,
         };
         let Ok(mut line) = serde_json::to_vec(record) else {
             return;
@@ -97,6 +116,7 @@ impl Recorder {
             &self.files.procs,
             &self.files.lines,
             &self.files.faults,
+            &self.files.service,
         ] {
             let _ = f.lock().unwrap().flush();
         }

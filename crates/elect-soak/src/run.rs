@@ -12,6 +12,7 @@ use elect_lab::Mode;
 
 use crate::nemesis::Nemesis;
 use crate::options::{Backend, Error, LINE_SLACK, Options, SAMPLER_PERIOD, Schedule};
+use crate::probe::Probe;
 use crate::record::Recorder;
 use crate::sampler::Sampler;
 use crate::store::Store;
@@ -42,32 +43,8 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Outcome,
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default()
         .as_millis() as u64;
-    progress(&format!(
-        "soak: seed {}, {} on {}, {} candidates{}; history in {}",
-        options.seed,
-        humantime::format_duration(options.duration),
-        options
-            .backends
-            .iter()
-            .map(|b| b.name())
-            .collect::<Vec<_>>()
-            .join(", "),
-        options.candidates,
-        if options.peers {
-            ", the peers beside elect"
-        } else {
-            ""
-        },
-        history.display()
-    ));
-    let curator = if options.peers && options.backends.contains(&Backend::Zk) {
-        Some(
-            elect_compare::contender::compile_curator(&dir.join("curator"))
-                .map_err(|e| Error::Peer(format!("{e:#}")))?,
-        )
-    } else {
-        None
-    };
+    progress(&announcement(options, &history));
+    let curator = curator_for(options, dir)?;
     progress("soak: starting the ensembles");
     let lab = world::lab(options, dir)?;
     let store = Store::start(recorder.clone())?;
@@ -85,6 +62,7 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Outcome,
     for b in &options.backends {
         worlds.push(world::start(*b, lab.as_deref(), &shared)?);
     }
+    let probe = probe(&recorder, lab.as_deref(), &worlds);
     let mut meta = meta(options, &worlds, started_unix_ms);
     recorder.write_json("meta.json", &meta)?;
     let nemesis = Nemesis::new(
@@ -97,49 +75,17 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Outcome,
     );
 
     let end = options.duration.as_micros() as u64;
-    // Faults stop, and are healed, a liveness bound before the end, so
-    // the last heal is judged too.
-    let quiet_after = end.saturating_sub(
-        worlds
-            .iter()
-            .map(|w| world::liveness_bound(w.ttl).as_micros() as u64)
-            .max()
-            .unwrap_or(0),
-    );
-    let mut timer = PeriodicTimer::new(options.seed);
-    let mut next_progress = 10_000_000;
-    let mut interrupted = false;
-    let dealing = std::sync::atomic::AtomicBool::new(true);
-    std::thread::scope(|scope| {
-        // Dealing may wait on a member or a tool for seconds; healing
-        // (here) never waits for it.
-        scope.spawn(|| {
-            while dealing.load(std::sync::atomic::Ordering::SeqCst) {
-                nemesis.deal_due(&worlds, &sampler, quiet_after);
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        });
-        loop {
-            let now = recorder.now();
-            if now >= end {
-                break;
-            }
-            if elect_lab::interrupt::requested() {
-                interrupted = true;
-                progress("soak: interrupted; tearing down and writing the report of what ran");
-                break;
-            }
-            nemesis.heal_due(&worlds);
-            timer.step(&worlds);
-            if now >= next_progress {
-                next_progress += 10_000_000;
-                progress(&progress_line(now, &nemesis, &store, &sampler, &meta));
-                recorder.flush();
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        dealing.store(false, std::sync::atomic::Ordering::SeqCst);
-    });
+    let soaking = Soaking {
+        recorder: &recorder,
+        nemesis: &nemesis,
+        worlds: &worlds,
+        sampler: &sampler,
+        store: &store,
+        meta: &meta,
+        end,
+        quiet_after: quiet_after(&worlds, end),
+    };
+    let interrupted = soaking.until_end(options.seed, progress);
     meta.ended = recorder.now();
     meta.interrupted = interrupted;
     progress("soak: healing every fault, stopping the candidates");
@@ -151,30 +97,223 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Outcome,
     recorder.write_json("end.json", &leftovers)?;
     recorder.flush();
     recorder.write_json("meta.json", &meta)?;
-    recorder.write_json(
-        "schedule.json",
-        &Schedule {
-            seed: options.seed,
-            backends: options.backends.clone(),
-            candidates: options.candidates,
-            peers: options.peers,
-            duration: options.duration.as_micros() as u64,
-            faults: nemesis.dealt(),
-        },
-    )?;
+    recorder.write_json("schedule.json", &schedule(options, &nemesis))?;
     for (why, n) in &nemesis.refused() {
         progress(&format!(
             "soak: a fault could not be dealt {n} times: {why}"
         ));
     }
+    probe.stop();
     if let Some(lab) = lab {
-        progress("soak: stopping the ensembles");
-        if let Ok(lab) = std::sync::Arc::try_unwrap(lab) {
-            let _ = lab.into_inner().unwrap().down();
-        }
+        stop_ensembles(lab, dir, progress);
     }
     let outcome = check(&history, dir)?;
     Ok(outcome)
+}
+
+/// When faults stop: they are healed a liveness bound before the `end`,
+/// so the last heal is judged too.
+fn quiet_after(worlds: &[BackendWorld], end: u64) -> u64 {
+    end.saturating_sub(
+        worlds
+            .iter()
+            .map(|w| world::liveness_bound(w.ttl).as_micros() as u64)
+            .max()
+            .unwrap_or(0),
+    )
+}
+
+/// The soak while it runs: what it deals faults to and records.
+struct Soaking<'a> {
+    recorder: &'a Recorder,
+    nemesis: &'a Nemesis,
+    worlds: &'a [BackendWorld],
+    sampler: &'a Sampler,
+    store: &'a Store,
+    meta: &'a Meta,
+    end: u64,
+    quiet_after: u64,
+}
+
+impl Soaking<'_> {
+    /// Deals faults on a thread of their own and heals them here, runs
+    /// the periodic jobs' timer, and says how it goes every 10 s, until
+    /// the end or Ctrl-C: whether it was interrupted.
+    fn until_end(&self, seed: u64, progress: &mut dyn FnMut(&str)) -> bool {
+        let mut timer = PeriodicTimer::new(seed);
+        let mut next_progress = 10_000_000;
+        let mut silence = NemesisSilence::default();
+        let mut interrupted = false;
+        let dealing = std::sync::atomic::AtomicBool::new(true);
+        std::thread::scope(|scope| {
+            // Dealing may wait on a member or a tool for seconds; healing
+            // (here) never waits for it.
+            scope.spawn(|| {
+                while dealing.load(std::sync::atomic::Ordering::SeqCst) {
+                    self.nemesis
+                        .deal_due(self.worlds, self.sampler, self.quiet_after);
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            });
+            loop {
+                let now = self.recorder.now();
+                if now >= self.end {
+                    break;
+                }
+                if elect_lab::interrupt::requested() {
+                    interrupted = true;
+                    progress("soak: interrupted; tearing down and writing the report of what ran");
+                    break;
+                }
+                self.nemesis.heal_due(self.worlds);
+                timer.step(self.worlds);
+                if now >= next_progress {
+                    next_progress += 10_000_000;
+                    progress(&progress_line(
+                        now,
+                        self.nemesis,
+                        self.store,
+                        self.sampler,
+                        self.meta,
+                    ));
+                    self.recorder.flush();
+                    if let Some(warning) = silence.heard(now, self.nemesis, self.quiet_after) {
+                        progress(&warning);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            dealing.store(false, std::sync::atomic::Ordering::SeqCst);
+        });
+        interrupted
+    }
+}
+
+/// The soak's first line: what it runs, and where its history goes.
+fn announcement(options: &Options, history: &Path) -> String {
+    format!(
+        "soak: seed {}, {} on {}, {} candidates{}; history in {}",
+        options.seed,
+        humantime::format_duration(options.duration),
+        options
+            .backends
+            .iter()
+            .map(|b| b.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        options.candidates,
+        if options.peers {
+            ", the peers beside elect"
+        } else {
+            ""
+        },
+        history.display()
+    )
+}
+
+/// Curator's driver, compiled, where the peers run beside elect on
+/// ZooKeeper.
+fn curator_for(options: &Options, dir: &Path) -> Result<Option<PathBuf>, Error> {
+    if !(options.peers && options.backends.contains(&Backend::Zk)) {
+        return Ok(None);
+    }
+    elect_compare::contender::compile_curator(&dir.join("curator"))
+        .map(Some)
+        .map_err(|e| Error::Peer(format!("{e:#}")))
+}
+
+/// When the nemesis last dealt or refused anything: a dealing thread that
+/// hangs deals nothing, and the soak would go on without faults.
+#[derive(Default)]
+struct NemesisSilence {
+    seen: (usize, usize),
+    at: u64,
+}
+
+impl NemesisSilence {
+    /// What the nemesis has done by `now`: a warning if it has dealt
+    /// nothing for [`NEMESIS_SILENT`] while faults are still due.
+    fn heard(&mut self, now: u64, nemesis: &Nemesis, quiet_after: u64) -> Option<String> {
+        let dealt = (
+            nemesis.dealt().len() + nemesis.in_effect(),
+            nemesis.refused().values().sum::<usize>(),
+        );
+        if dealt != self.seen {
+            (self.seen, self.at) = (dealt, now);
+            return None;
+        }
+        (now - self.at >= NEMESIS_SILENT && now < quiet_after).then(|| {
+            format!(
+                "soak: the nemesis has dealt nothing for {}: its thread may hang",
+                humantime::format_duration(Duration::from_secs((now - self.at) / 1_000_000))
+            )
+        })
+    }
+}
+
+/// What was dealt, to replay it (`--schedule`).
+fn schedule(options: &Options, nemesis: &Nemesis) -> Schedule {
+    Schedule {
+        seed: options.seed,
+        backends: options.backends.clone(),
+        candidates: options.candidates,
+        peers: options.peers,
+        duration: options.duration.as_micros() as u64,
+        faults: nemesis.dealt(),
+    }
+}
+
+/// Keeps the members' logs in the report's `members/`, and stops them.
+fn stop_ensembles(
+    lab: std::sync::Arc<std::sync::Mutex<elect_lab::Lab>>,
+    dir: &Path,
+    progress: &mut dyn FnMut(&str),
+) {
+    progress("soak: stopping the ensembles");
+    let kept = lab.lock().unwrap().save_logs(&dir.join("members"));
+    if let Err(e) = kept {
+        progress(&format!("soak: the members' logs could not be kept: {e}"));
+    }
+    if let Ok(lab) = std::sync::Arc::try_unwrap(lab) {
+        let _ = lab.into_inner().unwrap().down();
+    }
+}
+
+/// How long the nemesis may deal nothing before the progress lines say so:
+/// it deals a fault every few seconds.
+const NEMESIS_SILENT: u64 = 60_000_000;
+
+/// Starts probing the members, if any: the ZooKeeper members about the
+/// znodes of every ZooKeeper election, the etcd members' health.
+fn probe(
+    recorder: &Recorder,
+    lab: Option<&std::sync::Mutex<elect_lab::Lab>>,
+    worlds: &[BackendWorld],
+) -> Probe {
+    let members = |role: elect_lab::Role| -> Vec<(String, String)> {
+        lab.map(|lab| {
+            lab.lock()
+                .unwrap()
+                .members()
+                .iter()
+                .filter(|m| m.role == role)
+                .map(|m| (m.name.clone(), m.health_address().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let elections = worlds
+        .iter()
+        .filter(|w| w.backend == Backend::Zk)
+        .flat_map(|w| w.elections.iter())
+        .map(|e| (e.name.clone(), e.meta.key.clone()))
+        .collect();
+    Probe::start(
+        recorder,
+        members(elect_lab::Role::Zk),
+        members(elect_lab::Role::Etcd),
+        elections,
+    )
 }
 
 /// Judges the history in `history` and writes the report into `report`.

@@ -127,68 +127,8 @@ fn run(
         max_gap = max_gap.max(now - last);
         last = now;
         scans += 1;
-        let mut present = Vec::new();
-        if let Ok(dir) = std::fs::read_dir("/proc") {
-            for entry in dir.flatten() {
-                let Some(pid) = entry
-                    .file_name()
-                    .to_str()
-                    .and_then(|n| n.parse::<i32>().ok())
-                else {
-                    continue;
-                };
-                present.push(pid);
-                let k = known.entry(pid).or_insert_with(|| Known {
-                    tag: None,
-                    first_seen: now,
-                    state: "",
-                });
-                if k.tag.is_none() && now - k.first_seen <= YOUNG {
-                    k.tag = tag_of(pid, id);
-                }
-                let Some(tag) = &k.tag else { continue };
-                let state = state_of(pid);
-                if state != k.state {
-                    k.state = state;
-                    log(recorder, now, pid, tag, state);
-                }
-            }
-        }
-        present.sort_unstable();
-        known.retain(|pid, k| {
-            let here = present.binary_search(pid).is_ok();
-            if !here
-                && let Some(tag) = &k.tag
-                && k.state != "gone"
-            {
-                log(recorder, now, *pid, tag, "gone");
-            }
-            here
-        });
-        // Live overlap episodes, for progress lines.
-        let mut running: HashMap<&str, Vec<&str>> = HashMap::new();
-        for k in known.values().filter(|k| k.state == "run") {
-            if let Some(t) = &k.tag {
-                let cands = running.entry(&t.election).or_default();
-                if !cands.contains(&t.cand.as_str()) {
-                    cands.push(&t.cand);
-                }
-            }
-        }
-        for (e, reads) in overlapping.iter_mut() {
-            if running.get(e.as_str()).is_none_or(|c| c.len() < 2) {
-                *reads = 0;
-            }
-        }
-        for (e, cands) in &running {
-            if cands.len() > 1 {
-                let reads = overlapping.entry((*e).to_owned()).or_default();
-                *reads += 1;
-                if *reads == 2 {
-                    *overlaps.lock().unwrap().entry((*e).to_owned()).or_default() += 1;
-                }
-            }
-        }
+        scan(recorder, now, id, &mut known);
+        count_overlaps(&known, &mut overlapping, overlaps);
         *live.lock().unwrap() = known
             .iter()
             .filter(|(_, k)| k.state != "gone")
@@ -211,6 +151,82 @@ fn run(
             return;
         }
         std::thread::sleep(period);
+    }
+}
+
+/// One read of /proc at `now`: processes new to `known` are tagged while
+/// young (ours carry the soak's `id`), and each of ours whose state
+/// changed, or that is gone, is logged.
+fn scan(recorder: &Recorder, now: Micros, id: &str, known: &mut HashMap<i32, Known>) {
+    let mut present = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            present.push(pid);
+            let k = known.entry(pid).or_insert_with(|| Known {
+                tag: None,
+                first_seen: now,
+                state: "",
+            });
+            if k.tag.is_none() && now - k.first_seen <= YOUNG {
+                k.tag = tag_of(pid, id);
+            }
+            let Some(tag) = &k.tag else { continue };
+            let state = state_of(pid);
+            if state != k.state {
+                k.state = state;
+                log(recorder, now, pid, tag, state);
+            }
+        }
+    }
+    present.sort_unstable();
+    known.retain(|pid, k| {
+        let here = present.binary_search(pid).is_ok();
+        if !here
+            && let Some(tag) = &k.tag
+            && k.state != "gone"
+        {
+            log(recorder, now, *pid, tag, "gone");
+        }
+        here
+    });
+}
+
+/// Live overlap episodes, for progress lines: an election whose
+/// candidates' commands ran together at two reads in a row counts once.
+fn count_overlaps(
+    known: &HashMap<i32, Known>,
+    overlapping: &mut HashMap<String, u32>,
+    overlaps: &Mutex<HashMap<String, usize>>,
+) {
+    let mut running: HashMap<&str, Vec<&str>> = HashMap::new();
+    for k in known.values().filter(|k| k.state == "run") {
+        if let Some(t) = &k.tag {
+            let cands = running.entry(&t.election).or_default();
+            if !cands.contains(&t.cand.as_str()) {
+                cands.push(&t.cand);
+            }
+        }
+    }
+    for (e, reads) in overlapping.iter_mut() {
+        if running.get(e.as_str()).is_none_or(|c| c.len() < 2) {
+            *reads = 0;
+        }
+    }
+    for (e, cands) in &running {
+        if cands.len() > 1 {
+            let reads = overlapping.entry((*e).to_owned()).or_default();
+            *reads += 1;
+            if *reads == 2 {
+                *overlaps.lock().unwrap().entry((*e).to_owned()).or_default() += 1;
+            }
+        }
     }
 }
 

@@ -8,17 +8,22 @@
 
 /// The writer: connects to the store, names itself with its token, writes
 /// every 10 ms (the wait is `read -t` on the store's socket, so no process
-/// is forked per write) until the store or a signal ends it.
+/// is forked per write) until the store or a signal ends it. Each write
+/// carries its send time (`$EPOCHREALTIME`, no fork either): a store slow
+/// to read, on a loaded machine, must not make a write sent by a leader
+/// look as if it came after its successor's.
 pub const WRITE: &str = r#"exec </dev/null >/dev/null 2>&1
+export LC_ALL=C
 exec 3<>"/dev/tcp/$SOAK_STORE" || exit 1
 echo "hello $SOAK_ELECTION $SOAK_CAND ${ELECT_FENCING_TOKEN:-0} ${0#soak-} ${ELECT_PERIOD_START:-}" >&3
-while :; do echo w >&3 || exit 1; read -t 0.01 -u 3; done"#;
+while :; do echo "w $EPOCHREALTIME" >&3 || exit 1; read -t 0.01 -u 3; done"#;
 
 /// A periodic job: a second of writes, then `done`, then exit 0.
 pub const ONCE: &str = r#"exec </dev/null >/dev/null 2>&1
+export LC_ALL=C
 exec 3<>"/dev/tcp/$SOAK_STORE" || exit 1
 echo "hello $SOAK_ELECTION $SOAK_CAND ${ELECT_FENCING_TOKEN:-0} once ${ELECT_PERIOD_START:-}" >&3
-for ((i = 0; i < 100; i++)); do echo w >&3 || exit 1; read -t 0.01 -u 3; done
+for ((i = 0; i < 100; i++)); do echo "w $EPOCHREALTIME" >&3 || exit 1; read -t 0.01 -u 3; done
 echo done >&3"#;
 
 /// elect's command: a daemon that leaves the group and the session (as

@@ -2,7 +2,8 @@
 //! write, accepted or refused.
 //!
 //! A command connects and says `hello ELECTION CANDIDATE TOKEN ROLE
-//! [PERIOD]`, then sends a `w` line per write and, for a periodic job,
+//! [PERIOD]`, then sends a `w [SENT]` line per write (`SENT`: its wall
+//! clock in seconds, as bash's `$EPOCHREALTIME`) and, for a periodic job,
 //! `done` when its work is finished. Per election, a write whose token is
 //! below the highest accepted is refused. Accepted writes are logged as
 //! spans (one token's writes, its command's and its daemon's, with
@@ -58,6 +59,7 @@ struct Election {
 struct OpenSpan {
     c: u64,
     token: u64,
+    sent_from: Option<Micros>,
     from: Micros,
     to: Micros,
     n: u64,
@@ -115,9 +117,18 @@ fn close_span(e: &str, election: &mut Election, recorder: &Recorder) {
                 from: o.from,
                 to: o.to,
                 n: o.n,
+                sent_from: o.sent_from,
             },
         );
     }
+}
+
+/// A writer's send time (`$EPOCHREALTIME`: seconds and microseconds) on
+/// the history's clock.
+fn sent_at(epoch: &str, recorder: &Recorder) -> Option<Micros> {
+    let (secs, micros) = epoch.split_once(['.', ','])?;
+    let us = secs.parse::<u64>().ok()? * 1_000_000 + micros.parse::<u64>().ok()?;
+    Some(recorder.from_unix_us(us))
 }
 
 fn serve(conn: TcpStream, c: u64, state: &Mutex<State>, recorder: &Recorder) {
@@ -156,48 +167,14 @@ fn serve(conn: TcpStream, c: u64, state: &Mutex<State>, recorder: &Recorder) {
     for line in lines {
         let Ok(line) = line else { break };
         let t = recorder.now();
+        let (word, sent) = match line.trim().split_once(' ') {
+            Some((word, sent)) => (word, sent_at(sent, recorder)),
+            None => (line.trim(), None),
+        };
         let mut s = state.lock().unwrap();
         let election = s.elections.get_mut(&e).expect("said hello");
-        let seen = &mut election.seen;
-        match line.trim() {
-            "w" if token < election.highest => {
-                seen.refused += 1;
-                recorder.write(
-                    Log::Store,
-                    &StoreRecord::Refused {
-                        t,
-                        e: e.clone(),
-                        c,
-                        token,
-                        highest: election.highest,
-                    },
-                );
-            }
-            "w" => {
-                election.highest = token;
-                // One token's writes (its command's and its daemon's) make
-                // one span until another token writes.
-                let extends = election.open.as_ref().is_some_and(|o| {
-                    o.token == token && t <= o.to + SPAN_PAUSE && t <= o.from + SPAN_MAX
-                });
-                if extends {
-                    let o = election.open.as_mut().unwrap();
-                    o.to = t;
-                    o.n += 1;
-                } else {
-                    if election.open.as_ref().is_some_and(|o| o.token > token) {
-                        seen.out_of_order += 1;
-                    }
-                    close_span(&e, election, recorder);
-                    election.open = Some(OpenSpan {
-                        c,
-                        token,
-                        from: t,
-                        to: t,
-                        n: 1,
-                    });
-                }
-            }
+        match word {
+            "w" => write(election, &e, c, token, (t, sent), recorder),
             "done" => recorder.write(Log::Store, &StoreRecord::Done { t, e: e.clone(), c }),
             _ => {}
         }
@@ -216,4 +193,82 @@ fn serve(conn: TcpStream, c: u64, state: &Mutex<State>, recorder: &Recorder) {
             c,
         },
     );
+}
+
+/// A write of connection `c` with `token`, read at `t` (sent at `sent`,
+/// where the writer said): refused if a higher token has written, else
+/// accepted into the open span of its token, or a new one.
+fn write(
+    election: &mut Election,
+    e: &str,
+    c: u64,
+    token: u64,
+    (t, sent): (Micros, Option<Micros>),
+    recorder: &Recorder,
+) {
+    let seen = &mut election.seen;
+    if token < election.highest {
+        seen.refused += 1;
+        recorder.write(
+            Log::Store,
+            &StoreRecord::Refused {
+                t,
+                e: e.to_owned(),
+                c,
+                token,
+                highest: election.highest,
+                sent,
+            },
+        );
+    } else {
+        election.highest = token;
+        // One token's writes (its command's and its daemon's) make
+        // one span until another token writes.
+        let extends = election
+            .open
+            .as_ref()
+            .is_some_and(|o| o.token == token && t <= o.to + SPAN_PAUSE && t <= o.from + SPAN_MAX);
+        if extends {
+            let o = election.open.as_mut().unwrap();
+            o.to = t;
+            o.n += 1;
+        } else {
+            if election.open.as_ref().is_some_and(|o| o.token > token) {
+                seen.out_of_order += 1;
+            }
+            close_span(e, election, recorder);
+            election.open = Some(OpenSpan {
+                c,
+                token,
+                sent_from: sent,
+                from: t,
+                to: t,
+                n: 1,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_writers_send_time_is_put_on_the_historys_clock() {
+        let dir = std::env::temp_dir().join(format!("store-sent-{}", std::process::id()));
+        let recorder = Recorder::create(&dir).unwrap();
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64;
+        let later = now_us + 2_500_000;
+        let epoch = format!("{}.{:06}", later / 1_000_000, later % 1_000_000);
+        let sent = sent_at(&epoch, &recorder).expect("parsed");
+        // 2.5 s after the recorder started, give or take this test's run.
+        assert!((2_400_000..2_600_000).contains(&sent), "{sent}");
+        // A locale with a decimal comma says the same.
+        assert_eq!(sent_at(&epoch.replace('.', ","), &recorder), Some(sent));
+        assert_eq!(sent_at("soon", &recorder), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

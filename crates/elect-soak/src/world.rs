@@ -194,11 +194,48 @@ fn start_service(
             .collect();
         (members, lab.endpoints(role).unwrap_or_default())
     };
-    let net = loopback_net();
-    let mut cuts = BTreeMap::new();
-    let mut proxied = |cand: &str| -> Result<String, Error> {
-        let host = format!("{net}.{}", cuts.len() + 1);
-        let proxies = endpoints
+    let mut building = Building {
+        backend,
+        shared,
+        ttl,
+        endpoints,
+        net: loopback_net(),
+        cuts: BTreeMap::new(),
+    };
+    let mut elections = vec![building.elect()?, building.periodic()];
+    if shared.options.peers {
+        elections.extend(building.peers()?);
+    }
+    Ok(BackendWorld {
+        backend,
+        ttl,
+        elections,
+        members,
+        endpoints: building.endpoints,
+        cuts: building.cuts,
+    })
+}
+
+/// One service's elections as they are set up.
+struct Building<'a> {
+    backend: Backend,
+    shared: &'a Shared<'a>,
+    ttl: Duration,
+    /// The members' client addresses, comma-separated.
+    endpoints: String,
+    /// The loopback /24 the candidates' proxies listen in.
+    net: String,
+    /// Each candidate's proxies, one per member, to cut it off with.
+    cuts: BTreeMap<String, Vec<Arc<Proxy>>>,
+}
+
+impl Building<'_> {
+    /// Starts `cand`'s proxies, one per member, on an address of its own:
+    /// the endpoints it is to use.
+    fn proxied(&mut self, cand: &str) -> Result<String, Error> {
+        let host = format!("{}.{}", self.net, self.cuts.len() + 1);
+        let proxies = self
+            .endpoints
             .split(',')
             .map(|m| Proxy::start(&format!("{host}:0"), m).map(Arc::new))
             .collect::<std::io::Result<Vec<_>>>()?;
@@ -207,112 +244,122 @@ fn start_service(
             .map(|p| p.addr.clone())
             .collect::<Vec<_>>()
             .join(",");
-        cuts.insert(cand.to_owned(), proxies);
+        self.cuts.insert(cand.to_owned(), proxies);
         Ok(list)
-    };
-    let path = |name: &str| match backend {
-        Backend::Zk => format!("/{name}"),
-        _ => name.to_owned(),
-    };
-    let bound = liveness_bound(ttl);
-    let meta = |key: &str, contender: &str, cands: &[String], decides: bool| ElectionMeta {
-        key: key.to_owned(),
-        backend: backend.name().to_owned(),
-        contender: contender.to_owned(),
-        ttl_ms: ttl.as_millis() as u64,
-        period_ms: None,
-        liveness_bound: bound.as_micros() as u64,
-        decides_exit: decides,
-        candidates: cands.to_vec(),
-    };
-    let mut elections = Vec::new();
-
-    // elect's own election: `run` with a daemonizing writer.
-    let key = format!("{}/elect", backend.name());
-    let name = path("soak-elect");
-    let names: Vec<String> = (1..=shared.options.candidates)
-        .map(|i| format!("c{i}"))
-        .collect();
-    let mut candidates = Vec::new();
-    for cand in &names {
-        let mut argv = shared.elect_argv(backend, &proxied(cand)?, &name, cand, ttl);
-        argv.extend(run_args());
-        argv.extend(["bash", "-c", scripts::ELECT_COMMAND, "soak-writer"].map(str::to_owned));
-        candidates.push(shared.start(&key, cand, argv, true, false));
     }
-    elections.push(Election {
-        meta: meta(&key, "elect", &names, true),
-        name,
-        candidates,
-    });
 
-    // Periodic jobs: started by a timer each period, straight to the members.
-    let key = format!("{}/elect-once", backend.name());
-    let name = path("soak-once");
-    let names: Vec<String> = (1..=2).map(|i| format!("o{i}")).collect();
-    let mut candidates = Vec::new();
-    for cand in &names {
-        let mut argv = shared.elect_argv(backend, &endpoints, &name, cand, ttl);
-        argv.extend(
-            [
-                "run",
-                "--once",
-                &format!("{}s", ONCE_PERIOD.as_secs()),
-                "--grace",
-                "200ms",
-                "--",
-            ]
-            .map(str::to_owned),
-        );
-        argv.extend(["bash", "-c", scripts::ONCE_COMMAND, "soak-once"].map(str::to_owned));
-        candidates.push(shared.start(&key, cand, argv, true, true));
+    /// An election's name as the backend spells it.
+    fn path(&self, name: &str) -> String {
+        match self.backend {
+            Backend::Zk => format!("/{name}"),
+            _ => name.to_owned(),
+        }
     }
-    let mut m = meta(&key, "elect --once", &names, true);
-    m.period_ms = Some(ONCE_PERIOD.as_millis() as u64);
-    elections.push(Election {
-        meta: m,
-        name,
-        candidates,
-    });
 
-    if shared.options.peers {
+    fn meta(&self, key: &str, contender: &str, cands: &[String], decides: bool) -> ElectionMeta {
+        ElectionMeta {
+            key: key.to_owned(),
+            backend: self.backend.name().to_owned(),
+            contender: contender.to_owned(),
+            ttl_ms: self.ttl.as_millis() as u64,
+            period_ms: None,
+            liveness_bound: liveness_bound(self.ttl).as_micros() as u64,
+            decides_exit: decides,
+            candidates: cands.to_vec(),
+        }
+    }
+
+    /// elect's own election: `run` with a daemonizing writer, each
+    /// candidate through proxies of its own.
+    fn elect(&mut self) -> Result<Election, Error> {
+        let (backend, shared, ttl) = (self.backend, self.shared, self.ttl);
+        let key = format!("{}/elect", backend.name());
+        let name = self.path("soak-elect");
+        let names: Vec<String> = (1..=shared.options.candidates)
+            .map(|i| format!("c{i}"))
+            .collect();
+        let mut candidates = Vec::new();
+        for cand in &names {
+            let mut argv = shared.elect_argv(backend, &self.proxied(cand)?, &name, cand, ttl);
+            argv.extend(run_args());
+            argv.extend(["bash", "-c", scripts::ELECT_COMMAND, "soak-writer"].map(str::to_owned));
+            candidates.push(shared.start(&key, cand, argv, true, false));
+        }
+        Ok(Election {
+            meta: self.meta(&key, "elect", &names, true),
+            name,
+            candidates,
+        })
+    }
+
+    /// Periodic jobs: started by a timer each period, straight to the
+    /// members.
+    fn periodic(&self) -> Election {
+        let (backend, shared, ttl) = (self.backend, self.shared, self.ttl);
+        let key = format!("{}/elect-once", backend.name());
+        let name = self.path("soak-once");
+        let names: Vec<String> = (1..=2).map(|i| format!("o{i}")).collect();
+        let mut candidates = Vec::new();
+        for cand in &names {
+            let mut argv = shared.elect_argv(backend, &self.endpoints, &name, cand, ttl);
+            argv.extend(
+                [
+                    "run",
+                    "--once",
+                    &format!("{}s", ONCE_PERIOD.as_secs()),
+                    "--grace",
+                    "200ms",
+                    "--",
+                ]
+                .map(str::to_owned),
+            );
+            argv.extend(["bash", "-c", scripts::ONCE_COMMAND, "soak-once"].map(str::to_owned));
+            candidates.push(shared.start(&key, cand, argv, true, true));
+        }
+        let mut meta = self.meta(&key, "elect --once", &names, true);
+        meta.period_ms = Some(ONCE_PERIOD.as_millis() as u64);
+        Election {
+            meta,
+            name,
+            candidates,
+        }
+    }
+
+    /// The peers' elections beside elect's: etcdctl on etcd; kazoo,
+    /// Curator's latch and Curator on one session on ZooKeeper.
+    fn peers(&mut self) -> Result<Vec<Election>, Error> {
+        let (backend, shared, ttl) = (self.backend, self.shared, self.ttl);
         let peers: &[(&str, &str)] = match backend {
             Backend::Etcd => &[("etcdctl", "g")],
             _ => &[("kazoo", "k"), ("curator", "l"), ("curator-session", "s")],
         };
+        let mut elections = Vec::new();
         for (contender, letter) in peers {
             let key = format!("{}/{contender}", backend.name());
-            let name = path(&format!("soak-{contender}"));
+            let name = self.path(&format!("soak-{contender}"));
             let names: Vec<String> = (1..=PEER_CANDIDATES)
                 .map(|i| format!("{letter}{i}"))
                 .collect();
             let mut candidates = Vec::new();
             for cand in &names {
-                let endpoints = proxied(cand)?;
+                let endpoints = self.proxied(cand)?;
                 let argv = peer_argv(contender, &endpoints, &name, ttl, shared.curator);
                 candidates.push(shared.start(&key, cand, argv, false, false));
             }
             // etcdctl elect has no TTL flag: its sessions last 60 s.
-            let mut m = meta(&key, contender, &names, shared.options.peers_decide);
+            let mut meta = self.meta(&key, contender, &names, shared.options.peers_decide);
             if *contender == "etcdctl" {
-                m.ttl_ms = 60_000;
-                m.liveness_bound = liveness_bound(Duration::from_secs(60)).as_micros() as u64;
+                meta.ttl_ms = 60_000;
+                meta.liveness_bound = liveness_bound(Duration::from_secs(60)).as_micros() as u64;
             }
             elections.push(Election {
-                meta: m,
+                meta,
                 name,
                 candidates,
             });
         }
+        Ok(elections)
     }
-    Ok(BackendWorld {
-        backend,
-        ttl,
-        elections,
-        members,
-        endpoints,
-        cuts,
-    })
 }
 
 /// Candidates per peer election.

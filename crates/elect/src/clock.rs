@@ -54,7 +54,7 @@ impl BootInstant {
 
     /// The instant this many nanoseconds after boot: how it travels to the
     /// watchdog.
-    pub fn from_nanos(nanos: u64) -> Self {
+    pub const fn from_nanos(nanos: u64) -> Self {
         Self(Duration::from_nanos(nanos))
     }
 

@@ -59,14 +59,14 @@
 //!   your process is frozen or killed; a host binary calls
 //!   [`supervise::dispatch_hidden`] first in `main`.
 //! - [`export`] serves the leader as stdout lines, a file, HTTP and
-//!   Prometheus metrics; [`once`] and the backend's
+//!   Prometheus metrics; [`periodic`] and the backend's
 //!   `backend::CompletionRecords` make a periodic job run once per period.
 //!
 //! # What it guarantees
 //!
 //! - **A local deadline.** A snapshot says "this process leads" only
 //!   before its deadline: the send time of the last renewal the service
-//!   acknowledged, plus the TTL, minus a margin (2% of the TTL for clock
+//!   acknowledged, plus the TTL, minus a margin (2.5% of the TTL for clock
 //!   rate error, plus 20 ms). Past it, [`backend::Term::lost`] fires
 //!   without hearing from the service: a partitioned leader steps down on
 //!   its own before the service could let anyone else lead. The clock is
@@ -120,7 +120,7 @@ pub mod credentials;
 pub mod error;
 pub mod export;
 pub mod leadership;
-pub mod once;
+pub mod periodic;
 pub mod supervise;
 pub mod work;
 

@@ -18,12 +18,14 @@ pub(crate) mod etcd;
 mod handle;
 #[cfg(test)]
 mod model_check;
+#[cfg_attr(not(any(feature = "etcd", feature = "zk")), allow(dead_code))]
+pub(crate) mod publish;
 #[cfg(feature = "raft")]
 pub mod raft;
 #[cfg(any(feature = "etcd", feature = "zk"))]
+mod recipe;
+#[cfg(any(feature = "etcd", feature = "zk"))]
 mod records;
-#[cfg_attr(not(any(feature = "etcd", feature = "zk")), allow(dead_code))]
-pub(crate) mod report;
 #[cfg(any(feature = "etcd", feature = "zk"))]
 mod session;
 mod term;

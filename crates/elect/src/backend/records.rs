@@ -1,5 +1,5 @@
 //! [`CompletionRecords`]: where a periodic job's completion records are
-//! read and written (see [`crate::once`]), on the backends that keep a
+//! read and written (see [`crate::periodic`]), on the backends that keep a
 //! shared store.
 
 #[cfg(feature = "etcd")]
@@ -9,7 +9,7 @@ use super::zk;
 use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
-use crate::once::Period;
+use crate::periodic::Period;
 
 /// The completion records of one election, through one connection (an
 /// etcd client, a ZooKeeper session) opened once for a whole run: the
@@ -20,9 +20,9 @@ pub struct CompletionRecords {
 
 enum Store {
     #[cfg(feature = "etcd")]
-    Etcd(etcd::once::Records),
+    Etcd(etcd::periodic::Records),
     #[cfg(feature = "zk")]
-    Zk(zk::once::Records),
+    Zk(zk::periodic::Records),
 }
 
 impl CompletionRecords {
@@ -36,9 +36,9 @@ impl CompletionRecords {
         cfg.validate()?;
         let store = match cfg.backend() {
             #[cfg(feature = "etcd")]
-            Backend::Etcd => Store::Etcd(etcd::once::Records::open(cfg).await?),
+            Backend::Etcd => Store::Etcd(etcd::periodic::Records::open(cfg).await?),
             #[cfg(feature = "zk")]
-            Backend::Zk => Store::Zk(zk::once::Records::open(cfg).await?),
+            Backend::Zk => Store::Zk(zk::periodic::Records::open(cfg).await?),
             Backend::Raft => {
                 return Err(Error::Unsupported {
                     backend: Backend::Raft,

@@ -29,9 +29,9 @@ pub struct Session {
 enum Shared {
     /// Boxed: etcd's clients are large.
     #[cfg(feature = "etcd")]
-    Etcd(Box<super::etcd::SharedSession>),
+    Etcd(Box<super::etcd::session::SharedSession>),
     #[cfg(feature = "zk")]
-    Zk(super::zk::campaign::SharedSession),
+    Zk(super::zk::session::SharedSession),
 }
 
 impl Session {
@@ -51,7 +51,9 @@ impl Session {
         cfg.validate()?;
         let shared = match cfg.backend() {
             #[cfg(feature = "etcd")]
-            Backend::Etcd => Shared::Etcd(Box::new(super::etcd::SharedSession::open(cfg).await?)),
+            Backend::Etcd => Shared::Etcd(Box::new(
+                super::etcd::session::SharedSession::open(cfg).await?,
+            )),
             #[cfg(feature = "zk")]
             Backend::Zk => Shared::Zk(super::zk::open_shared(cfg).await?),
             Backend::Raft => {

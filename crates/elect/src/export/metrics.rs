@@ -14,7 +14,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 use crate::clock::BootInstant;
 use crate::leadership::Leadership;
@@ -77,83 +77,67 @@ impl Metrics {
                 prometheus_client::metrics::info::Info::new(vec![("level", level)]),
             );
         }
-        let is_leader = Gauge::default();
-        let view_current = Gauge::default();
-        let leader_changes = Counter::default();
-        let failover = Histogram::new(duration_buckets());
-        let handover = Histogram::new(duration_buckets());
-        let deadline_margin = Gauge::<f64, AtomicU64>::default();
-        registry.register(
+        let is_leader = registered(
+            &mut registry,
             "is_leader",
             "1 while this process leads, else 0",
-            is_leader.clone(),
+            Gauge::default(),
         );
-        registry.register(
+        let view_current = registered(
+            &mut registry,
             "view_current",
             "1 while in contact with the backend (the leader shown is fresh), else 0",
-            view_current.clone(),
+            Gauge::default(),
         );
-        registry.register(
+        let leader_changes = registered(
+            &mut registry,
             "leader_changes",
             "Times a new leader (or a new term of the same leader) was seen",
-            leader_changes.clone(),
+            Counter::default(),
         );
-        registry.register(
+        let failover = registered(
+            &mut registry,
             "failover_seconds",
             "Per change of leader: how long this process knew of no leader before the new one (0 when it was next in line)",
-            failover.clone(),
+            Histogram::new(duration_buckets()),
         );
-        registry.register(
+        let handover = registered(
+            &mut registry,
             "handover_seconds",
             "How long this process took to give up leadership when asked to resign",
-            handover.clone(),
+            Histogram::new(duration_buckets()),
         );
-        let backend_renewals = Counter::default();
-        registry.register(
+        let backend_renewals = registered(
+            &mut registry,
             "backend_renewals",
             "Renewals the backend answered (etcd keepalives, ZooKeeper syncs, Raft heartbeat rounds a majority acknowledged)",
-            backend_renewals.clone(),
+            Counter::default(),
         );
-        let backend_errors = Counter::default();
-        registry.register(
+        let backend_errors = registered(
+            &mut registry,
             "backend_errors",
             "Failed requests and lost connections of the backend",
-            backend_errors.clone(),
+            Counter::default(),
         );
-        let backend_wakeups = Counter::default();
-        registry.register(
+        let backend_wakeups = registered(
+            &mut registry,
             "backend_wakeups",
             "Times a waiting candidate was woken by a change of its predecessor",
-            backend_wakeups.clone(),
+            Counter::default(),
         );
-        let backend_led_without_read = Counter::default();
-        registry.register(
+        let backend_led_without_read = registered(
+            &mut registry,
             "backend_led_without_read",
             "Terms of ours that began at the event that ended our predecessor's, with no request of our own after it",
-            backend_led_without_read.clone(),
+            Counter::default(),
         );
-        let durable_writes = Counter::default();
-        registry.register(
-            "raft_durable_writes",
-            "Raft-vote: writes of term and vote to --data-dir, each ending in an fsync",
-            durable_writes.clone(),
-        );
-        let durable_write_seconds = Counter::<f64, AtomicU64>::default();
-        registry.register(
-            "raft_durable_write_seconds",
-            "Raft-vote: the time those writes took, in all",
-            durable_write_seconds.clone(),
-        );
-        let slow_durable_writes = Counter::default();
-        registry.register(
-            "raft_slow_durable_writes",
-            "Raft-vote: those writes that took more than a quarter of the election timeout T; each costs or delays an election (raise --ttl, or give --data-dir a faster disk)",
-            slow_durable_writes.clone(),
-        );
-        registry.register(
+        let (durable_writes, durable_write_seconds, slow_durable_writes) =
+            register_durable_writes(&mut registry);
+        let deadline_margin = registered(
+            &mut registry,
             "deadline_margin_seconds",
             "While leading: time left before the leadership deadline, at scrape time; else 0",
-            deadline_margin.clone(),
+            Gauge::<f64, AtomicU64>::default(),
         );
         Metrics {
             registry,
@@ -231,6 +215,36 @@ impl Metrics {
         encode(&mut text, &self.registry).expect("writing to a String cannot fail");
         text
     }
+}
+
+/// Raft-vote's fsynced writes of term and vote: their count, their time,
+/// and the slow ones.
+fn register_durable_writes(registry: &mut Registry) -> (Counter, Counter<f64, AtomicU64>, Counter) {
+    let durable_writes = registered(
+        registry,
+        "raft_durable_writes",
+        "Raft-vote: writes of term and vote to --data-dir, each ending in an fsync",
+        Counter::default(),
+    );
+    let durable_write_seconds = registered(
+        registry,
+        "raft_durable_write_seconds",
+        "Raft-vote: the time those writes took, in all",
+        Counter::<f64, AtomicU64>::default(),
+    );
+    let slow_durable_writes = registered(
+        registry,
+        "raft_slow_durable_writes",
+        "Raft-vote: those writes that took more than a quarter of the election timeout T; each costs or delays an election (raise --ttl, or give --data-dir a faster disk)",
+        Counter::default(),
+    );
+    (durable_writes, durable_write_seconds, slow_durable_writes)
+}
+
+/// Registers `metric` under `name` and hands it back, to be updated.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 #[cfg(test)]

@@ -26,8 +26,9 @@ use tokio::time::sleep;
 use tracing::{debug, error, info, warn};
 
 use super::contain::{Cgroup, Level, group_lives};
+use super::process::move_fds;
 use super::process::{display_command, exit_code, take_real_time};
-use super::watchdog::{self, Control, move_fds};
+use super::watchdog::{self, Control};
 use crate::clock::BootInstant;
 use crate::error::{Error, Result};
 

@@ -113,28 +113,43 @@ pub(crate) fn main(args: &[OsString]) -> i32 {
     // may; else the host's (see the module doc of `contain`).
     let _ = contain::mount_own_proc();
 
-    // Forwarded signals and SIGCHLD arrive on a signalfd: blocked (the
-    // forwarded ones since before our exec, see `block_forwarded`), at
-    // their default disposition (the watchdog ignored some, and ignored
-    // signals would not queue).
+    let signals = match signal_fd() {
+        Ok(fd) => fd,
+        Err(e) => {
+            eprintln!("elect {SUBCOMMAND}: {e}");
+            return 1;
+        }
+    };
+    let child = match spawn(&command, nice) {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("elect: cannot start {}: {e}", display_command(&command));
+            let _ = report.write_all(report_line(127).as_bytes());
+            return 127;
+        }
+    };
+    reap(&signals, child, &mut report)
+}
+
+/// Forwarded signals and SIGCHLD, on a signalfd: blocked (the forwarded
+/// ones since before our exec, see `block_forwarded`), at their default
+/// disposition (the watchdog ignored some, and ignored signals would not
+/// queue).
+fn signal_fd() -> Result<SignalFd, String> {
     let mut mask = forwarded_mask();
     mask.add(Signal::SIGCHLD);
     for sig in mask.iter() {
         // SAFETY: SIG_DFL installs no handler code.
         let _ = unsafe { signal(sig, SigHandler::SigDfl) };
     }
-    if let Err(e) = mask.thread_block() {
-        eprintln!("elect {SUBCOMMAND}: blocking signals: {e}");
-        return 1;
-    }
-    let signals = match SignalFd::new(&mask) {
-        Ok(fd) => fd,
-        Err(e) => {
-            eprintln!("elect {SUBCOMMAND}: signalfd: {e}");
-            return 1;
-        }
-    };
+    mask.thread_block()
+        .map_err(|e| format!("blocking signals: {e}"))?;
+    SignalFd::new(&mask).map_err(|e| format!("signalfd: {e}"))
+}
 
+/// Starts the command in a group of its own, its signals unblocked and
+/// at their defaults, with the priority `nice` the watchdog had.
+fn spawn(command: &[OsString], nice: i32) -> std::io::Result<Pid> {
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..]).process_group(0);
     // SAFETY: only async-signal-safe calls (sigprocmask, signal) between
@@ -151,14 +166,14 @@ pub(crate) fn main(args: &[OsString]) -> i32 {
             Ok(())
         });
     }
-    let child = match cmd.spawn() {
-        Ok(child) => Pid::from_raw(child.id() as i32),
-        Err(e) => {
-            eprintln!("elect: cannot start {}: {e}", display_command(&command));
-            let _ = report.write_all(report_line(127).as_bytes());
-            return 127;
-        }
-    };
+    cmd.spawn().map(|child| Pid::from_raw(child.id() as i32))
+}
+
+/// The init's life once the command runs: forwards signals to every
+/// process of the namespace, reaps whatever dies, reports the command's
+/// end on `report`, and returns once nothing is left in the namespace:
+/// the command's code, or 1 if signals could not be read.
+fn reap(signals: &SignalFd, child: Pid, report: &mut std::fs::File) -> i32 {
     let mut code = None;
     loop {
         match signals.read_signal() {

@@ -1,10 +1,12 @@
 //! Small facts about processes that elect, the watchdog and the PID
 //! namespace's init all use: which signals the keepers ignore, how a
-//! command is shown, how an end is reported.
+//! command is shown, how an end is reported, how fds are put in place
+//! for an exec.
 
 use std::ffi::OsString;
+use std::os::fd::RawFd;
 
-use nix::sys::signal::Signal;
+use nix::sys::signal::{SigHandler, Signal, signal};
 use nix::sys::wait::WaitStatus;
 
 /// Signals the watchdog and the guard ignore: what a terminal, a hang-up, a
@@ -113,4 +115,50 @@ pub fn real_time_allowed() -> bool {
     // SAFETY: getrlimit writes into the local it is given.
     let limited = unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut limit) } == 0;
     capable || (limited && limit.rlim_cur > 0)
+}
+
+/// Ignores the signals a supervising process must outlive (Ctrl-C, a
+/// terminal's hang-up...): it ends when its command's group is gone.
+pub(crate) fn ignore_signals() {
+    for sig in DEAF_TO {
+        // SAFETY: SIG_IGN installs no handler code.
+        let _ = unsafe { signal(sig, SigHandler::SigIgn) };
+    }
+}
+
+/// Puts two fds on their targets without close-on-exec, for the exec that
+/// follows: out of the way first, so the two moves cannot clobber each
+/// other whatever numbers the fds have. Async-signal-safe: used between
+/// fork and exec.
+pub(crate) fn move_fds([(a, a_target), (b, b_target)]: [(RawFd, RawFd); 2]) -> std::io::Result<()> {
+    // SAFETY: fcntl on fd numbers.
+    let (a, b) = unsafe {
+        (
+            libc::fcntl(a, libc::F_DUPFD_CLOEXEC, 10),
+            libc::fcntl(b, libc::F_DUPFD_CLOEXEC, 10),
+        )
+    };
+    if a < 0 || b < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    move_fd(a, a_target)?;
+    move_fd(b, b_target)
+}
+
+/// Puts `fd` on `target` without close-on-exec, for the exec that follows.
+/// Async-signal-safe: used between fork and exec.
+pub(crate) fn move_fd(fd: RawFd, target: RawFd) -> std::io::Result<()> {
+    // SAFETY: fcntl and dup2 on fd numbers.
+    let ok = unsafe {
+        if fd == target {
+            libc::fcntl(target, libc::F_SETFD, 0) >= 0
+        } else {
+            libc::dup2(fd, target) >= 0
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }

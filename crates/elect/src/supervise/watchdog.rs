@@ -56,24 +56,22 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::Duration;
 
-use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{SigHandler, Signal, killpg, signal};
+use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use super::contain::{Cgroup, Level, Tree, why_alive};
+use super::guard::Guard;
 use super::init;
 use super::process::{
-    DEAF_TO, display_command, exit_code, restore_priority, take_precedence, take_real_time,
+    DEAF_TO, display_command, exit_code, ignore_signals, move_fds, restore_priority,
+    take_precedence,
 };
 use crate::clock::BootInstant;
 
 /// The hidden subcommand that runs the watchdog.
 pub const SUBCOMMAND: &str = "__watchdog";
-
-/// The hidden subcommand that runs the guard.
-pub const GUARD_SUBCOMMAND: &str = "__guard";
 
 /// The fd the control pipe arrives on.
 pub const CONTROL_FD: RawFd = 3;
@@ -177,13 +175,6 @@ enum Phase {
     },
 }
 
-fn ignore_signals() {
-    for sig in DEAF_TO {
-        // SAFETY: SIG_IGN installs no handler code.
-        let _ = unsafe { signal(sig, SigHandler::SigIgn) };
-    }
-}
-
 /// The instant the watchdog kills at: [`KILL_MARGIN`] before `deadline`.
 fn kill_time(deadline: u64) -> u64 {
     deadline.saturating_sub(KILL_MARGIN.as_nanos() as u64)
@@ -200,49 +191,22 @@ pub fn main(args: &[OsString]) -> i32 {
     // The pipes are ours alone: the command must not inherit them.
     set_cloexec(CONTROL_FD);
     set_cloexec(STATUS_FD);
-    let mut grace = 0u64;
-    let mut deadline = 0u64;
-    let mut level = Level::Subreaper;
-    let mut rest = args.iter();
-    let mut command: Vec<OsString> = Vec::new();
-    let number = |v: Option<&OsString>| v.and_then(|v| v.to_str()?.parse().ok()).unwrap_or(0);
-    while let Some(arg) = rest.next() {
-        match arg.to_str() {
-            Some("--grace") => grace = number(rest.next()),
-            Some("--deadline") => deadline = number(rest.next()),
-            Some("--contain") => {
-                match rest
-                    .next()
-                    .and_then(|l| l.to_str())
-                    .and_then(Level::from_name)
-                {
-                    Some(l) => level = l,
-                    None => {
-                        eprintln!("elect {SUBCOMMAND}: --contain takes pidns, cgroup or subreaper");
-                        return 2;
-                    }
-                }
-            }
-            Some("--") => {
-                command = rest.by_ref().cloned().collect();
-                break;
-            }
-            _ => {}
+    let args = match Args::parse(args) {
+        Ok(args) => args,
+        Err(why) => {
+            eprintln!("elect {SUBCOMMAND}: {why}");
+            return 2;
         }
-    }
-    if command.is_empty() {
-        eprintln!("elect {SUBCOMMAND}: no command");
-        return 2;
-    }
+    };
     // SAFETY: elect passes the read end of the control pipe as fd 3 and the
     // write end of the status pipe as fd 4; nothing else here owns them.
-    let (control, mut status) = unsafe {
+    let (control, status) = unsafe {
         (
             OwnedFd::from_raw_fd(CONTROL_FD),
             std::fs::File::from(OwnedFd::from_raw_fd(STATUS_FD)),
         )
     };
-    if boottime_now() >= kill_time(deadline) {
+    if boottime_now() >= kill_time(args.deadline) {
         eprintln!("elect: leadership ended before the command could start; not starting it");
         return REFUSED;
     }
@@ -250,52 +214,31 @@ pub fn main(args: &[OsString]) -> i32 {
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         eprintln!("elect {SUBCOMMAND}: cannot become a subreaper: {e}");
     }
-    let started = match level {
-        Level::PidNamespace => start_in_namespace(&command, nice),
+    let started = match args.level {
+        Level::PidNamespace => start_in_namespace(&args.command, nice),
         Level::Cgroup => Cgroup::create("cmd")
             .map_err(|why| format!("no cgroup for the command: {why}"))
-            .and_then(|cgroup| start_in_group(&command, Some(cgroup), nice)),
-        Level::Subreaper => start_in_group(&command, None, nice),
+            .and_then(|cgroup| start_in_group(&args.command, Some(cgroup), nice)),
+        Level::Subreaper => start_in_group(&args.command, None, nice),
     };
     let (tree, pid, report) = match started {
         Ok(started) => started,
         Err(why) => {
-            eprintln!("elect: cannot start {}: {why}", display_command(&command));
+            eprintln!(
+                "elect: cannot start {}: {why}",
+                display_command(&args.command)
+            );
             return 127;
         }
     };
-    let (pgid, cgroup) = match &tree {
-        Tree::Namespace { init } => (*init, None),
-        Tree::Cgroup { cgroup, pgid } => (*pgid, Some(cgroup.dir().to_owned())),
-        Tree::Descendants { pgid, .. } => (*pgid, None),
-    };
-    // The namespace's init dies with us, and the namespace with it: no
-    // guard needed there.
-    let guard = match level {
-        Level::PidNamespace => None,
-        _ => Guard::start(pgid, cgroup.as_deref()),
-    };
-    let tree = match (tree, &guard) {
-        (Tree::Descendants { pgid, .. }, Some(guard)) => Tree::Descendants {
-            pgid,
-            spare: vec![guard.pid],
-        },
-        (tree, _) => tree,
-    };
-    // elect learns the group (and the cgroup) it may have to kill itself;
-    // if it is gone, the control pipe's end of file says so too.
-    let _ = match &cgroup {
-        Some(dir) => writeln!(status, "started {pgid} {}", dir.display()),
-        None => writeln!(status, "started {pgid}"),
-    };
-    drop(status);
+    let (tree, guard) = guarded(tree, args.level, status);
     let code = Watchdog {
         tree,
         command: pid,
         ended: pidfd_open(pid),
         report,
-        grace,
-        deadline,
+        grace: args.grace,
+        deadline: args.deadline,
         phase: Phase::Running,
         exit: None,
         stuck_said: false,
@@ -305,6 +248,85 @@ pub fn main(args: &[OsString]) -> i32 {
         guard.release();
     }
     code
+}
+
+/// The watchdog's arguments: `--grace <ns> --deadline <ns> [--contain
+/// <level>] -- CMD...`.
+struct Args {
+    grace: u64,
+    deadline: u64,
+    level: Level,
+    command: Vec<OsString>,
+}
+
+impl Args {
+    /// Reads `args`; what is wrong with them, if anything.
+    fn parse(args: &[OsString]) -> Result<Args, &'static str> {
+        let mut parsed = Args {
+            grace: 0,
+            deadline: 0,
+            level: Level::Subreaper,
+            command: Vec::new(),
+        };
+        let mut rest = args.iter();
+        let number = |v: Option<&OsString>| v.and_then(|v| v.to_str()?.parse().ok()).unwrap_or(0);
+        while let Some(arg) = rest.next() {
+            match arg.to_str() {
+                Some("--grace") => parsed.grace = number(rest.next()),
+                Some("--deadline") => parsed.deadline = number(rest.next()),
+                Some("--contain") => {
+                    parsed.level = rest
+                        .next()
+                        .and_then(|l| l.to_str())
+                        .and_then(Level::from_name)
+                        .ok_or("--contain takes pidns, cgroup or subreaper")?;
+                }
+                Some("--") => {
+                    parsed.command = rest.by_ref().cloned().collect();
+                    break;
+                }
+                _ => {}
+            }
+        }
+        if parsed.command.is_empty() {
+            return Err("no command");
+        }
+        Ok(parsed)
+    }
+}
+
+/// Starts the guard over the started `tree` (none for a PID namespace:
+/// its init dies with us, and the namespace with it), and tells elect on
+/// `status` the group (and the cgroup) it may have to kill itself; if
+/// elect is gone, the control pipe's end of file says so too.
+fn guarded(tree: Tree, level: Level, mut status: std::fs::File) -> (Tree, Option<Guard>) {
+    let (pgid, cgroup) = match &tree {
+        Tree::Namespace { init } => (*init, None),
+        Tree::Cgroup { cgroup, pgid } => (*pgid, Some(cgroup.dir().to_owned())),
+        Tree::Descendants { pgid, .. } => (*pgid, None),
+    };
+    let guard = match level {
+        Level::PidNamespace => None,
+        _ => match Guard::start(pgid, cgroup.as_deref()) {
+            Ok(guard) => Some(guard),
+            Err(e) => {
+                eprintln!("elect {SUBCOMMAND}: cannot start the guard: {e}");
+                None
+            }
+        },
+    };
+    let tree = match (tree, &guard) {
+        (Tree::Descendants { pgid, .. }, Some(guard)) => Tree::Descendants {
+            pgid,
+            spare: vec![guard.pid],
+        },
+        (tree, _) => tree,
+    };
+    let _ = match &cgroup {
+        Some(dir) => writeln!(status, "started {pgid} {}", dir.display()),
+        None => writeln!(status, "started {pgid}"),
+    };
+    (tree, guard)
 }
 
 /// What a level's start gives the watchdog: the tree, the child whose exit
@@ -431,137 +453,6 @@ fn pidfd_open(pid: Pid) -> Option<OwnedFd> {
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
     // SAFETY: a non-negative return is a fresh fd that only we own.
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
-/// The watchdog's end of the guard's pipe.
-struct Guard {
-    pipe: std::fs::File,
-    pid: Pid,
-}
-
-impl Guard {
-    /// Starts `elect __guard <pgid> [<cgroup>]` with the read end of a
-    /// pipe on fd 3.
-    fn start(pgid: Pid, cgroup: Option<&std::path::Path>) -> Option<Guard> {
-        let started = (|| -> std::io::Result<Guard> {
-            let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-            let exe = std::env::current_exe()?;
-            let mut cmd = Command::new(exe);
-            cmd.arg(GUARD_SUBCOMMAND).arg(pgid.to_string());
-            if let Some(cgroup) = cgroup {
-                cmd.arg(cgroup);
-            }
-            let read_fd = read.as_raw_fd();
-            // SAFETY: only async-signal-safe calls between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    libc::setsid();
-                    // Real time from its start, as the watchdog: nothing
-                    // inherits ours.
-                    take_real_time();
-                    move_fd(read_fd, CONTROL_FD)
-                });
-            }
-            let child = cmd.stdin(std::process::Stdio::null()).spawn()?;
-            drop(read);
-            Ok(Guard {
-                pipe: std::fs::File::from(write),
-                pid: Pid::from_raw(child.id() as i32),
-            })
-        })();
-        match started {
-            Ok(guard) => Some(guard),
-            Err(e) => {
-                eprintln!("elect {SUBCOMMAND}: cannot start the guard: {e}");
-                None
-            }
-        }
-    }
-
-    /// The group is gone: the guard may leave without killing anything.
-    fn release(mut self) {
-        let _ = self.pipe.write_all(b"done\n");
-    }
-}
-
-/// Puts two fds on their targets without close-on-exec, for the exec that
-/// follows: out of the way first, so the two moves cannot clobber each
-/// other whatever numbers the fds have. Async-signal-safe: used between
-/// fork and exec.
-pub fn move_fds([(a, a_target), (b, b_target)]: [(RawFd, RawFd); 2]) -> std::io::Result<()> {
-    // SAFETY: fcntl on fd numbers.
-    let (a, b) = unsafe {
-        (
-            libc::fcntl(a, libc::F_DUPFD_CLOEXEC, 10),
-            libc::fcntl(b, libc::F_DUPFD_CLOEXEC, 10),
-        )
-    };
-    if a < 0 || b < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    move_fd(a, a_target)?;
-    move_fd(b, b_target)
-}
-
-/// Puts `fd` on `target` without close-on-exec, for the exec that follows.
-/// Async-signal-safe: used between fork and exec.
-pub fn move_fd(fd: RawFd, target: RawFd) -> std::io::Result<()> {
-    // SAFETY: fcntl and dup2 on fd numbers.
-    let ok = unsafe {
-        if fd == target {
-            libc::fcntl(target, libc::F_SETFD, 0) >= 0
-        } else {
-            libc::dup2(fd, target) >= 0
-        }
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// Runs the guard: waits until the watchdog says the group is gone, or
-/// dies; in the second case SIGKILLs the group. Returns its exit code.
-pub fn guard_main(args: &[OsString]) -> i32 {
-    ignore_signals();
-    // It must kill on time too; the watchdog's priority is not inherited.
-    take_precedence();
-    let Some(pgid) = args
-        .first()
-        .and_then(|a| a.to_str())
-        .and_then(|a| a.parse::<i32>().ok())
-        .filter(|p| *p > 1)
-    else {
-        eprintln!("elect {GUARD_SUBCOMMAND}: expected a process group id");
-        return 2;
-    };
-    // SAFETY: the watchdog passes the read end of the guard's pipe as fd 3.
-    let mut pipe = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(CONTROL_FD) });
-    let mut said = Vec::new();
-    let _ = pipe.read_to_end(&mut said);
-    let cgroup = args.get(1).map(|dir| Cgroup::at(dir.into()));
-    if said != b"done\n" {
-        if let Some(cgroup) = &cgroup {
-            cgroup.signal(Signal::SIGKILL);
-        }
-        match killpg(Pid::from_raw(pgid), Signal::SIGKILL) {
-            Ok(()) => eprintln!("elect: the watchdog died; killed the command's group {pgid}"),
-            Err(Errno::ESRCH) => {}
-            Err(e) => eprintln!("elect {GUARD_SUBCOMMAND}: killing group {pgid}: {e}"),
-        }
-    }
-    if let Some(cgroup) = cgroup {
-        // Empty within moments of the kill; removed so nothing is left.
-        for _ in 0..200 {
-            if !cgroup.populated() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        cgroup.remove();
-    }
-    0
 }
 
 struct Watchdog {

@@ -29,30 +29,28 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
 use tokio::sync::watch;
-use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
-use super::connection::Attempts;
+use super::connection::retry;
 use super::errors::etcd_error;
 use super::handover::{self, LeaderWatch};
-use super::keywatch::{TurnWatch, Woken, wait_for_delete};
+use super::keywatch::wait_for_delete;
 use super::layout::{self, CandidateKey, Ours};
-use super::lease::{Lease, LeaseState, Renewer};
+use super::lease::Lease;
 use super::observe::View;
-use super::recipe::{
-    Input, Next, OfficeInput, OfficeStep, ReleaseStep, Request, Resignation, TakeOffice, Touch,
-    Turn, TurnCheck, WaitForTurn,
-};
-use super::tenure;
+use super::recipe::{Resignation, ResignationInput, ResignationNext, Touch};
+use super::renewal::{LeaseState, Renewer};
+use super::{tenure, turn};
 use crate::backend::backoff::Backoff;
-use crate::backend::report::Reporter;
+use crate::backend::publish::Reporter;
+use crate::backend::recipe::Recipe;
 use crate::backend_kind::Backend;
 use crate::clock::{BootInstant, sleep_until};
 use crate::config::ElectionConfig;
-use crate::counters::{PROCESS, warn_counted};
+use crate::counters::warn_counted;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
 use crate::work::WorkWatch;
@@ -65,7 +63,7 @@ const HANDOVER_WAIT: Duration = Duration::from_millis(500);
 
 /// Why a candidacy ended.
 #[derive(Debug)]
-enum Outcome {
+pub(super) enum Outcome {
     /// Resignation was requested.
     Resigned { led: bool },
     /// The candidacy cannot go on on this lease.
@@ -85,10 +83,10 @@ struct Released {
 pub struct Candidate {
     /// Shared with the follower: a `Client` is 3.7 KiB, held in every
     /// task that waits.
-    client: Arc<Client>,
+    pub(super) client: Arc<Client>,
     /// One client per endpoint, for lease keepalives.
     renewers: Vec<Renewer>,
-    cfg: ElectionConfig,
+    pub(super) cfg: ElectionConfig,
     reporter: Reporter<View>,
     work: WorkWatch,
     resign: CancellationToken,
@@ -281,11 +279,11 @@ impl Candidate {
         ttl: Duration,
     ) -> Option<Released> {
         let mut resignation = Resignation::new(successor, self.work.is_running());
-        if resignation.step() == ReleaseStep::AwaitWorkStopped {
+        if resignation.poll(BootInstant::now()) == ResignationNext::AwaitWorkStopped {
             self.wait_until_idle(ttl).await;
-            resignation.work_stopped();
+            resignation.input(BootInstant::now(), ResignationInput::WorkStopped);
         }
-        let ReleaseStep::Release(touch) = resignation.step() else {
+        let ResignationNext::Release(touch) = resignation.poll(BootInstant::now()) else {
             unreachable!("the work has stopped");
         };
         self.release(lease, touch.as_ref(), ttl).await
@@ -399,49 +397,16 @@ impl Candidate {
         let turn = match self
             .until_lost(
                 &mut lease_state,
-                wait_for_turn(&client, &election, ours, patience),
+                turn::wait_for_turn(&client, &election, ours, patience),
             )
             .await
         {
             Ok(turn) => turn,
             Err(outcome) => return outcome,
         };
-        let mut office = TakeOffice::new();
-        office.input(OfficeInput::Turn(turn));
-        let confirmed_at = loop {
-            let answer = match office.step().clone() {
-                OfficeStep::Lead { confirmed_at } => break confirmed_at,
-                OfficeStep::Vanished => {
-                    warn_counted!("our key vanished before we could lead; campaigning again");
-                    return Outcome::Lost {
-                        led: false,
-                        deadline: lease.state().deadline,
-                    };
-                }
-                OfficeStep::AwaitTurn => unreachable!("the turn was handed in"),
-                OfficeStep::AwaitLeaseEnd(pred) => {
-                    let ended = wait_for_lease_end(&client, &election, pred);
-                    self.until_lost(&mut lease_state, ended)
-                        .await
-                        .map(|()| OfficeInput::LeaseEnded)
-                }
-                OfficeStep::Claim => {
-                    let claim = tenure::claim(&client, &election, ours, patience);
-                    self.until_lost(&mut lease_state, claim)
-                        .await
-                        .map(OfficeInput::Claimed)
-                }
-                OfficeStep::ReadBack => {
-                    let read_back = confirm(&client, &key, lease.id, my_rev, patience);
-                    self.until_lost(&mut lease_state, read_back)
-                        .await
-                        .map(OfficeInput::ReadBack)
-                }
-            };
-            match answer {
-                Ok(input) => office.input(input),
-                Err(outcome) => return outcome,
-            }
+        let confirmed_at = match self.take_office(&mut lease_state, lease, ours, turn).await {
+            Ok(confirmed_at) => confirmed_at,
+            Err(outcome) => return outcome,
         };
         let outcome = self
             .lead(&mut lease_state, lease.id, &key, my_rev, confirmed_at)
@@ -526,7 +491,7 @@ impl Candidate {
 
     /// Runs one step of a candidacy, reporting the leader meanwhile and
     /// giving up when resignation is requested or the lease is lost.
-    async fn until_lost<T>(
+    pub(super) async fn until_lost<T>(
         &mut self,
         lease_state: &mut watch::Receiver<LeaseState>,
         step: impl Future<Output = T>,
@@ -658,379 +623,6 @@ async fn create_key(client: &Client, key: &str, id: &str, lease: i64, patience: 
         ))
     })
     .await
-}
-
-/// Waits until no key older than ours is left, waiting only on our
-/// predecessor: the I/O of [`WaitForTurn`], whose module says how it
-/// decides. A resigning elect leader hands over by touching our key (see
-/// the `handover` module): we lead at that event with no request of our
-/// own. When the predecessor goes otherwise, one read tells what we need
-/// to lead, served by a member from its own state if it can (see
-/// [`check_turn_locally`]).
-async fn wait_for_turn(
-    client: &Client,
-    election: &str,
-    ours: Ours<'_>,
-    patience: Duration,
-) -> Turn {
-    let prefix = layout::prefix(election);
-    let mut turn = WaitForTurn::new();
-    // The stream on the predecessor's key and ours, while we wait on it.
-    let mut watch: Option<TurnWatch> = None;
-    loop {
-        let input = match turn.next() {
-            Next::Decided(decided) => {
-                if let Turn::Ours {
-                    released: Some(predecessor),
-                    ..
-                } = &decided
-                {
-                    // The predecessor revokes its lease once the marker
-                    // is gone (or after a while): take it now.
-                    let marker = layout::release_marker(election, predecessor.create_revision);
-                    let client = client.clone();
-                    tokio::spawn(async move {
-                        let _ = client.kv_client().delete(marker, None).await;
-                    });
-                }
-                return decided;
-            }
-            Next::Send(Request::FindPredecessor) => {
-                let (key, at) = retry("finding our predecessor", patience, || {
-                    older_key(client, &prefix, ours.create_revision)
-                })
-                .await;
-                Input::Predecessor { key, at }
-            }
-            Next::Send(Request::Watch { predecessor, from }) => {
-                // Boxed: the watch stream is most of a waiting candidate's
-                // future (see `a_candidates_futures_stay_small`).
-                watch = None;
-                let woken =
-                    match Box::pin(TurnWatch::open(client, &predecessor.key, ours, from)).await {
-                        Ok(stream) => Box::pin(watch.insert(stream).next()).await,
-                        Err(e) => Err(e),
-                    };
-                match woken {
-                    Ok(woken) => {
-                        if matches!(woken, Woken::HandedOver(_) | Woken::PredecessorGone(_)) {
-                            PROCESS.woken();
-                        }
-                        if let Woken::HandedOver(at) = woken {
-                            PROCESS.led_without_read();
-                            debug!(predecessor = %predecessor.id, revision = at, "handed over");
-                        } else {
-                            debug!(predecessor = %predecessor.id, ?woken, "woke");
-                        }
-                        Input::Woken(woken)
-                    }
-                    Err(e) => {
-                        warn_counted!("{e}; looking again");
-                        watch = None;
-                        sleep(Duration::from_millis(50)).await;
-                        Input::WatchBroke
-                    }
-                }
-            }
-            Next::Send(Request::CheckTurn { seen }) => {
-                let predecessor = turn.predecessor().expect("a predecessor is checked");
-                let marker = layout::release_marker(election, predecessor.create_revision);
-                // A leader that hands over touches our key in the
-                // transaction that deleted its own, so that event is right
-                // behind the deletion's on our stream. It is waited for
-                // while the read is in flight: both are sound, the first
-                // decides, and the touch is preferred when both are there.
-                let read = async {
-                    let local = match seen {
-                        Some(seen) => {
-                            check_turn_locally(client, &prefix, ours, &marker, seen).await
-                        }
-                        None => None,
-                    };
-                    match local {
-                        Some(check) => (check, "local"),
-                        None => (
-                            check_turn_linearizably(client, &prefix, ours, &marker, patience).await,
-                            "linearizable",
-                        ),
-                    }
-                };
-                let mut read = Box::pin(read);
-                let checked = loop {
-                    let racing = turn.races_the_watch() && watch.is_some();
-                    tokio::select! {
-                        biased;
-                        woken = async { watch.as_mut().expect("racing").next().await }, if racing => {
-                            let woken = woken.map_or(Input::WatchBroke, Input::Woken);
-                            if let Input::Woken(Woken::HandedOver(at)) = woken {
-                                PROCESS.led_without_read();
-                                debug!(revision = at, "handed over");
-                            }
-                            turn.input(woken);
-                            if matches!(turn.next(), Next::Decided(_)) {
-                                break None;
-                            }
-                        }
-                        (check, read) = &mut read => {
-                            debug!(read, "turn checked");
-                            break Some(Input::Checked(check));
-                        }
-                    }
-                };
-                // Handed over meanwhile: decided already.
-                let Some(checked) = checked else { continue };
-                checked
-            }
-        };
-        turn.input(input);
-    }
-}
-
-/// [`check_turn`] until it answers.
-async fn check_turn_linearizably(
-    client: &Client,
-    prefix: &str,
-    ours: Ours<'_>,
-    marker: &str,
-    patience: Duration,
-) -> TurnCheck {
-    retry("checking our turn", patience, || {
-        check_turn(client, prefix, ours, marker)
-    })
-    .await
-}
-
-/// The key just older than `my_rev`, and the revision of the read.
-async fn older_key(
-    client: &Client,
-    prefix: &str,
-    my_rev: i64,
-) -> Result<(Option<CandidateKey>, i64)> {
-    let resp = Box::pin(
-        client
-            .kv_client()
-            .get(prefix, Some(layout::older_than(my_rev))),
-    )
-    .await
-    .map_err(|e| etcd_error("finding our predecessor", e))?;
-    let rev = resp.header().map_or(0, |h| h.revision());
-    Ok((resp.kvs().first().map(CandidateKey::from), rev))
-}
-
-/// One linearizable transaction: if our key is still ours, the youngest
-/// key older than it and the count of `marker`.
-///
-/// A user whose role covers exactly `<election>/` (what users of `etcdctl
-/// elect` grant) may not read the marker, which lies outside that prefix:
-/// etcd refuses the whole transaction. Then the same transaction without
-/// the marker answers, as if no marker were there: the successor waits
-/// for its predecessor's lease to end, which costs time, never safety.
-async fn check_turn(
-    client: &Client,
-    prefix: &str,
-    ours: Ours<'_>,
-    marker: &str,
-) -> Result<TurnCheck> {
-    let txn = turn_txn(prefix, ours, Some(marker), false);
-    let resp = match Box::pin(client.kv_client().txn(txn)).await {
-        Err(e) if e.to_string().contains("permission denied") => {
-            debug!("the release marker may not be read (permission denied); reading without it");
-            let txn = turn_txn(prefix, ours, None, false);
-            Box::pin(client.kv_client().txn(txn)).await
-        }
-        other => other,
-    }
-    .map_err(|e| etcd_error("checking our turn", e))?;
-    read_turn(&resp)
-}
-
-/// How long [`check_turn_locally`] waits before the linearizable read is
-/// sent instead.
-const LOCAL_READ_WITHIN: Duration = Duration::from_millis(200);
-
-/// [`check_turn`]'s reads, served by one member from its own state,
-/// without the round among the members a linearizable read waits for:
-/// its answer if that member had applied `seen`, the revision at which
-/// our predecessor's key was deleted; otherwise `None`, and the caller
-/// reads linearizably.
-///
-/// Why that is as good as the linearizable read: a member only applies
-/// committed entries, in order, so what it answers at revision `at >=
-/// seen` is the state etcd was in at `at`, after the deletion. A
-/// linearizable read also answers the state at some revision after the
-/// deletion, only perhaps a later one, and nothing we conclude depends on
-/// which. No key older than ours can appear after `at` (a new key's
-/// create revision is above every existing one); the marker at `at` was
-/// written with the deletion, in the same transaction; and our key may go
-/// after either read alike, which the lease deadline and the follower's
-/// watch already answer for. A member that has not applied `seen` yet
-/// (`at < seen`) proves nothing.
-async fn check_turn_locally(
-    client: &Client,
-    prefix: &str,
-    ours: Ours<'_>,
-    marker: &str,
-    seen: i64,
-) -> Option<TurnCheck> {
-    let txn = turn_txn(prefix, ours, Some(marker), true);
-    let mut kv = client.kv_client();
-    let read = Box::pin(kv.txn(txn));
-    // A member that is paused would hold the read until the connection's
-    // pings give up on it; the linearizable read may find another.
-    let resp = tokio::time::timeout(LOCAL_READ_WITHIN, read)
-        .await
-        .ok()?
-        .ok()?;
-    if !applied_at_least(&resp, seen) {
-        debug!(seen, "the member had not applied the deletion yet");
-        return None;
-    }
-    read_turn(&resp).ok()
-}
-
-/// Whether the member that served `resp` had applied revision `seen`.
-fn applied_at_least(resp: &etcd_client::TxnResponse, seen: i64) -> bool {
-    resp.header().is_some_and(|h| h.revision() >= seen)
-}
-
-/// If our key is still ours: the youngest key older than it and, if asked
-/// for, the count of `marker`. Serializable reads are served by the member
-/// from its own state; a transaction of nothing else is too.
-fn turn_txn(prefix: &str, ours: Ours<'_>, marker: Option<&str>, serializable: bool) -> Txn {
-    let read = |options: GetOptions| match serializable {
-        true => options.with_serializable(),
-        false => options,
-    };
-    let mut reads = vec![TxnOp::get(
-        prefix,
-        Some(read(layout::older_than(ours.create_revision))),
-    )];
-    if let Some(marker) = marker {
-        reads.push(TxnOp::get(
-            marker,
-            Some(read(GetOptions::new().with_count_only())),
-        ));
-    }
-    Txn::new()
-        .when([
-            Compare::create_revision(ours.key, CompareOp::Equal, ours.create_revision),
-            Compare::lease(ours.key, CompareOp::Equal, ours.lease),
-        ])
-        .and_then(reads)
-}
-
-/// What a [`turn_txn`] answered.
-fn read_turn(resp: &etcd_client::TxnResponse) -> Result<TurnCheck> {
-    if !resp.succeeded() {
-        return Ok(TurnCheck::KeyGone);
-    }
-    let at = resp.header().map_or(0, |h| h.revision());
-    let mut gets = resp.op_responses().into_iter().filter_map(|op| match op {
-        etcd_client::TxnOpResponse::Get(get) => Some(get),
-        _ => None,
-    });
-    let Some(older) = gets.next() else {
-        return Err(etcd_error(
-            "checking our turn",
-            "a transaction without its reads",
-        ));
-    };
-    // No marker read (it may not be read): as if none were there.
-    let released = gets.next().is_some_and(|marker| marker.count() > 0);
-    Ok(match older.kvs().first() {
-        Some(kv) => TurnCheck::Older(CandidateKey::from(kv), at),
-        None => TurnCheck::Clear { at, released },
-    })
-}
-
-/// Waits (at most one of its TTLs) until the lease of our last predecessor
-/// has ended, i.e. its holder has stopped acting as leader.
-async fn wait_for_lease_end(client: &Client, election: &str, pred: CandidateKey) {
-    let started = Instant::now();
-    let mut poll = Duration::from_millis(2);
-    let mut limit = None;
-    let marker = layout::release_marker(election, pred.create_revision);
-    loop {
-        let ttl = Box::pin(client.lease_client().time_to_live(pred.lease, None)).await;
-        match ttl {
-            Ok(resp) if resp.ttl() <= 0 => return,
-            Ok(resp) => {
-                // A lease shared by a session outlives the candidacy: its
-                // holder says the work is over with a release marker.
-                let released = Box::pin(
-                    client
-                        .kv_client()
-                        .get(marker.as_str(), Some(GetOptions::new().with_count_only())),
-                )
-                .await;
-                if released.is_ok_and(|r| r.count() > 0) {
-                    let _ = Box::pin(client.kv_client().delete(marker.as_str(), None)).await;
-                    return;
-                }
-                let granted = Duration::from_secs(resp.granted_ttl().max(0) as u64);
-                let limit = *limit.get_or_insert_with(|| {
-                    info!(
-                        holder = %pred.id,
-                        "predecessor's key is gone but its lease lives; waiting for it to end"
-                    );
-                    started + granted
-                });
-                if Instant::now() >= limit {
-                    warn_counted!(holder = %pred.id, "predecessor's lease outlived its TTL; going ahead");
-                    return;
-                }
-            }
-            Err(e) => warn_counted!("asking for the predecessor's lease: {e}"),
-        }
-        sleep(poll).await;
-        poll = (poll * 2).min(Duration::from_millis(100));
-    }
-}
-
-/// Reads our key back: it must still exist, on our lease, with our create
-/// revision. Returns the revision of the read, or `None` if it is gone.
-async fn confirm(
-    client: &Client,
-    key: &str,
-    lease: i64,
-    my_rev: i64,
-    patience: Duration,
-) -> Option<i64> {
-    retry("confirming our key", patience, || {
-        confirm_once(client, key, lease, my_rev)
-    })
-    .await
-}
-
-async fn confirm_once(client: &Client, key: &str, lease: i64, my_rev: i64) -> Result<Option<i64>> {
-    let resp = Box::pin(client.kv_client().get(key, None))
-        .await
-        .map_err(|e| etcd_error("confirming our key", e))?;
-    let ours = resp
-        .kvs()
-        .first()
-        .is_some_and(|kv| kv.lease() == lease && kv.create_revision() == my_rev);
-    Ok(ours.then(|| resp.header().map_or(0, |h| h.revision())))
-}
-
-/// Retries an idempotent request with backoff until it succeeds, each
-/// attempt bounded (see [`Attempts`]: a member that holds a request
-/// unanswered must not hold the campaign); callers bound it all with the
-/// lease deadline.
-async fn retry<T, F, Fut>(what: &'static str, patience: Duration, mut request: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T>>,
-{
-    let mut backoff = Backoff::new();
-    let mut attempts = Attempts::new(patience);
-    loop {
-        match attempts.send(what, request()).await {
-            Ok(v) => return v,
-            Err(e) => warn_counted!("{e}; retrying"),
-        }
-        backoff.wait().await;
-    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! requests and by its lease's renewals.
 //!
 //! The keepalive loop renews through every member at once (see
-//! [`super::lease`]), so it needs a client bound to each member; the
+//! [`super::renewal`]), so it needs a client bound to each member; the
 //! requests need a client that balances over the members. Built with
 //! `etcd-client`'s `Client::connect`, each of those would open its own
 //! connections: six per candidate at three members. Here each member's
@@ -16,7 +16,7 @@
 //! Connecting also asks each member its version: against servers that
 //! acknowledge keepalives without checking that they lead (before etcd
 //! 3.4.31 and 3.5.13), each renewal carries a proof (see
-//! [`super::lease::RenewalProof`]), and we say so at start.
+//! [`super::renewal::RenewalProof`]), and we say so at start.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -33,8 +33,10 @@ use tracing::{debug, warn};
 
 use super::errors::BACKEND;
 use super::layout;
-use super::lease::{RenewalProof, Renewer};
+use super::renewal::{RenewalProof, Renewer};
+use crate::backend::backoff::Backoff;
 use crate::config::ElectionConfig;
+use crate::counters::warn_counted;
 use crate::error::{Error, Result};
 
 /// A candidate's clients, all over one connection per member.
@@ -652,6 +654,26 @@ impl Attempts {
                 ))
             }
         }
+    }
+}
+
+/// Retries an idempotent request with backoff until it succeeds, each
+/// attempt bounded (see [`Attempts`]: a member that holds a request
+/// unanswered must not hold the campaign); callers bound it all with the
+/// lease deadline.
+pub(crate) async fn retry<T, F, Fut>(what: &'static str, patience: Duration, mut request: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let mut backoff = Backoff::new();
+    let mut attempts = Attempts::new(patience);
+    loop {
+        match attempts.send(what, request()).await {
+            Ok(v) => return v,
+            Err(e) => warn_counted!("{e}; retrying"),
+        }
+        backoff.wait().await;
     }
 }
 

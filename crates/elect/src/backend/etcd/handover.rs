@@ -70,9 +70,11 @@ use tracing::debug;
 use super::errors::etcd_error;
 use super::keywatch::{next_response, open_watch};
 use super::layout::{self, CandidateKey};
-use super::recipe::{KeyEvent, NextInLine, NextStep, Pick, Touch};
+use super::recipe::{KeyEvent, NextInLine, NextInLineInput, NextInLineNext, Pick, Touch};
 use super::tenure;
 use crate::backend::backoff::Backoff;
+use crate::backend::recipe::Recipe;
+use crate::clock::BootInstant;
 use crate::counters::warn_counted;
 use crate::error::Result;
 
@@ -130,21 +132,23 @@ async fn follow(
 ) {
     let mut backoff = Backoff::new();
     loop {
-        let done = match *line.step() {
-            NextStep::OwnKeyGone => return,
-            NextStep::Read { pick } => {
+        let done = match line.poll(BootInstant::now()) {
+            NextInLineNext::OwnKeyGone => return,
+            NextInLineNext::Read { pick } => {
                 match read_own_and_next(client, prefix, line.own(), pick).await {
                     Ok((own, next, at)) => {
-                        line.read_answered(own.as_ref(), next, at);
+                        line.input(BootInstant::now(), NextInLineInput::Read { own, next, at });
                         Ok(())
                     }
                     Err(e) => Err(e),
                 }
             }
-            NextStep::Watch { from } => watch_prefix(client, prefix, line, from, next_out).await,
+            NextInLineNext::Watch { from } => {
+                watch_prefix(client, prefix, line, from, next_out).await
+            }
         };
         if let Err(e) = &done {
-            line.broke();
+            line.input(BootInstant::now(), NextInLineInput::Broke);
             warn_counted!("watching our key and the next in line: {e}");
         }
         publish_next(next_out, line);
@@ -223,7 +227,7 @@ async fn watch_prefix(
     loop {
         let resp = next_response(&mut stream, "watching the election").await?;
         if resp.canceled() {
-            line.cancelled();
+            line.input(BootInstant::now(), NextInLineInput::Cancelled);
             return Ok(());
         }
         for event in resp.events() {
@@ -237,8 +241,8 @@ async fn watch_prefix(
             {
                 debug!(next = %next.id, "the next in line left");
             }
-            line.event(event);
-            if !matches!(line.step(), NextStep::Watch { .. }) {
+            line.input(BootInstant::now(), NextInLineInput::Event(event));
+            if !matches!(line.poll(BootInstant::now()), NextInLineNext::Watch { .. }) {
                 return Ok(());
             }
             publish_next(next_out, line);

@@ -45,7 +45,7 @@ pub fn tenure_marker(election: &str, lease_id: i64) -> String {
 }
 
 /// The completion record of a periodic job's period (see
-/// [`crate::once`]), outside the election's prefix like the markers.
+/// [`crate::periodic`]), outside the election's prefix like the markers.
 pub fn completion_record(election: &str, period: &str) -> String {
     format!("{election}\u{0}done/{period}")
 }

@@ -1,41 +1,23 @@
-//! The session lease and our own keepalive loop.
-//!
-//! `etcd-client`'s `LeaseKeeper::keep_alive` sends a single ping, so the
-//! loop is ours, and that is what we want: the leadership deadline must be
-//! computed from the *send* time of a ping the server acknowledged, which
-//! only the loop that sends knows. The server's expiry clock starts when it
-//! receives the ping, never earlier, so `send time + TTL` cannot be later
-//! than the server's expiry, minus what clock-rate error could add. The
-//! loop's decisions (when to ping, which answer counts, what a ping must
-//! prove) are [`recipe::Renewal`](super::recipe::Renewal)'s; this module
-//! sends what it asks for.
-//!
-//! That holds only if the member that acknowledged the ping still led etcd
-//! when it did. Before etcd 3.4.31 and 3.5.13, a leader whose Raft loop is
-//! stuck (a stalled fsync) keeps acknowledging keepalives from memory
-//! while the other members elect a new leader, whose clock for our lease
-//! started at its election (etcd#15247). Against such servers each ping
-//! carries a proof (see [`RenewalProof`]): it is credited only if a
-//! linearizable read through the same member, sent after the ping was
-//! acknowledged, returns in the Raft term the member had before the ping.
+//! The session lease: granted with an id that tells elect's candidates
+//! from Go's, kept alive by the renewal loop (see
+//! [`renewal`](super::renewal), which is where the leadership deadline
+//! comes from), revoked when the candidacy is over.
 
 use std::time::Duration;
 
-use std::sync::Arc;
-
-use etcd_client::{Client, ConnectOptions, GetOptions, KvClient, LeaseClient, LeaseGrantOptions};
+use etcd_client::{Client, LeaseGrantOptions};
 use tokio::sync::watch;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout};
 use tracing::{debug, info};
 
 use super::errors::etcd_error;
 use super::layout::ELECT_LEASE_TAG;
-use super::recipe::{Renewal, RenewalInput, RenewalNext, RenewalRequest};
-use crate::clock::{BootInstant, sleep_until};
-use crate::counters::{PROCESS, warn_counted};
+use super::recipe::Grant;
+use super::renewal::{LeaseState, Renewer, keep_alive};
+use crate::clock::BootInstant;
+use crate::counters::warn_counted;
 use crate::error::Result;
-use crate::leadership::deadline_after;
 
 /// A random positive lease id carrying [`ELECT_LEASE_TAG`].
 fn fresh_lease_id() -> i64 {
@@ -44,92 +26,6 @@ fn fresh_lease_id() -> i64 {
         .build_hasher()
         .finish() as i64;
     (random & 0x7fff_ffff_ffff_0000) | ELECT_LEASE_TAG
-}
-
-/// What renews the lease through one member.
-#[derive(Clone)]
-pub(crate) struct Renewer {
-    pub lease: LeaseClient,
-    /// Set against servers that acknowledge keepalives without checking
-    /// that they still lead (see the module doc). Shared: a renewal
-    /// loop's future stays small.
-    pub proof: Option<Arc<RenewalProof>>,
-}
-
-/// Proves that a keepalive acknowledged by one member renewed the lease at
-/// the leader that counts (needed before etcd 3.4.31 and 3.5.13, see
-/// etcd#15247). The member's Raft term is read before the ping (a
-/// serializable read: its own) and after it (a linearizable read, which
-/// the leader of that term answers only once a quorum has confirmed it
-/// still leads). The same term on both sides means:
-/// - the ping was handled by that term's leader: the member itself, or
-///   the leader it forwards to, which is always its current term's;
-/// - that leader was confirmed by a quorum after it renewed the lease, so
-///   any later leader was elected after the renewal, and restarts the
-///   lease's clock (a full TTL) from its election, later still.
-///
-/// So the send time of the ping plus the TTL is before the lease can
-/// expire. A stalled leader answers neither read in time (its Raft loop
-/// is stuck); once it recovers it has a new term, and the ping is not
-/// credited. Costs two small reads per ping.
-pub(crate) struct RenewalProof {
-    /// The member the renewer's client is on.
-    member: etcd_client::Channel,
-    /// How to connect: authenticated as the candidate is (reads need
-    /// permission where keepalives do not).
-    options: ConnectOptions,
-    /// A key the candidate may read: the election's prefix.
-    key: String,
-    /// The reader, made on first use: with a user, making it
-    /// authenticates, which must not hold up the start on a member that
-    /// does not answer (its pings fail as they would anyway).
-    reader: tokio::sync::OnceCell<KvClient>,
-}
-
-impl RenewalProof {
-    pub(crate) fn new(member: etcd_client::Channel, options: ConnectOptions, key: String) -> Self {
-        RenewalProof {
-            member,
-            options,
-            key,
-            reader: tokio::sync::OnceCell::new(),
-        }
-    }
-
-    /// The member's Raft term, from a read of `key`.
-    async fn term(&self, linearizable: bool) -> std::result::Result<u64, String> {
-        let reader = self
-            .reader
-            .get_or_try_init(|| async {
-                let client = Box::pin(Client::from_channel(
-                    self.member.clone(),
-                    Some(self.options.clone()),
-                ))
-                .await?;
-                Ok::<_, etcd_client::Error>(client.kv_client())
-            })
-            .await
-            .map_err(|e| format!("connecting to read: {e}"))?;
-        let mut options = GetOptions::new().with_keys_only().with_limit(1);
-        if !linearizable {
-            options = options.with_serializable();
-        }
-        let resp = Box::pin(reader.clone().get(self.key.as_str(), Some(options)))
-            .await
-            .map_err(|e| e.to_string())?;
-        resp.header()
-            .map(|h| h.raft_term())
-            .ok_or_else(|| "a read without a header".to_string())
-    }
-}
-
-/// What the keepalive loop knows about the lease.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaseState {
-    /// Until when the lease is surely alive.
-    pub deadline: BootInstant,
-    /// The server said the lease is gone (revoked or expired).
-    pub expired: bool,
 }
 
 /// A granted lease with its keepalive loop running.
@@ -159,7 +55,8 @@ impl Lease {
         let resp = Box::pin(lease_client.grant(ttl.as_secs() as i64, Some(options)))
             .await
             .map_err(|e| etcd_error("lease grant", e))?;
-        let granted = Duration::from_secs(resp.ttl().max(0) as u64);
+        let grant = Grant::answered(sent, resp.ttl());
+        let granted = grant.ttl;
         if granted != ttl {
             warn_counted!(
                 requested = %humantime::format_duration(ttl),
@@ -169,7 +66,7 @@ impl Lease {
         }
         info!(lease = format_args!("{:x}", resp.id()), ttl = %humantime::format_duration(granted), "lease granted");
         let (tx, state) = watch::channel(LeaseState {
-            deadline: deadline_after(sent, granted),
+            deadline: grant.deadline,
             expired: false,
         });
         let keeper = tokio::spawn(keep_alive(renewers.to_vec(), resp.id(), granted, sent, tx));
@@ -255,149 +152,19 @@ impl Lease {
         renewer: Renewer,
         state: watch::Sender<LeaseState>,
     ) -> impl std::future::Future<Output = ()> + use<> {
-        let renewing = Renewing {
+        let renewing = super::renewal::Renewing {
             member: 0,
             renewer,
             id: self.id,
             ttl: self.ttl,
         };
-        renewing.run(BootInstant::now(), Arc::new(state))
+        renewing.run(BootInstant::now(), std::sync::Arc::new(state))
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         self.keeper.abort();
-    }
-}
-
-/// Keeps the lease alive through every member at once, publishing the
-/// latest deadline any of them bought, until one hears the lease is gone.
-///
-/// A renewal only needs one member that can reach etcd's leader, but which
-/// one cannot be known in advance: a member paused or cut off leaves pings
-/// unanswered (no reset), a member whose leader was just paused answers
-/// "no leader" until etcd has elected another, and a follower that still
-/// forwards to the paused leader hangs. Pinging one member at a time and
-/// moving on after a timeout can walk through all three within one TTL;
-/// pinging all of them costs two extra requests per TTL/3 and rides out
-/// any minority fault. Renewals only ever move the server's expiry later,
-/// so the latest deadline any member acknowledged is sound.
-async fn keep_alive(
-    renewers: Vec<Renewer>,
-    id: i64,
-    ttl: Duration,
-    granted_at: BootInstant,
-    state: watch::Sender<LeaseState>,
-) {
-    let state = Arc::new(state);
-    let mut members = JoinSet::new();
-    for (member, renewer) in renewers.into_iter().enumerate() {
-        let renewing = Renewing {
-            member,
-            renewer,
-            id,
-            ttl,
-        };
-        members.spawn(renewing.run(granted_at, state.clone()));
-    }
-    // Renewers only return once etcd says the lease is gone; dropping the
-    // set stops the others.
-    members.join_next().await;
-    warn_counted!(
-        lease = format_args!("{id:x}"),
-        "etcd says the lease is gone"
-    );
-    state.send_modify(|s| s.expired = true);
-}
-
-/// One member's share of [`keep_alive`]: sends what its [`Renewal`]
-/// asks for, and publishes the deadlines it proves.
-struct Renewing {
-    member: usize,
-    renewer: Renewer,
-    id: i64,
-    ttl: Duration,
-}
-
-impl Renewing {
-    /// Renews until etcd says the lease is gone. Each keepalive goes on a
-    /// stream of its own, rather than one kept open: an idle keepalive
-    /// stream holds about 16 KiB of gRPC buffers, three per candidate,
-    /// for a ping every TTL/3; opening one costs no extra round trip (the
-    /// ping travels with the stream's headers). Giving a ping up drops
-    /// its stream, so a late acknowledgement never arrives at all.
-    async fn run(self, granted_at: BootInstant, state: Arc<watch::Sender<LeaseState>>) {
-        let proves = self.renewer.proof.is_some();
-        let mut renewal = Renewal::new(self.ttl, granted_at, proves);
-        loop {
-            match renewal.poll(BootInstant::now()) {
-                RenewalNext::Wait(until) => sleep_until(until).await,
-                RenewalNext::Renewed { deadline } => {
-                    PROCESS.renewed();
-                    state.send_if_modified(|s| {
-                        let later = deadline > s.deadline;
-                        if later {
-                            s.deadline = deadline;
-                        }
-                        later
-                    });
-                }
-                RenewalNext::LeaseGone => return,
-                RenewalNext::Send {
-                    request,
-                    give_up_at,
-                } => {
-                    // Boxed: the request's future is large and lives only
-                    // for the ping, where the task waiting between pings
-                    // stays small.
-                    let answered = Box::pin(self.send(request));
-                    tokio::select! {
-                        input = answered => renewal.input(BootInstant::now(), input),
-                        () = sleep_until(give_up_at) => {
-                            debug!(member = self.member, "keepalive: no reply in time");
-                            renewal.gave_up(BootInstant::now());
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    async fn send(&self, request: RenewalRequest) -> RenewalInput {
-        match request {
-            RenewalRequest::ReadTerm { ping, linearizable } => {
-                let Some(proof) = self.renewer.proof.as_deref() else {
-                    unreachable!("a term is read only to prove a ping");
-                };
-                match proof.term(linearizable).await {
-                    Ok(term) => {
-                        debug!(
-                            member = self.member,
-                            ping, linearizable, term, "the member's Raft term"
-                        );
-                        RenewalInput::Term { ping, term }
-                    }
-                    Err(e) => {
-                        debug!(member = self.member, "keepalive: reading the term: {e}");
-                        RenewalInput::Failed { ping }
-                    }
-                }
-            }
-            RenewalRequest::KeepAlive { ping } => {
-                match self.renewer.lease.clone().keep_alive(self.id).await {
-                    // Dropping the keeper and the stream closes it.
-                    Ok(_opened) => RenewalInput::KeptAlive { ping },
-                    Err(etcd_client::Error::LeaseKeepAliveError(e)) if e.contains("not found") => {
-                        RenewalInput::LeaseGone
-                    }
-                    Err(e) => {
-                        debug!(member = self.member, "keepalive: {e}");
-                        RenewalInput::Failed { ping }
-                    }
-                }
-            }
-        }
     }
 }
 

@@ -4,7 +4,8 @@
 //! - [`connection`]: one connection per member, shared by the requests
 //!   and the lease's renewals; what a failed first contact means.
 //! - [`layout`]: key names and how a key reads as a candidate.
-//! - [`lease`]: the session lease and our own keepalive loop, which is
+//! - [`lease`]: the session lease, granted and revoked.
+//! - [`renewal`]: our own keepalive loop through every member, which is
 //!   where the local leadership deadline comes from.
 //! - [`observe`]: who leads, from a fresh read plus a watch on one key.
 //! - [`campaign`]: create our key, wait for our predecessor only, confirm,
@@ -17,36 +18,34 @@
 //!   unchanged.
 //! - [`keywatch`]: watches on single keys (a deletion; a waiting
 //!   candidate's predecessor and own key on one stream).
+//! - [`session`]: one lease many elections share.
 //! - [`tenure`]: the marker every leading candidacy holds, so that none
 //!   starts while another's work may still run.
 
 pub mod campaign;
 mod connection;
-#[cfg(test)]
-mod deadline_model;
 mod errors;
 pub mod handover;
-#[cfg(test)]
-mod handover_model;
 pub mod keywatch;
 pub mod layout;
 pub mod lease;
+#[cfg(test)]
+mod model;
 pub mod observe;
-pub mod once;
+mod office;
+pub mod periodic;
 pub mod recipe;
+mod renewal;
+pub(crate) mod session;
 pub mod tenure;
+mod turn;
 
-use std::time::Duration;
-
-use etcd_client::Client;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::candidates::Candidates;
 use crate::backend::handle::{Campaign, Observation};
-use crate::backend::report::{self, Observed};
+use crate::backend::publish::{self, Observed};
 use crate::config::ElectionConfig;
-use crate::counters::warn_counted;
 use crate::error::Result;
 use crate::leadership::Leadership;
 use crate::work::WorkWatch;
@@ -75,7 +74,7 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
     let (out, leadership) = watch::channel(first.to_leadership());
     let task = tokio::spawn(async move {
         let follower = observe::follow(client, prefix, first, view_tx);
-        tokio::join!(follower, report::publish_views(view_rx, out));
+        tokio::join!(follower, publish::publish_views(view_rx, out));
     });
     Ok(Observation::new(leadership, task))
 }
@@ -112,81 +111,6 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
         result
     });
     Ok(Campaign::new(leadership, resign, task))
-}
-
-/// One etcd lease that many elections share (Go's `concurrency.Session`):
-/// one keepalive loop through every member, so one leadership deadline for
-/// every election on it, and a candidate per election, each waiting only
-/// on its predecessor in its own election. A candidacy that ends releases
-/// its key instead of revoking the lease (see
-/// [`campaign::Candidate::run_shared`]); when the lease ends, every
-/// candidate on it ends with [`SessionEnded`](crate::Error::SessionEnded).
-pub(crate) struct SharedSession {
-    client: std::sync::Arc<Client>,
-    renewers: Vec<lease::Renewer>,
-    lease: std::sync::Arc<lease::Lease>,
-    connect_timeout: Duration,
-    candidates: Candidates,
-}
-
-impl SharedSession {
-    /// Connects and grants the session's lease.
-    ///
-    /// Errors: [`Unreachable`](crate::Error::Unreachable) when etcd does not grant it within
-    /// the connect timeout.
-    pub(crate) async fn open(cfg: &ElectionConfig) -> Result<SharedSession> {
-        let Connections { client, renewers } = connect(cfg).await?;
-        let lease = first_contact(cfg, || lease::Lease::grant(&client, &renewers, cfg.ttl)).await?;
-        Ok(SharedSession {
-            client,
-            renewers,
-            lease: std::sync::Arc::new(lease),
-            connect_timeout: cfg.connect_timeout,
-            candidates: Candidates::new(),
-        })
-    }
-
-    /// Campaigns in `cfg`'s election on this session's lease: the token
-    /// that asks it to resign, and its task.
-    pub(crate) fn campaign(
-        &self,
-        cfg: ElectionConfig,
-        out: watch::Sender<Leadership>,
-        work: WorkWatch,
-    ) -> (CancellationToken, tokio::task::JoinHandle<Result<()>>) {
-        let (client, renewers, lease) = (
-            self.client.clone(),
-            self.renewers.clone(),
-            self.lease.clone(),
-        );
-        self.candidates.spawn(|resign| async move {
-            let prefix = layout::prefix(&cfg.election);
-            let first = observe::read_leader(&client, &prefix).await?;
-            let (view_tx, view_rx) = watch::channel(first.clone());
-            let candidate =
-                campaign::Candidate::new(client.clone(), renewers, cfg, out, view_rx, work, resign);
-            let follower = tokio::spawn(observe::follow(client, prefix, first, view_tx));
-            let result = candidate.run_shared(lease).await;
-            follower.abort();
-            result
-        })
-    }
-
-    /// Whether the lease is still alive.
-    pub(crate) fn is_alive(&self) -> bool {
-        !self.lease.state().expired
-    }
-
-    /// Every candidate resigns (releasing its key), then the lease is
-    /// revoked.
-    pub(crate) async fn close(self) {
-        self.candidates.close(self.connect_timeout).await;
-        match std::sync::Arc::try_unwrap(self.lease) {
-            Ok(lease) => lease.revoke(&self.client, self.connect_timeout).await,
-            // A candidate still holds it: the lease expires after its TTL.
-            Err(_) => warn_counted!("the session's lease is still in use; it will expire"),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use super::errors::etcd_error;
 use super::keywatch::open_watch;
 use super::layout::CandidateKey;
 use crate::backend::backoff::Backoff;
-use crate::backend::report::{Observed, publish_if_changed};
+use crate::backend::publish::{Observed, publish_if_changed};
 use crate::counters::warn_counted;
 use crate::error::Result;
 use crate::leadership::Leadership;

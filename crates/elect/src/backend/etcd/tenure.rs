@@ -7,7 +7,7 @@
 //! on that key waits for the old lease (see `campaign`), but a candidate
 //! that was not (one that joins after the delete, or was queued behind
 //! another key that went meanwhile) finds no older key and nothing else in
-//! the election. the handover model (`handover_model`) found that overlap.
+//! the election. the handover model (`model::handover`) found that overlap.
 //!
 //! So every `elect` candidacy that leads holds a marker,
 //! `<election>\0leading/<lease id in hex>`, bound to its lease and

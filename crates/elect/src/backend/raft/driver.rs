@@ -133,11 +133,11 @@ impl Driver {
         let status = self.node.status(self.now());
         let snapshot = self.snapshot(&status);
         let leading = snapshot.is_self;
-        if crate::backend::report::publish_if_changed(&self.leadership, snapshot) && leading {
+        if crate::backend::publish::publish_if_changed(&self.leadership, snapshot) && leading {
             // Our lease (the snapshot's deadline) moved: a majority answered.
             crate::counters::PROCESS.renewed();
         }
-        crate::backend::report::publish_if_changed(
+        crate::backend::publish::publish_if_changed(
             &self.status,
             WireStatus {
                 leader: status.leader,

@@ -22,7 +22,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::time::timeout;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::debug;
 
 use crate::backend::handle::{Campaign, Observation};
 use crate::config::ElectionConfig;
@@ -55,19 +55,7 @@ pub async fn campaign(cfg: &ElectionConfig, _work: WorkWatch) -> Result<Campaign
     let addresses = peer_addresses(cfg);
     let ids: Vec<String> = addresses.keys().cloned().collect();
     let tls = peer_tls(cfg)?;
-    if let Some(tls) = &cfg.tls
-        && let Some((chain, _)) = tls.identity()
-        && !chain.first().is_some_and(|c| transport::names(c, &cfg.id))
-    {
-        return Err(Error::config(
-            "cert",
-            format!(
-                "the certificate does not name this peer's id {:?} (a DNS subject alternative \
-                 name): other peers would refuse it",
-                cfg.id
-            ),
-        ));
-    }
+    transport::check_own_certificate(cfg)?;
     let own = &addresses[&cfg.id];
     let listener = TcpListener::bind(own).await.map_err(|e| {
         Error::io(
@@ -76,36 +64,7 @@ pub async fn campaign(cfg: &ElectionConfig, _work: WorkWatch) -> Result<Campaign
         )
     })?;
     let store = Arc::new(store::Store::new(cfg.data_dir.as_deref()));
-    // Reading the disk blocks: off the runtime's threads.
-    let (loading, own_id) = (store.clone(), cfg.id.clone());
-    let (hard, took) = tokio::task::spawn_blocking(move || -> Result<_> {
-        let hard = loading.load(&own_id)?;
-        // The state written back once: what a write of term and vote
-        // costs on this disk, said now rather than after lost elections.
-        let took = match &hard {
-            Some(state) => {
-                let started = std::time::Instant::now();
-                loading.save(state)?;
-                Some(started.elapsed())
-            }
-            None => None,
-        };
-        Ok((hard, took))
-    })
-    .await
-    .map_err(|e| Error::io("loading the Raft state", std::io::Error::other(e)))??;
-    if let Some(took) = took {
-        match store::slow_disk_warning(took, cfg.ttl) {
-            Some(warning) => warn!("{warning}"),
-            None => info!(?took, "a write of term and vote to --data-dir"),
-        }
-    }
-    if hard.is_none() {
-        info!(
-            "no --data-dir: not voting for one election timeout ({}) after start",
-            humantime::format_duration(cfg.ttl)
-        );
-    }
+    let hard = store::load_timed(store.clone(), &cfg.id, cfg.ttl).await?;
     let seed = std::process::id() as u64
         ^ std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -217,7 +176,7 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
         loop {
             match next_status(&mut stream).await {
                 Ok(snapshot) => {
-                    crate::backend::report::publish_if_changed(&out, snapshot);
+                    crate::backend::publish::publish_if_changed(&out, snapshot);
                 }
                 Err(e) => {
                     debug!("observer: {e}");

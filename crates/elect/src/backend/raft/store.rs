@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::counters::PROCESS;
 use crate::error::{Error, Result};
@@ -300,6 +300,47 @@ fn open_slots(dir: &Path) -> std::io::Result<(File, u64)> {
         .write(true)
         .open(&path)?;
     Ok((file, 0))
+}
+
+/// Loads this peer's term and vote (off the runtime's threads: reading
+/// the disk blocks), and writes them back once, to say now rather than
+/// after lost elections what a write costs on this disk.
+pub(crate) async fn load_timed(
+    store: std::sync::Arc<Store>,
+    id: &str,
+    election_timeout: Duration,
+) -> Result<Option<HardState>> {
+    // Reading the disk blocks: off the runtime's threads.
+    let (loading, own_id) = (store, id.to_owned());
+    let (hard, took) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let hard = loading.load(&own_id)?;
+        // The state written back once: what a write of term and vote
+        // costs on this disk, said now rather than after lost elections.
+        let took = match &hard {
+            Some(state) => {
+                let started = std::time::Instant::now();
+                loading.save(state)?;
+                Some(started.elapsed())
+            }
+            None => None,
+        };
+        Ok((hard, took))
+    })
+    .await
+    .map_err(|e| Error::io("loading the Raft state", std::io::Error::other(e)))??;
+    if let Some(took) = took {
+        match slow_disk_warning(took, election_timeout) {
+            Some(warning) => warn!("{warning}"),
+            None => info!(?took, "a write of term and vote to --data-dir"),
+        }
+    }
+    if hard.is_none() {
+        info!(
+            "no --data-dir: not voting for one election timeout ({}) after start",
+            humantime::format_duration(election_timeout)
+        );
+    }
+    Ok(hard)
 }
 
 #[cfg(test)]

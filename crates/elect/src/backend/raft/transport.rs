@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tracing::debug;
 
+use crate::config::ElectionConfig;
 use crate::credentials::Tls;
 use crate::error::{Error, Result};
 use elect_raft::Message;
@@ -520,4 +521,22 @@ async fn send_loop(
             }
         }
     }
+}
+/// Refuses a certificate that does not name this peer's id (as a DNS
+/// subject alternative name): the other peers would refuse it.
+pub(crate) fn check_own_certificate(cfg: &ElectionConfig) -> Result<()> {
+    if let Some(tls) = &cfg.tls
+        && let Some((chain, _)) = tls.identity()
+        && !chain.first().is_some_and(|c| names(c, &cfg.id))
+    {
+        return Err(Error::config(
+            "cert",
+            format!(
+                "the certificate does not name this peer's id {:?} (a DNS subject alternative \
+                 name): other peers would refuse it",
+                cfg.id
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -33,7 +33,7 @@ fn connector(cfg: &ElectionConfig) -> Result<zookeeper_client::Connector> {
         .with_fail_eagerly();
     if let Some(user) = &cfg.user {
         // Digest auth: the server derives our identity from user:password;
-        // our znodes' ACLs then name it (see `campaign::acls`).
+        // our znodes' ACLs then name it (see `znode::acls`).
         let credentials = format!("{}:{}", user.name(), user.password().expose());
         connector = connector.with_auth("digest", credentials.as_bytes());
     }

@@ -36,7 +36,7 @@
 //!    last answer on the old connection, which is after `s_j` too.
 //!    (Counting `Q` from `j`'s send time instead, as elect did first, is
 //!    not enough: a renewal slow to reach the follower misses the ping
-//!    that `Q` guarantees. The model checker in `lease_model` found it.)
+//!    that `Q` guarantees. The model checker in `model::lease` found it.)
 //! 3. **A ZooKeeper leader change or a lost quorum never shortens a
 //!    session**: without a leader nothing expires, and a new leader's
 //!    tracker starts every session afresh with a whole timeout.

@@ -18,22 +18,25 @@
 pub mod campaign;
 mod connection;
 mod errors;
+mod keeper;
 pub mod layout;
 pub mod lease;
 #[cfg(test)]
-mod lease_model;
+mod model;
 pub mod observe;
-pub mod once;
+pub mod periodic;
 pub mod recipe;
+pub(crate) mod session;
+mod stint;
 pub mod timing;
-#[cfg(test)]
-mod turn_model;
+mod turn;
+mod znode;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::handle::{Campaign, Observation};
-use crate::backend::report::{self, Observed};
+use crate::backend::publish::{self, Observed};
 use crate::config::ElectionConfig;
 use crate::error::Result;
 use crate::leadership::Leadership;
@@ -73,7 +76,7 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
                 }
             }
         };
-        tokio::join!(follower, report::publish_views(view_rx, out));
+        tokio::join!(follower, publish::publish_views(view_rx, out));
     });
     Ok(Observation::new(leadership, task))
 }
@@ -92,12 +95,12 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
     Ok(Campaign::new(leadership, resign, task))
 }
 
-/// Opens a session for many elections (see [`campaign::SharedSession`]).
+/// Opens a session for many elections (see [`session::SharedSession`]).
 ///
 /// Errors: [`Error::Unreachable`] when no session is established within
 /// the connect timeout.
-pub(crate) async fn open_shared(cfg: &ElectionConfig) -> Result<campaign::SharedSession> {
+pub(crate) async fn open_shared(cfg: &ElectionConfig) -> Result<session::SharedSession> {
     let opened = first_contact(cfg).await?;
     check_timing(cfg, &opened);
-    Ok(campaign::SharedSession::start(opened, cfg.connect_timeout))
+    Ok(session::SharedSession::start(opened, cfg.connect_timeout))
 }

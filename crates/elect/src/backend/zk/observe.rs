@@ -22,7 +22,7 @@ use zookeeper_client::{Client, Error as ZkError, OneshotWatcher, SessionState};
 
 use super::errors::zk_error;
 use super::layout::{self, Participant};
-use crate::backend::report::{Observed, publish_if_changed};
+use crate::backend::publish::{Observed, publish_if_changed};
 use crate::error::Result;
 use crate::leadership::Leadership;
 use tokio::sync::watch;
@@ -43,7 +43,7 @@ pub struct Leader {
     /// Its data: the id the leader published.
     pub id: String,
     /// The zxid that created it (its czxid): the fencing token (see
-    /// `campaign::create_node` for why not its sequence number).
+    /// `znode::create_node` for why not its sequence number).
     pub token: u64,
 }
 

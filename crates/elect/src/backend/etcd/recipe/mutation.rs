@@ -3,7 +3,6 @@
 
 /// A rule of the recipes switched off, for the model check's teeth tests
 /// only: they show the checker finds what each rule prevents.
-#[cfg_attr(not(test), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mutation {
     /// No older key is our turn, marker or not: the wait for the lease of
@@ -29,4 +28,10 @@ pub enum Mutation {
     DeadlineFromAnswer,
     /// A late acknowledgement is credited to whatever ping is out.
     LateAnswerCredited,
+    /// Where tenure markers cannot be written, we lead without reading
+    /// our key back.
+    NoReadBack,
+    /// A proven ping is credited whatever the term read after it: the
+    /// term proof (etcd#15247) reads, but does not compare.
+    TermUnchecked,
 }

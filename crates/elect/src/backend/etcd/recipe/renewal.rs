@@ -22,13 +22,38 @@
 
 use std::time::Duration;
 
+#[cfg(test)]
 use super::mutation::Mutation;
+use crate::backend::recipe::{Recipe, switched_off};
 use crate::clock::BootInstant;
 use crate::leadership::deadline_after;
 
+/// What a lease grant's answer proves: the TTL etcd granted (it raises a
+/// TTL below its minimum, so not always the one asked), and the first
+/// leadership deadline, counted from the grant's send: etcd starts the
+/// lease's clock when the grant arrives, never before it was sent. The
+/// driver (`lease.rs`) and the deadline model both take the grant's
+/// deadline from here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Grant {
+    pub ttl: Duration,
+    pub deadline: BootInstant,
+}
+
+impl Grant {
+    /// A grant sent at `sent`, answered with a TTL of `granted_secs`.
+    pub fn answered(sent: BootInstant, granted_secs: i64) -> Grant {
+        let ttl = Duration::from_secs(granted_secs.max(0) as u64);
+        Grant {
+            ttl,
+            deadline: deadline_after(sent, ttl),
+        }
+    }
+}
+
 /// What a renewal asks the driver to send, on behalf of ping `ping`.
 /// Each is answered by a [`RenewalInput`] naming the same ping, or by
-/// [`Renewal::gave_up`] if the time to answer ran out.
+/// [`RenewalInput::GaveUp`] if the time to answer ran out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RenewalRequest {
     /// Read the member's Raft term: `linearizable`, or from its own state.
@@ -56,6 +81,9 @@ pub enum RenewalInput {
     Failed {
         ping: u64,
     },
+    /// The ping's time to answer ran out: it is given up (its stream
+    /// closed), and tried again after a pause.
+    GaveUp,
 }
 
 /// What the driver does next.
@@ -101,6 +129,7 @@ pub struct Renewal {
     ping: Option<Ping>,
     renewed: Option<BootInstant>,
     gone: bool,
+    #[cfg(test)]
     mutation: Option<Mutation>,
 }
 
@@ -118,12 +147,13 @@ impl Renewal {
             ping: None,
             renewed: None,
             gone: false,
+            #[cfg(test)]
             mutation: None,
         }
     }
 
     /// The same, with one rule switched off (model check only).
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub fn mutated(mut self, mutation: Option<Mutation>) -> Renewal {
         self.mutation = mutation;
         self
@@ -139,9 +169,34 @@ impl Renewal {
         self.ttl / 6
     }
 
+    fn failed(&mut self, now: BootInstant) {
+        self.ping = None;
+        self.retry = (self.retry * 2)
+            .max(Duration::from_millis(50))
+            .min(self.answer_within());
+        self.next_at = now + self.retry;
+    }
+
+    fn credit(&mut self, now: BootInstant, ping: Ping) {
+        let from = if switched_off!(self, DeadlineFromAnswer) {
+            now
+        } else {
+            ping.sent
+        };
+        self.renewed = Some(deadline_after(from, self.ttl));
+        self.ping = None;
+        self.retry = Duration::ZERO;
+        self.next_at = ping.sent + self.ttl / 3;
+    }
+}
+
+impl Recipe for Renewal {
+    type Input = RenewalInput;
+    type Next = RenewalNext;
+
     /// What to do at `now`. A request returned must be answered, or given
     /// up, before the next call.
-    pub fn poll(&mut self, now: BootInstant) -> RenewalNext {
+    fn poll(&mut self, now: BootInstant) -> RenewalNext {
         if self.gone {
             return RenewalNext::LeaseGone;
         }
@@ -198,22 +253,10 @@ impl Renewal {
         }
     }
 
-    /// The ping's time to answer ran out: it is given up (its stream
-    /// closed), and tried again after a pause.
-    pub fn gave_up(&mut self, now: BootInstant) {
-        self.failed(now);
-    }
-
-    fn failed(&mut self, now: BootInstant) {
-        self.ping = None;
-        self.retry = (self.retry * 2)
-            .max(Duration::from_millis(50))
-            .min(self.answer_within());
-        self.next_at = now + self.retry;
-    }
-
-    /// Takes an answer that came at `now`.
-    pub fn input(&mut self, now: BootInstant, input: RenewalInput) {
+    fn input(&mut self, now: BootInstant, input: RenewalInput) {
+        if input == RenewalInput::GaveUp {
+            return self.failed(now);
+        }
         if input == RenewalInput::LeaseGone {
             self.gone = true;
             return;
@@ -222,14 +265,14 @@ impl Renewal {
             RenewalInput::Term { ping, .. }
             | RenewalInput::KeptAlive { ping }
             | RenewalInput::Failed { ping } => ping,
-            RenewalInput::LeaseGone => unreachable!("handled above"),
+            RenewalInput::LeaseGone | RenewalInput::GaveUp => unreachable!("handled above"),
         };
         let Some(mut ping) = self.ping else {
             return;
         };
         // An answer to a ping given up is dropped with its stream (the
         // mutation credits it to whatever ping is out).
-        if answers != ping.id && self.mutation != Some(Mutation::LateAnswerCredited) {
+        if answers != ping.id && !switched_off!(self, LateAnswerCredited) {
             return;
         }
         ping.asked = false;
@@ -244,7 +287,7 @@ impl Renewal {
                 None => return self.credit(now, ping),
             },
             (Stage::TermAfter { term_before }, RenewalInput::Term { term, .. }) => {
-                if term == term_before {
+                if term == term_before || switched_off!(self, TermUnchecked) {
                     return self.credit(now, ping);
                 }
                 // Another term around the ping: not credited.
@@ -254,17 +297,6 @@ impl Renewal {
             _ => return,
         };
         self.ping = Some(ping);
-    }
-
-    fn credit(&mut self, now: BootInstant, ping: Ping) {
-        let from = match self.mutation {
-            Some(Mutation::DeadlineFromAnswer) => now,
-            _ => ping.sent,
-        };
-        self.renewed = Some(deadline_after(from, self.ttl));
-        self.ping = None;
-        self.retry = Duration::ZERO;
-        self.next_at = ping.sent + self.ttl / 3;
     }
 }
 
@@ -283,6 +315,19 @@ mod tests {
             RenewalNext::Send { request, .. } => request,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_grant_counts_from_its_send_with_the_ttl_etcd_granted() {
+        // etcd raised the 3 s asked to its minimum, 5 s.
+        let grant = Grant::answered(at(100), 5);
+        assert_eq!(grant.ttl, Duration::from_secs(5));
+        assert_eq!(
+            grant.deadline,
+            deadline_after(at(100), Duration::from_secs(5))
+        );
+        // A lease etcd says has no time left proves nothing beyond the send.
+        assert!(Grant::answered(at(100), -1).deadline <= at(100));
     }
 
     #[test]
@@ -311,7 +356,7 @@ mod tests {
         let mut renewal = Renewal::new(TTL, at(0), false);
         sends(&mut renewal, at(1000));
         assert_eq!(renewal.poll(at(1000)), RenewalNext::Wait(at(1500)));
-        renewal.gave_up(at(1500));
+        renewal.input(at(1500), RenewalInput::GaveUp);
         assert_eq!(renewal.poll(at(1500)), RenewalNext::Wait(at(1550)));
         assert_eq!(
             sends(&mut renewal, at(1550)),

@@ -22,26 +22,29 @@
 //!    release (an operator deleted it), so its work may still run until
 //!    its lease ends ([`Turn::AfterLeaseOf`]).
 
+#[cfg(test)]
 use super::mutation::Mutation;
 use crate::backend::etcd::keywatch::Woken;
 use crate::backend::etcd::layout::CandidateKey;
 use crate::backend::etcd::layout::granted_by_elect;
+use crate::backend::recipe::{Recipe, switched_off};
+use crate::clock::BootInstant;
 
-/// What the recipe asks the driver for. Each is answered by an [`Input`].
+/// What the recipe asks the driver for. Each is answered by an [`TurnInput`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Request {
+pub enum TurnRequest {
     /// Read the youngest key older than ours, linearizably. Answer:
-    /// [`Input::Predecessor`].
+    /// [`TurnInput::Predecessor`].
     FindPredecessor,
     /// Watch the predecessor's key and ours on one stream, from just after
-    /// revision `from`, and hand in what it reports: [`Input::Woken`], or
-    /// [`Input::WatchBroke`].
+    /// revision `from`, and hand in what it reports: [`TurnInput::Woken`], or
+    /// [`TurnInput::WatchBroke`].
     Watch {
         predecessor: CandidateKey,
         from: i64,
     },
     /// Read our turn; from one member's own state only if it had applied
-    /// revision `seen` (`None`: linearizably). Answer: [`Input::Checked`].
+    /// revision `seen` (`None`: linearizably). Answer: [`TurnInput::Checked`].
     /// While [`WaitForTurn::races_the_watch`], what the watch reports
     /// meanwhile is handed in too.
     CheckTurn { seen: Option<i64> },
@@ -61,7 +64,7 @@ pub enum TurnCheck {
 
 /// Answers and events.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Input {
+pub enum TurnInput {
     /// The youngest key older than ours, and the read's revision.
     Predecessor {
         key: Option<CandidateKey>,
@@ -96,8 +99,8 @@ pub enum Turn {
 
 /// What the driver does next.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Next {
-    Send(Request),
+pub enum TurnNext {
+    Send(TurnRequest),
     Decided(Turn),
 }
 
@@ -121,6 +124,7 @@ enum State {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct WaitForTurn {
     state: State,
+    #[cfg(test)]
     mutation: Option<Mutation>,
 }
 
@@ -134,27 +138,28 @@ impl WaitForTurn {
     pub fn new() -> WaitForTurn {
         WaitForTurn {
             state: State::Finding,
+            #[cfg(test)]
             mutation: None,
         }
     }
 
     /// The same, with one rule switched off (model check only).
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub fn mutated(mut self, mutation: Option<Mutation>) -> WaitForTurn {
         self.mutation = mutation;
         self
     }
 
     /// What the driver does now: the request to answer, or the turn.
-    pub fn next(&self) -> Next {
+    fn next(&self) -> TurnNext {
         match &self.state {
-            State::Finding => Next::Send(Request::FindPredecessor),
-            State::Watching { predecessor, from } => Next::Send(Request::Watch {
+            State::Finding => TurnNext::Send(TurnRequest::FindPredecessor),
+            State::Watching { predecessor, from } => TurnNext::Send(TurnRequest::Watch {
                 predecessor: predecessor.clone(),
                 from: *from,
             }),
-            State::Checking { seen, .. } => Next::Send(Request::CheckTurn { seen: *seen }),
-            State::Decided(turn) => Next::Decided(turn.clone()),
+            State::Checking { seen, .. } => TurnNext::Send(TurnRequest::CheckTurn { seen: *seen }),
+            State::Decided(turn) => TurnNext::Decided(turn.clone()),
         }
     }
 
@@ -174,25 +179,57 @@ impl WaitForTurn {
         }
     }
 
-    /// Takes an answer or an event.
-    pub fn input(&mut self, input: Input) {
+    fn checked(&self, predecessor: CandidateKey, check: TurnCheck) -> State {
+        match check {
+            TurnCheck::KeyGone => State::Decided(Turn::KeyGone),
+            TurnCheck::Older(key, at) => State::Watching {
+                predecessor: key,
+                from: at,
+            },
+            TurnCheck::Clear { at, released } => {
+                let waits_for_lease = !released
+                    && granted_by_elect(predecessor.lease)
+                    && !switched_off!(self, NoLeaseWait);
+                if waits_for_lease {
+                    State::Decided(Turn::AfterLeaseOf(predecessor))
+                } else {
+                    State::Decided(Turn::Ours {
+                        confirmed_at: at,
+                        handed_over: false,
+                        released: released.then_some(predecessor),
+                    })
+                }
+            }
+        }
+    }
+}
+
+impl Recipe for WaitForTurn {
+    type Input = TurnInput;
+    type Next = TurnNext;
+
+    fn poll(&mut self, _now: BootInstant) -> TurnNext {
+        self.next()
+    }
+
+    fn input(&mut self, _now: BootInstant, input: TurnInput) {
         let state = std::mem::replace(&mut self.state, State::Finding);
         self.state = match (state, input) {
-            (State::Finding, Input::Predecessor { key, at }) => match key {
+            (State::Finding, TurnInput::Predecessor { key, at }) => match key {
                 None => State::Decided(Turn::First),
                 Some(predecessor) => State::Watching {
                     predecessor,
                     from: at,
                 },
             },
-            (State::Watching { predecessor, .. }, Input::Woken(woken)) => match woken {
+            (State::Watching { predecessor, .. }, TurnInput::Woken(woken)) => match woken {
                 Woken::HandedOver(at) => State::Decided(Turn::Ours {
                     confirmed_at: at,
                     handed_over: true,
                     released: None,
                 }),
                 Woken::OwnKeyGone => State::Decided(Turn::KeyGone),
-                Woken::PredecessorGone(seen) if self.mutation == Some(Mutation::LeadOnDeletion) => {
+                Woken::PredecessorGone(seen) if switched_off!(self, LeadOnDeletion) => {
                     State::Decided(Turn::Ours {
                         confirmed_at: seen,
                         handed_over: false,
@@ -211,7 +248,7 @@ impl WaitForTurn {
                     racing: false,
                 },
             },
-            (State::Watching { predecessor, .. }, Input::WatchBroke) => State::Checking {
+            (State::Watching { predecessor, .. }, TurnInput::WatchBroke) => State::Checking {
                 predecessor,
                 seen: None,
                 racing: false,
@@ -222,7 +259,7 @@ impl WaitForTurn {
                     seen,
                     racing,
                 },
-                Input::Woken(woken),
+                TurnInput::Woken(woken),
             ) => match woken {
                 Woken::HandedOver(at) if racing => State::Decided(Turn::Ours {
                     confirmed_at: at,
@@ -240,42 +277,18 @@ impl WaitForTurn {
                 State::Checking {
                     predecessor, seen, ..
                 },
-                Input::WatchBroke,
+                TurnInput::WatchBroke,
             ) => State::Checking {
                 predecessor,
                 seen,
                 racing: false,
             },
-            (State::Checking { predecessor, .. }, Input::Checked(check)) => {
+            (State::Checking { predecessor, .. }, TurnInput::Checked(check)) => {
                 self.checked(predecessor, check)
             }
             (state @ State::Decided(_), _) => state,
             (state, input) => unreachable!("{input:?} while {state:?}"),
         };
-    }
-
-    fn checked(&self, predecessor: CandidateKey, check: TurnCheck) -> State {
-        match check {
-            TurnCheck::KeyGone => State::Decided(Turn::KeyGone),
-            TurnCheck::Older(key, at) => State::Watching {
-                predecessor: key,
-                from: at,
-            },
-            TurnCheck::Clear { at, released } => {
-                let waits_for_lease = !released
-                    && granted_by_elect(predecessor.lease)
-                    && self.mutation != Some(Mutation::NoLeaseWait);
-                if waits_for_lease {
-                    State::Decided(Turn::AfterLeaseOf(predecessor))
-                } else {
-                    State::Decided(Turn::Ours {
-                        confirmed_at: at,
-                        handed_over: false,
-                        released: released.then_some(predecessor),
-                    })
-                }
-            }
-        }
     }
 }
 
@@ -284,16 +297,23 @@ mod tests {
     use super::super::tests::key;
     use super::*;
 
+    fn now() -> BootInstant {
+        BootInstant::from_nanos(0)
+    }
+
     fn waiting_on(pred: &CandidateKey, at: i64) -> WaitForTurn {
         let mut turn = WaitForTurn::new();
-        assert_eq!(turn.next(), Next::Send(Request::FindPredecessor));
-        turn.input(Input::Predecessor {
-            key: Some(pred.clone()),
-            at,
-        });
+        assert_eq!(turn.next(), TurnNext::Send(TurnRequest::FindPredecessor));
+        turn.input(
+            now(),
+            TurnInput::Predecessor {
+                key: Some(pred.clone()),
+                at,
+            },
+        );
         assert_eq!(
             turn.next(),
-            Next::Send(Request::Watch {
+            TurnNext::Send(TurnRequest::Watch {
                 predecessor: pred.clone(),
                 from: at
             })
@@ -304,17 +324,17 @@ mod tests {
     #[test]
     fn the_first_has_nobody_to_wait_on() {
         let mut turn = WaitForTurn::new();
-        turn.input(Input::Predecessor { key: None, at: 5 });
-        assert_eq!(turn.next(), Next::Decided(Turn::First));
+        turn.input(now(), TurnInput::Predecessor { key: None, at: 5 });
+        assert_eq!(turn.next(), TurnNext::Decided(Turn::First));
     }
 
     #[test]
     fn a_touch_hands_over_without_a_read() {
         let mut turn = waiting_on(&key(3, true), 7);
-        turn.input(Input::Woken(Woken::HandedOver(9)));
+        turn.input(now(), TurnInput::Woken(Woken::HandedOver(9)));
         assert_eq!(
             turn.next(),
-            Next::Decided(Turn::Ours {
+            TurnNext::Decided(Turn::Ours {
                 confirmed_at: 9,
                 handed_over: true,
                 released: None
@@ -326,42 +346,45 @@ mod tests {
     fn a_deletion_is_read_and_a_touch_during_the_read_still_decides() {
         let pred = key(3, true);
         let mut turn = waiting_on(&pred, 7);
-        turn.input(Input::Woken(Woken::PredecessorGone(8)));
+        turn.input(now(), TurnInput::Woken(Woken::PredecessorGone(8)));
         assert_eq!(
             turn.next(),
-            Next::Send(Request::CheckTurn { seen: Some(8) })
+            TurnNext::Send(TurnRequest::CheckTurn { seen: Some(8) })
         );
         assert!(turn.races_the_watch());
         let mut touched = turn.clone();
-        touched.input(Input::Woken(Woken::HandedOver(8)));
+        touched.input(now(), TurnInput::Woken(Woken::HandedOver(8)));
         assert!(matches!(
             touched.next(),
-            Next::Decided(Turn::Ours {
+            TurnNext::Decided(Turn::Ours {
                 handed_over: true,
                 ..
             })
         ));
         // Another event first: the race is over, the read decides.
-        turn.input(Input::Woken(Woken::OwnKeyGone));
+        turn.input(now(), TurnInput::Woken(Woken::OwnKeyGone));
         assert!(!turn.races_the_watch());
-        turn.input(Input::Woken(Woken::HandedOver(9)));
+        turn.input(now(), TurnInput::Woken(Woken::HandedOver(9)));
         assert_eq!(
             turn.next(),
-            Next::Send(Request::CheckTurn { seen: Some(8) })
+            TurnNext::Send(TurnRequest::CheckTurn { seen: Some(8) })
         );
-        turn.input(Input::Checked(TurnCheck::KeyGone));
-        assert_eq!(turn.next(), Next::Decided(Turn::KeyGone));
+        turn.input(now(), TurnInput::Checked(TurnCheck::KeyGone));
+        assert_eq!(turn.next(), TurnNext::Decided(Turn::KeyGone));
     }
 
     #[test]
     fn an_older_key_is_waited_on_next() {
         let mut turn = waiting_on(&key(3, true), 7);
-        turn.input(Input::Woken(Woken::PredecessorGone(8)));
+        turn.input(now(), TurnInput::Woken(Woken::PredecessorGone(8)));
         let older = key(2, false);
-        turn.input(Input::Checked(TurnCheck::Older(older.clone(), 8)));
+        turn.input(
+            now(),
+            TurnInput::Checked(TurnCheck::Older(older.clone(), 8)),
+        );
         assert_eq!(
             turn.next(),
-            Next::Send(Request::Watch {
+            TurnNext::Send(TurnRequest::Watch {
                 predecessor: older,
                 from: 8
             })
@@ -372,14 +395,17 @@ mod tests {
     fn a_release_marker_or_a_go_predecessor_is_our_turn_else_its_lease_is_waited_for() {
         let elect = key(3, true);
         let mut released = waiting_on(&elect, 7);
-        released.input(Input::Woken(Woken::PredecessorGone(8)));
-        released.input(Input::Checked(TurnCheck::Clear {
-            at: 8,
-            released: true,
-        }));
+        released.input(now(), TurnInput::Woken(Woken::PredecessorGone(8)));
+        released.input(
+            now(),
+            TurnInput::Checked(TurnCheck::Clear {
+                at: 8,
+                released: true,
+            }),
+        );
         assert_eq!(
             released.next(),
-            Next::Decided(Turn::Ours {
+            TurnNext::Decided(Turn::Ours {
                 confirmed_at: 8,
                 handed_over: false,
                 released: Some(elect.clone())
@@ -387,23 +413,29 @@ mod tests {
         );
 
         let mut deleted = waiting_on(&elect, 7);
-        deleted.input(Input::Woken(Woken::PredecessorGone(8)));
-        deleted.input(Input::Checked(TurnCheck::Clear {
-            at: 8,
-            released: false,
-        }));
-        assert_eq!(deleted.next(), Next::Decided(Turn::AfterLeaseOf(elect)));
+        deleted.input(now(), TurnInput::Woken(Woken::PredecessorGone(8)));
+        deleted.input(
+            now(),
+            TurnInput::Checked(TurnCheck::Clear {
+                at: 8,
+                released: false,
+            }),
+        );
+        assert_eq!(deleted.next(), TurnNext::Decided(Turn::AfterLeaseOf(elect)));
 
         let go = key(3, false);
         let mut from_go = waiting_on(&go, 7);
-        from_go.input(Input::Woken(Woken::PredecessorGone(8)));
-        from_go.input(Input::Checked(TurnCheck::Clear {
-            at: 9,
-            released: false,
-        }));
+        from_go.input(now(), TurnInput::Woken(Woken::PredecessorGone(8)));
+        from_go.input(
+            now(),
+            TurnInput::Checked(TurnCheck::Clear {
+                at: 9,
+                released: false,
+            }),
+        );
         assert!(matches!(
             from_go.next(),
-            Next::Decided(Turn::Ours {
+            TurnNext::Decided(Turn::Ours {
                 confirmed_at: 9,
                 ..
             })
@@ -412,10 +444,13 @@ mod tests {
 
     #[test]
     fn a_broken_or_compacted_watch_reads_linearizably() {
-        for broken in [Input::WatchBroke, Input::Woken(Woken::Cancelled)] {
+        for broken in [TurnInput::WatchBroke, TurnInput::Woken(Woken::Cancelled)] {
             let mut turn = waiting_on(&key(3, true), 7);
-            turn.input(broken);
-            assert_eq!(turn.next(), Next::Send(Request::CheckTurn { seen: None }));
+            turn.input(now(), broken);
+            assert_eq!(
+                turn.next(),
+                TurnNext::Send(TurnRequest::CheckTurn { seen: None })
+            );
             assert!(!turn.races_the_watch());
         }
     }

@@ -1,10 +1,12 @@
-//! The ZooKeeper election's decisions, as state machines with no I/O:
-//! what [`campaign`](super::campaign) does is send the requests these ask
-//! for and hand back ZooKeeper's answers, watch events and session
-//! states. The model checks drive the same machines unchanged, with each
-//! rule switched off in turn ([`Mutation`]): the turn against a model of
-//! ZooKeeper's queue (`turn_model`), the stint against the ZooKeeper
-//! leader's session tracker (`lease_model`).
+//! The ZooKeeper election's decisions, as state machines with no I/O,
+//! each of the one shape of [`Recipe`](crate::backend::recipe::Recipe):
+//! the drivers beside this folder, named alike (`turn.rs` drives
+//! `recipe/turn.rs`, `stint.rs` drives `recipe/stint.rs`), send the
+//! requests these ask for and hand back ZooKeeper's answers, watch events
+//! and session states. The model checks (`model/`) drive the same
+//! machines unchanged, with each rule switched off in turn (`Mutation`,
+//! test builds only): the turn against a model of ZooKeeper's queue, the
+//! stint against the ZooKeeper leader's session tracker.
 //!
 //! A candidacy goes through them in order:
 //! - [`WaitForTurn`]: from our znode's creation until it is first in line
@@ -12,12 +14,13 @@
 //! - [`Stint`]: leading, until the deadline the session's lease proves,
 //!   across disconnections, lapses and reconnections.
 
+#[cfg(test)]
 mod mutation;
 mod stint;
 mod turn;
 
 // Read by the model checks, in test builds only.
-#[cfg_attr(not(test), allow(unused_imports))]
+#[cfg(test)]
 pub use mutation::Mutation;
 pub use stint::{Demotion, Stint, StintEnd, StintInput, StintNext, StintRequest};
-pub use turn::{Gone, Input, Next, Request, WaitForTurn};
+pub use turn::{Gone, TurnInput, TurnNext, TurnRequest, WaitForTurn};

@@ -3,7 +3,6 @@
 
 /// A rule of the recipes switched off, for the model checks' teeth tests
 /// only: they show the checker finds what each rule prevents.
-#[cfg_attr(not(test), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mutation {
     /// Any waiter whose predecessor was deleted leads at once, not only
@@ -14,4 +13,13 @@ pub enum Mutation {
     /// A disconnected leader leads on past its deadline until the session
     /// is back or known lost (Curator's rule while SUSPENDED).
     LeadThroughDisconnection,
+    /// The leader goes on when its znode's watch reports a deletion.
+    IgnoreOwnDeletion,
+    /// The leader counts its znode's watch as armed across a
+    /// reconnection, so it neither arms it again nor reads the znode back
+    /// (the driver drops the watch on a reconnection).
+    TrustWatchAcrossReconnection,
+    /// After a lapse the leader leads again once the lease allows, without
+    /// reading its znode back.
+    NoReadAfterLapse,
 }

@@ -25,7 +25,9 @@
 
 use std::time::Duration;
 
+#[cfg(test)]
 use super::mutation::Mutation;
+use crate::backend::recipe::{Recipe, switched_off};
 use crate::clock::BootInstant;
 
 /// What the stint asks the driver to send. Each is answered by its
@@ -145,6 +147,7 @@ pub struct Stint {
     publish: Option<StintNext>,
     rearm_every: Duration,
     resume_ahead: Duration,
+    #[cfg(test)]
     mutation: Option<Mutation>,
 }
 
@@ -165,12 +168,25 @@ impl Stint {
             publish: None,
             rearm_every,
             resume_ahead,
+            #[cfg(test)]
             mutation: None,
         }
     }
 
+    /// The stint a session of `timeout` runs, as the driver and the model
+    /// checker both build it (one source for its timing): a failed watch or
+    /// read is tried again at the session keeper's cadence (`timeout / 20`,
+    /// [`SessionLease::renew_every`](crate::backend::zk::lease::SessionLease::renew_every)),
+    /// and after a lapse the lease must prove the session alive a quarter
+    /// of the session ahead before we lead again: a leader that comes back
+    /// then holds office for a while, instead of flapping at every late
+    /// sync.
+    pub fn for_session(timeout: Duration) -> Stint {
+        Stint::new(timeout / 20, timeout / 4)
+    }
+
     /// The same, with one rule switched off (model check only).
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub fn mutated(mut self, mutation: Option<Mutation>) -> Stint {
         self.mutation = mutation;
         self
@@ -184,9 +200,42 @@ impl Stint {
         }
     }
 
+    /// Ends the stint; a leader is demoted at once.
+    fn end(&mut self, now: BootInstant, end: StintEnd) {
+        if matches!(self.phase, Phase::Ended(_)) {
+            return;
+        }
+        let leading = matches!(self.phase, Phase::Leading { .. });
+        self.phase = Phase::Ended(end);
+        self.publish = leading.then_some(StintNext::Demoted {
+            stop_by: now,
+            why: match end {
+                StintEnd::NodeGone => Demotion::NodeGone,
+                StintEnd::SessionEnded => Demotion::SessionEnded,
+            },
+        });
+    }
+
+    fn lead(&mut self, now: BootInstant, deadline: BootInstant) -> StintNext {
+        self.phase = Phase::Leading {
+            deadline,
+            current: self.connected,
+            own_watch: OwnWatch::DueAt(now),
+        };
+        StintNext::Lead {
+            deadline,
+            current: self.connected,
+        }
+    }
+}
+
+impl Recipe for Stint {
+    type Input = StintInput;
+    type Next = StintNext;
+
     /// What to do at `now`. A request returned must be answered (with
-    /// [`Stint::input`]) before the next call.
-    pub fn poll(&mut self, now: BootInstant) -> StintNext {
+    /// [`Recipe::input`]) before the next call.
+    fn poll(&mut self, now: BootInstant) -> StintNext {
         if let Some(next) = self.publish.take() {
             return next;
         }
@@ -222,12 +271,11 @@ impl Stint {
                 current,
                 own_watch,
             } => {
-                let rides_out =
-                    self.mutation == Some(Mutation::LeadThroughDisconnection) && !self.connected;
+                let rides_out = switched_off!(self, LeadThroughDisconnection) && !self.connected;
                 if now >= deadline && !rides_out {
                     self.phase = Phase::Proving {
                         ahead: self.resume_ahead,
-                        read_own: true,
+                        read_own: !switched_off!(self, NoReadAfterLapse),
                         confirm: Confirm::DueAt(None),
                     };
                     return StintNext::Demoted {
@@ -254,146 +302,147 @@ impl Stint {
         }
     }
 
-    fn lead(&mut self, now: BootInstant, deadline: BootInstant) -> StintNext {
-        self.phase = Phase::Leading {
-            deadline,
-            current: self.connected,
-            own_watch: OwnWatch::DueAt(now),
-        };
-        StintNext::Lead {
-            deadline,
-            current: self.connected,
-        }
-    }
-
     /// Takes an answer or an event.
-    pub fn input(&mut self, now: BootInstant, input: StintInput) {
+    fn input(&mut self, now: BootInstant, input: StintInput) {
         match input {
-            StintInput::Renewed(deadline) => {
-                self.proven = self.proven.max(Some(deadline));
-                if let Phase::Leading {
-                    deadline: ours,
-                    current,
-                    ..
-                } = &mut self.phase
-                    && deadline > *ours
-                {
-                    *ours = deadline;
-                    self.publish = Some(StintNext::Lead {
-                        deadline,
-                        current: *current,
-                    });
-                }
-            }
-            StintInput::Disconnected => {
-                self.connected = false;
-                if let Phase::Leading {
-                    deadline,
-                    current,
-                    own_watch,
-                } = &mut self.phase
-                {
-                    // A watch armed before is of no use until the
-                    // reconnection reads our znode back.
-                    *own_watch = OwnWatch::DueAt(now);
-                    if *current {
-                        *current = false;
-                        self.publish = Some(StintNext::Lead {
-                            deadline: *deadline,
-                            current: false,
-                        });
-                    }
-                }
-            }
-            StintInput::Connected => {
-                self.connected = true;
-                if let Phase::Leading { own_watch, .. } = &mut self.phase {
-                    // Read our znode back (arming its watch) before the
-                    // view is current again.
-                    *own_watch = OwnWatch::DueAt(now);
-                }
-            }
+            StintInput::Renewed(deadline) => self.renewed(deadline),
+            StintInput::Disconnected => self.disconnected(now),
+            StintInput::Connected => self.reconnected(now),
             StintInput::SessionEnded => self.end(now, StintEnd::SessionEnded),
-            StintInput::OwnWatched(answer) => {
-                let Phase::Leading {
-                    deadline,
-                    current,
-                    own_watch: OwnWatch::Arming,
-                } = self.phase
-                else {
-                    return;
-                };
-                match answer {
-                    Some(true) => {
-                        self.phase = Phase::Leading {
-                            deadline,
-                            current: true,
-                            own_watch: OwnWatch::Armed,
-                        };
-                        if !current {
-                            self.publish = Some(StintNext::Lead {
-                                deadline,
-                                current: true,
-                            });
-                        }
-                    }
-                    Some(false) => self.end(now, StintEnd::NodeGone),
-                    None => {
-                        self.phase = Phase::Leading {
-                            deadline,
-                            current,
-                            own_watch: OwnWatch::DueAt(now + self.rearm_every),
-                        }
-                    }
+            StintInput::OwnWatched(answer) => self.own_watched(now, answer),
+            StintInput::OwnChanged { deleted: true } => {
+                if !switched_off!(self, IgnoreOwnDeletion) {
+                    self.end(now, StintEnd::NodeGone)
                 }
             }
-            StintInput::OwnChanged { deleted: true } => self.end(now, StintEnd::NodeGone),
             StintInput::OwnChanged { deleted: false } => {
                 if let Phase::Leading { own_watch, .. } = &mut self.phase {
                     *own_watch = OwnWatch::DueAt(now);
                 }
             }
-            StintInput::Confirmed(answer) => {
-                let Phase::Proving {
-                    ahead,
-                    read_own,
-                    confirm: Confirm::Sent,
-                } = self.phase
-                else {
-                    return;
+            StintInput::Confirmed(answer) => self.confirmed(now, answer),
+        }
+    }
+}
+
+/// The inputs' effects, one each.
+impl Stint {
+    /// The lease proves the session alive until `deadline`: a leader's
+    /// deadline moves on (never back).
+    fn renewed(&mut self, deadline: BootInstant) {
+        self.proven = self.proven.max(Some(deadline));
+        if let Phase::Leading {
+            deadline: ours,
+            current,
+            ..
+        } = &mut self.phase
+            && deadline > *ours
+        {
+            *ours = deadline;
+            self.publish = Some(StintNext::Lead {
+                deadline,
+                current: *current,
+            });
+        }
+    }
+
+    /// A disconnection: the view is no longer current, and a watch armed
+    /// before is of no use until the reconnection reads our znode back.
+    fn disconnected(&mut self, now: BootInstant) {
+        self.connected = false;
+        let trusted = switched_off!(self, TrustWatchAcrossReconnection);
+        if let Phase::Leading {
+            deadline,
+            current,
+            own_watch,
+        } = &mut self.phase
+        {
+            if !trusted {
+                *own_watch = OwnWatch::DueAt(now);
+            }
+            if *current {
+                *current = false;
+                self.publish = Some(StintNext::Lead {
+                    deadline: *deadline,
+                    current: false,
+                });
+            }
+        }
+    }
+
+    /// Connected again within the session.
+    fn reconnected(&mut self, now: BootInstant) {
+        self.connected = true;
+        let trusted = switched_off!(self, TrustWatchAcrossReconnection);
+        if let Phase::Leading { own_watch, .. } = &mut self.phase
+            && !trusted
+        {
+            // Read our znode back (arming its watch) before the
+            // view is current again.
+            *own_watch = OwnWatch::DueAt(now);
+        }
+    }
+
+    /// Whether our znode was found ours, its watch armed (`None`: the
+    /// request failed, to be tried again).
+    fn own_watched(&mut self, now: BootInstant, answer: Option<bool>) {
+        let Phase::Leading {
+            deadline,
+            current,
+            own_watch: OwnWatch::Arming,
+        } = self.phase
+        else {
+            return;
+        };
+        match answer {
+            Some(true) => {
+                self.phase = Phase::Leading {
+                    deadline,
+                    current: true,
+                    own_watch: OwnWatch::Armed,
                 };
-                match answer {
-                    Some(true) => {
-                        let deadline = self.proven.expect("proven before the read");
-                        self.publish = Some(self.lead(now, deadline));
-                    }
-                    Some(false) => self.end(now, StintEnd::NodeGone),
-                    None => {
-                        self.phase = Phase::Proving {
-                            ahead,
-                            read_own,
-                            confirm: Confirm::DueAt(Some(now + self.rearm_every)),
-                        }
-                    }
+                if !current {
+                    self.publish = Some(StintNext::Lead {
+                        deadline,
+                        current: true,
+                    });
+                }
+            }
+            Some(false) => self.end(now, StintEnd::NodeGone),
+            None => {
+                self.phase = Phase::Leading {
+                    deadline,
+                    current,
+                    own_watch: OwnWatch::DueAt(now + self.rearm_every),
                 }
             }
         }
     }
 
-    /// Ends the stint; a leader is demoted at once.
-    fn end(&mut self, now: BootInstant, end: StintEnd) {
-        if matches!(self.phase, Phase::Ended(_)) {
+    /// Whether the synced read after a lapse found our znode ours.
+    fn confirmed(&mut self, now: BootInstant, answer: Option<bool>) {
+        let Phase::Proving {
+            ahead,
+            read_own,
+            confirm: Confirm::Sent,
+        } = self.phase
+        else {
             return;
+        };
+        match answer {
+            Some(true) => {
+                let deadline = self.proven.expect("proven before the read");
+                self.publish = Some(self.lead(now, deadline));
+            }
+            Some(false) => self.end(now, StintEnd::NodeGone),
+            None => {
+                self.phase = Phase::Proving {
+                    ahead,
+                    read_own,
+                    confirm: Confirm::DueAt(Some(now + self.rearm_every)),
+                }
+            }
         }
-        let leading = matches!(self.phase, Phase::Leading { .. });
-        self.phase = Phase::Ended(end);
-        self.publish = leading.then_some(StintNext::Demoted {
-            stop_by: now,
-            why: match end {
-                StintEnd::NodeGone => Demotion::NodeGone,
-                StintEnd::SessionEnded => Demotion::SessionEnded,
-            },
-        });
     }
 }
 

@@ -26,30 +26,30 @@
 
 use std::time::Duration;
 
+#[cfg(test)]
 use super::mutation::Mutation;
-
-/// Instants as the driver's clock reads them, from any origin.
-pub type Time = Duration;
+use crate::backend::recipe::{Recipe, switched_off};
+use crate::clock::BootInstant;
 
 /// What the recipe asks the driver to send. Each is answered by its
-/// [`Input`] before the recipe is asked again.
+/// [`TurnInput`] before the recipe is asked again.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Request {
+pub enum TurnRequest {
     /// List the queue; with `owner`, also read our znode's owner in a
-    /// synced read, in the same round trip. Answer: [`Input::Read`].
+    /// synced read, in the same round trip. Answer: [`TurnInput::Read`].
     Read { owner: bool },
     /// Check that the znode exists and watch it. Answer:
-    /// [`Input::PredecessorWatched`].
+    /// [`TurnInput::PredecessorWatched`].
     WatchPredecessor(String),
-    /// Check our znode is ours and watch it. Answer: [`Input::OwnWatched`].
+    /// Check our znode is ours and watch it. Answer: [`TurnInput::OwnWatched`].
     WatchOwn,
-    /// A synced read of our znode's owner. Answer: [`Input::Confirmed`].
+    /// A synced read of our znode's owner. Answer: [`TurnInput::Confirmed`].
     ConfirmOwn,
 }
 
 /// Answers and events.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Input {
+pub enum TurnInput {
     /// The queue's znode names in order, and with an owner read, whether
     /// our znode exists and is our session's.
     Read {
@@ -80,10 +80,10 @@ pub enum Input {
 
 /// What the driver does next.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Next {
-    Send(Request),
+pub enum TurnNext {
+    Send(TurnRequest),
     /// Wait for a watch or the view, or until this instant (a refresh).
-    Wait(Option<Time>),
+    Wait(Option<BootInstant>),
     /// It is our turn; `read_free` when the predecessor's deletion alone
     /// said so.
     Lead {
@@ -107,7 +107,7 @@ pub enum Gone {
 enum State {
     Listing,
     Reading {
-        sent: Time,
+        sent: BootInstant,
         owner: bool,
     },
     Watching {
@@ -115,7 +115,7 @@ enum State {
         next_in_line: bool,
     },
     Waiting(Waiting),
-    Done(Next),
+    Done(TurnNext),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -123,9 +123,9 @@ struct Waiting {
     predecessor: String,
     next_in_line: bool,
     own_watch: OwnWatch,
-    refresh_at: Time,
+    refresh_at: BootInstant,
     /// A confirming read sent at this instant is under way.
-    confirming: Option<Time>,
+    confirming: Option<BootInstant>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -142,10 +142,11 @@ pub struct WaitForTurn {
     own: String,
     refresh_every: Duration,
     /// The send time of the last synced read that found our znode ours.
-    confirmed: Option<Time>,
+    confirmed: Option<BootInstant>,
     /// The leader's znode as the election's view last named it.
     leader_seen: Option<String>,
     state: State,
+    #[cfg(test)]
     mutation: Option<Mutation>,
 }
 
@@ -161,18 +162,34 @@ impl WaitForTurn {
             confirmed: None,
             leader_seen: None,
             state: State::Listing,
+            #[cfg(test)]
             mutation: None,
         }
     }
 
+    /// The wait a session of `session_timeout` runs, as the driver and the
+    /// model checker both build it (one source for its timing): the proof
+    /// that our znode is ours is refreshed every [`refresh_for`] of it.
+    ///
+    /// [`refresh_for`]: WaitForTurn::refresh_for
+    pub fn for_session(election: &str, own: &str, session_timeout: Duration) -> WaitForTurn {
+        WaitForTurn::new(election, own, WaitForTurn::refresh_for(session_timeout))
+    }
+
+    /// How often the proof is refreshed in a session of `session_timeout`:
+    /// a third of it, as a leader renews.
+    pub fn refresh_for(session_timeout: Duration) -> Duration {
+        session_timeout / 3
+    }
+
     /// The same, with one rule switched off (model check only).
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub fn mutated(mut self, mutation: Option<Mutation>) -> WaitForTurn {
         self.mutation = mutation;
         self
     }
 
-    fn fresh(&self, now: Time) -> bool {
+    fn fresh(&self, now: BootInstant) -> bool {
         self.confirmed
             .is_some_and(|at| now < at + self.refresh_every)
     }
@@ -183,40 +200,68 @@ impl WaitForTurn {
         matches!(&self.state, State::Waiting(w) if w.next_in_line)
     }
 
+    fn read(
+        &mut self,
+        sent: BootInstant,
+        owner: bool,
+        queue: &[String],
+        ours: Option<bool>,
+    ) -> State {
+        if owner {
+            if ours != Some(true) {
+                return State::Done(TurnNext::Gone(Gone::NotOurs));
+            }
+            self.confirmed = Some(sent);
+        }
+        match queue.iter().position(|name| *name == self.own) {
+            None => State::Done(TurnNext::Gone(Gone::NotQueued)),
+            Some(0) => State::Done(TurnNext::Lead { read_free: false }),
+            Some(at) => State::Watching {
+                predecessor: format!("{}/{}", self.election, queue[at - 1]),
+                next_in_line: at == 1,
+            },
+        }
+    }
+}
+
+impl Recipe for WaitForTurn {
+    type Input = TurnInput;
+    type Next = TurnNext;
+
     /// What to do at `now`. A request returned must be answered (with
-    /// [`WaitForTurn::input`]) before the next call.
-    pub fn poll(&mut self, now: Time) -> Next {
+    /// [`Recipe::input`]) before the next call.
+    fn poll(&mut self, now: BootInstant) -> TurnNext {
         match &mut self.state {
             State::Listing => {
                 let owner = !self.fresh(now);
                 self.state = State::Reading { sent: now, owner };
-                Next::Send(Request::Read { owner })
+                TurnNext::Send(TurnRequest::Read { owner })
             }
             State::Reading { .. } => unreachable!("a read is under way"),
             State::Watching { predecessor, .. } => {
-                Next::Send(Request::WatchPredecessor(predecessor.clone()))
+                TurnNext::Send(TurnRequest::WatchPredecessor(predecessor.clone()))
             }
             State::Waiting(w) => {
                 if w.next_in_line
                     && w.own_watch == OwnWatch::Unarmed
-                    && self.mutation != Some(Mutation::NoOwnWatch)
+                    && !switched_off!(self, NoOwnWatch)
                 {
                     w.own_watch = OwnWatch::Arming;
-                    return Next::Send(Request::WatchOwn);
+                    return TurnNext::Send(TurnRequest::WatchOwn);
                 }
                 if w.next_in_line && w.confirming.is_none() && now >= w.refresh_at {
                     w.confirming = Some(now);
-                    return Next::Send(Request::ConfirmOwn);
+                    return TurnNext::Send(TurnRequest::ConfirmOwn);
                 }
-                Next::Wait(w.next_in_line.then_some(w.refresh_at))
+                TurnNext::Wait(w.next_in_line.then_some(w.refresh_at))
             }
             State::Done(next) => next.clone(),
         }
     }
 
     /// Takes an answer or an event at `now`.
-    pub fn input(&mut self, now: Time, input: Input) {
-        if let Input::LeaderSeen(leader) = input {
+    fn input(&mut self, now: BootInstant, input: TurnInput) {
+        if let TurnInput::LeaderSeen(leader) = input {
             self.leader_seen = leader;
             if let State::Waiting(w) = &mut self.state {
                 // Any view that ever showed our predecessor leading shows
@@ -227,16 +272,18 @@ impl WaitForTurn {
         }
         let state = std::mem::replace(&mut self.state, State::Listing);
         self.state = match (state, input) {
-            (State::Reading { sent, owner }, Input::Read { queue, ours }) => {
+            (State::Reading { sent, owner }, TurnInput::Read { queue, ours }) => {
                 self.read(sent, owner, &queue, ours)
             }
-            (State::Watching { .. }, Input::PredecessorWatched { exists: false }) => State::Listing,
+            (State::Watching { .. }, TurnInput::PredecessorWatched { exists: false }) => {
+                State::Listing
+            }
             (
                 State::Watching {
                     predecessor,
                     next_in_line,
                 },
-                Input::PredecessorWatched { exists: true },
+                TurnInput::PredecessorWatched { exists: true },
             ) => {
                 let next_in_line = next_in_line || self.leader_seen.as_ref() == Some(&predecessor);
                 State::Waiting(Waiting {
@@ -247,37 +294,34 @@ impl WaitForTurn {
                     confirming: None,
                 })
             }
-            (State::Waiting(mut w), Input::OwnWatched { ours }) => {
+            (State::Waiting(mut w), TurnInput::OwnWatched { ours }) => {
                 if ours {
                     w.own_watch = OwnWatch::Armed;
                     State::Waiting(w)
                 } else {
-                    State::Done(Next::Gone(Gone::NotOurs))
+                    State::Done(TurnNext::Gone(Gone::NotOurs))
                 }
             }
-            (State::Waiting(mut w), Input::Confirmed { ours }) => match w.confirming.take() {
+            (State::Waiting(mut w), TurnInput::Confirmed { ours }) => match w.confirming.take() {
                 Some(sent) if ours => {
                     self.confirmed = Some(sent);
                     w.refresh_at = sent + self.refresh_every;
                     State::Waiting(w)
                 }
-                _ => State::Done(Next::Gone(Gone::NotOurs)),
+                _ => State::Done(TurnNext::Gone(Gone::NotOurs)),
             },
-            (State::Waiting(_), Input::OwnChanged { deleted: true }) => {
-                State::Done(Next::Gone(Gone::Deleted))
+            (State::Waiting(_), TurnInput::OwnChanged { deleted: true }) => {
+                State::Done(TurnNext::Gone(Gone::Deleted))
             }
-            (State::Waiting(mut w), Input::OwnChanged { deleted: false }) => {
+            (State::Waiting(mut w), TurnInput::OwnChanged { deleted: false }) => {
                 // Watches fire once: arm it again.
                 w.own_watch = OwnWatch::Unarmed;
                 State::Waiting(w)
             }
-            (State::Waiting(w), Input::PredecessorChanged { deleted }) => {
-                let may_lead = match self.mutation {
-                    Some(Mutation::LeadOnAnyDeletion) => true,
-                    _ => w.next_in_line,
-                };
+            (State::Waiting(w), TurnInput::PredecessorChanged { deleted }) => {
+                let may_lead = w.next_in_line || switched_off!(self, LeadOnAnyDeletion);
                 if may_lead && deleted && self.fresh(now) {
-                    State::Done(Next::Lead { read_free: true })
+                    State::Done(TurnNext::Lead { read_free: true })
                 } else {
                     State::Listing
                 }
@@ -286,23 +330,6 @@ impl WaitForTurn {
             (state, input) => unreachable!("{input:?} in {state:?}"),
         };
     }
-
-    fn read(&mut self, sent: Time, owner: bool, queue: &[String], ours: Option<bool>) -> State {
-        if owner {
-            if ours != Some(true) {
-                return State::Done(Next::Gone(Gone::NotOurs));
-            }
-            self.confirmed = Some(sent);
-        }
-        match queue.iter().position(|name| *name == self.own) {
-            None => State::Done(Next::Gone(Gone::NotQueued)),
-            Some(0) => State::Done(Next::Lead { read_free: false }),
-            Some(at) => State::Watching {
-                predecessor: format!("{}/{}", self.election, queue[at - 1]),
-                next_in_line: at == 1,
-            },
-        }
-    }
 }
 
 #[cfg(test)]
@@ -310,9 +337,10 @@ mod tests {
     use super::*;
 
     const EVERY: Duration = Duration::from_secs(2);
+    const T0: BootInstant = BootInstant::from_nanos(0);
 
-    fn ms(n: u64) -> Time {
-        Duration::from_millis(n)
+    fn ms(n: u64) -> BootInstant {
+        BootInstant::from_nanos(n * 1_000_000)
     }
 
     fn queue(names: &[&str]) -> Vec<String> {
@@ -320,14 +348,14 @@ mod tests {
     }
 
     /// Reads the queue `names`, with an owner read answered `ours`.
-    fn read(turn: &mut WaitForTurn, now: Time, names: &[&str]) -> Next {
-        let Next::Send(Request::Read { owner }) = turn.poll(now) else {
+    fn read(turn: &mut WaitForTurn, now: BootInstant, names: &[&str]) -> TurnNext {
+        let TurnNext::Send(TurnRequest::Read { owner }) = turn.poll(now) else {
             panic!("a read");
         };
         let ours = owner.then_some(true);
         turn.input(
             now,
-            Input::Read {
+            TurnInput::Read {
                 queue: queue(names),
                 ours,
             },
@@ -338,15 +366,18 @@ mod tests {
     #[test]
     fn the_first_in_the_queue_leads_after_one_read_with_the_owner() {
         let mut turn = WaitForTurn::new("/e", "n1", EVERY);
-        assert_eq!(turn.poll(ms(0)), Next::Send(Request::Read { owner: true }));
+        assert_eq!(
+            turn.poll(ms(0)),
+            TurnNext::Send(TurnRequest::Read { owner: true })
+        );
         turn.input(
             ms(0),
-            Input::Read {
+            TurnInput::Read {
                 queue: queue(&["n1", "n2"]),
                 ours: Some(true),
             },
         );
-        assert_eq!(turn.poll(ms(1)), Next::Lead { read_free: false });
+        assert_eq!(turn.poll(ms(1)), TurnNext::Lead { read_free: false });
     }
 
     #[test]
@@ -355,15 +386,18 @@ mod tests {
         turn.poll(ms(0));
         turn.input(
             ms(0),
-            Input::Read {
+            TurnInput::Read {
                 queue: queue(&["n1"]),
                 ours: Some(false),
             },
         );
-        assert_eq!(turn.poll(ms(1)), Next::Gone(Gone::NotOurs));
+        assert_eq!(turn.poll(ms(1)), TurnNext::Gone(Gone::NotOurs));
 
         let mut turn = WaitForTurn::new("/e", "n1", EVERY);
-        assert_eq!(read(&mut turn, ms(0), &["n0"]), Next::Gone(Gone::NotQueued));
+        assert_eq!(
+            read(&mut turn, ms(0), &["n0"]),
+            TurnNext::Gone(Gone::NotQueued)
+        );
     }
 
     #[test]
@@ -371,77 +405,95 @@ mod tests {
         let mut turn = WaitForTurn::new("/e", "n2", EVERY);
         assert_eq!(
             read(&mut turn, ms(0), &["n1", "n2", "n3"]),
-            Next::Send(Request::WatchPredecessor("/e/n1".into()))
+            TurnNext::Send(TurnRequest::WatchPredecessor("/e/n1".into()))
         );
-        turn.input(ms(1), Input::PredecessorWatched { exists: true });
-        assert_eq!(turn.poll(ms(1)), Next::Send(Request::WatchOwn));
-        turn.input(ms(2), Input::OwnWatched { ours: true });
-        assert_eq!(turn.poll(ms(2)), Next::Wait(Some(EVERY)));
-        turn.input(ms(500), Input::PredecessorChanged { deleted: true });
-        assert_eq!(turn.poll(ms(500)), Next::Lead { read_free: true });
+        turn.input(ms(1), TurnInput::PredecessorWatched { exists: true });
+        assert_eq!(turn.poll(ms(1)), TurnNext::Send(TurnRequest::WatchOwn));
+        turn.input(ms(2), TurnInput::OwnWatched { ours: true });
+        assert_eq!(turn.poll(ms(2)), TurnNext::Wait(Some(T0 + EVERY)));
+        turn.input(ms(500), TurnInput::PredecessorChanged { deleted: true });
+        assert_eq!(turn.poll(ms(500)), TurnNext::Lead { read_free: true });
     }
 
     #[test]
     fn the_next_in_line_refreshes_its_proof_and_leads_read_free_only_while_fresh() {
         let mut turn = WaitForTurn::new("/e", "n2", EVERY);
         read(&mut turn, ms(0), &["n1", "n2"]);
-        turn.input(ms(1), Input::PredecessorWatched { exists: true });
+        turn.input(ms(1), TurnInput::PredecessorWatched { exists: true });
         turn.poll(ms(1));
-        turn.input(ms(1), Input::OwnWatched { ours: true });
+        turn.input(ms(1), TurnInput::OwnWatched { ours: true });
         // At the refresh instant: a synced read of the owner.
-        assert_eq!(turn.poll(EVERY), Next::Send(Request::ConfirmOwn));
-        turn.input(EVERY + ms(5), Input::Confirmed { ours: true });
-        assert_eq!(turn.poll(EVERY + ms(5)), Next::Wait(Some(EVERY * 2)));
+        assert_eq!(
+            turn.poll(T0 + EVERY),
+            TurnNext::Send(TurnRequest::ConfirmOwn)
+        );
+        turn.input(ms(5) + EVERY, TurnInput::Confirmed { ours: true });
+        assert_eq!(
+            turn.poll(ms(5) + EVERY),
+            TurnNext::Wait(Some(T0 + EVERY * 2))
+        );
         // Its answer lost, the proof goes stale: a deletion then sends it
         // back to the listing, with the owner read again.
         let mut stale = turn.clone();
-        stale.input(EVERY * 3, Input::PredecessorChanged { deleted: true });
+        stale.input(
+            T0 + EVERY * 3,
+            TurnInput::PredecessorChanged { deleted: true },
+        );
         assert_eq!(
-            stale.poll(EVERY * 3),
-            Next::Send(Request::Read { owner: true })
+            stale.poll(T0 + EVERY * 3),
+            TurnNext::Send(TurnRequest::Read { owner: true })
         );
         // A refresh that finds our znode not ours ends the wait.
-        assert_eq!(turn.poll(EVERY * 2), Next::Send(Request::ConfirmOwn));
-        turn.input(EVERY * 2, Input::Confirmed { ours: false });
-        assert_eq!(turn.poll(EVERY * 2), Next::Gone(Gone::NotOurs));
+        assert_eq!(
+            turn.poll(T0 + EVERY * 2),
+            TurnNext::Send(TurnRequest::ConfirmOwn)
+        );
+        turn.input(T0 + EVERY * 2, TurnInput::Confirmed { ours: false });
+        assert_eq!(turn.poll(T0 + EVERY * 2), TurnNext::Gone(Gone::NotOurs));
     }
 
     #[test]
     fn a_waiter_further_back_reads_again_when_its_predecessor_goes() {
         let mut turn = WaitForTurn::new("/e", "n3", EVERY);
         read(&mut turn, ms(0), &["n1", "n2", "n3"]);
-        turn.input(ms(1), Input::PredecessorWatched { exists: true });
+        turn.input(ms(1), TurnInput::PredecessorWatched { exists: true });
         // Not next in line: no own watch, no refresh.
-        assert_eq!(turn.poll(ms(1)), Next::Wait(None));
-        turn.input(ms(9), Input::PredecessorChanged { deleted: true });
+        assert_eq!(turn.poll(ms(1)), TurnNext::Wait(None));
+        turn.input(ms(9), TurnInput::PredecessorChanged { deleted: true });
         // Confirmed within the last third: the listing alone.
-        assert_eq!(turn.poll(ms(9)), Next::Send(Request::Read { owner: false }));
+        assert_eq!(
+            turn.poll(ms(9)),
+            TurnNext::Send(TurnRequest::Read { owner: false })
+        );
     }
 
     #[test]
     fn the_view_naming_the_predecessor_leader_makes_us_next_in_line() {
         let mut turn = WaitForTurn::new("/e", "n3", EVERY);
         read(&mut turn, ms(0), &["n1", "n2", "n3"]);
-        turn.input(ms(1), Input::PredecessorWatched { exists: true });
+        turn.input(ms(1), TurnInput::PredecessorWatched { exists: true });
         assert!(!turn.next_in_line());
-        turn.input(ms(2), Input::LeaderSeen(Some("/e/n2".into())));
+        turn.input(ms(2), TurnInput::LeaderSeen(Some("/e/n2".into())));
         assert!(turn.next_in_line());
-        assert_eq!(turn.poll(ms(2)), Next::Send(Request::WatchOwn));
+        assert_eq!(turn.poll(ms(2)), TurnNext::Send(TurnRequest::WatchOwn));
     }
 
     #[test]
     fn our_deletion_seen_first_ends_the_wait_and_a_vanished_predecessor_reads_again() {
         let mut turn = WaitForTurn::new("/e", "n2", EVERY);
         read(&mut turn, ms(0), &["n1", "n2"]);
-        turn.input(ms(1), Input::PredecessorWatched { exists: true });
+        turn.input(ms(1), TurnInput::PredecessorWatched { exists: true });
         turn.poll(ms(1));
-        turn.input(ms(1), Input::OwnWatched { ours: true });
-        turn.input(ms(3), Input::OwnChanged { deleted: true });
-        assert_eq!(turn.poll(ms(3)), Next::Gone(Gone::Deleted));
+        turn.input(ms(1), TurnInput::OwnWatched { ours: true });
+        turn.input(ms(3), TurnInput::OwnChanged { deleted: true });
+        assert_eq!(turn.poll(ms(3)), TurnNext::Gone(Gone::Deleted));
 
         let mut turn = WaitForTurn::new("/e", "n2", EVERY);
         read(&mut turn, ms(0), &["n1", "n2"]);
-        turn.input(ms(1), Input::PredecessorWatched { exists: false });
-        assert_eq!(turn.poll(ms(1)), Next::Send(Request::Read { owner: false }));
+        turn.input(ms(1), TurnInput::PredecessorWatched { exists: false });
+        assert_eq!(
+            turn.poll(ms(1)),
+            TurnNext::Send(TurnRequest::Read { owner: false })
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! The completion records of periodic jobs (see [`crate::once`]) in
+//! The completion records of periodic jobs (see [`crate::periodic`]) in
 //! ZooKeeper: persistent znodes `<election>.done/<period>` beside the
 //! election's znode, not under it, where Curator's and kazoo's recipes
 //! would take them for candidates. ZooKeeper keeps no TTL without the
@@ -10,12 +10,12 @@ use std::time::SystemTime;
 use tracing::debug;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
-use super::campaign::acls;
 use super::connection::first_contact;
 use super::errors::zk_error;
+use super::znode::acls;
 use crate::config::ElectionConfig;
 use crate::error::Result;
-use crate::once::Period;
+use crate::periodic::Period;
 
 /// Where the records of `election` live.
 pub fn records_path(election: &str) -> String {

@@ -1,4 +1,4 @@
-//! The completion records of periodic jobs (see [`crate::once`]) in etcd:
+//! The completion records of periodic jobs (see [`crate::periodic`]) in etcd:
 //! `<election>\0done/<period>`, each on a lease of its own whose TTL ends
 //! when the record's keeping does, so etcd deletes it by itself.
 
@@ -12,7 +12,7 @@ use super::errors::etcd_error;
 use super::layout;
 use crate::config::ElectionConfig;
 use crate::error::Result;
-use crate::once::Period;
+use crate::periodic::Period;
 
 /// One client for an election's records, kept for a whole run (etcd's
 /// client reconnects by itself).

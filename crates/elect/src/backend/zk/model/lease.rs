@@ -9,8 +9,10 @@
 //!   the send time of every answered sync to the production
 //!   [`SessionLease`], and the lease's deadline, its disconnections and
 //!   reconnections and its clock to the production [`Stint`], which
-//!   decides whether it leads and until when (our znode stays ours
-//!   throughout: its deletion is the turn model's and the fault suite's).
+//!   decides whether it leads and until when. The stint's reads and
+//!   watches of our znode are answered by the member it talks to while
+//!   connected (they fail while it reconnects); the driver drops the
+//!   znode's watch on a reconnection.
 //! - **the member it talks to** (a follower) forwards each sync to the
 //!   ZooKeeper leader on its one ordered stream, notes that it heard from
 //!   the session, and answers the leader's PINGs on that same stream with
@@ -38,6 +40,12 @@
 //!   revalidation touches the new tracker. From then on the leader's
 //!   pings and answers are the new leader's.
 //!
+//! - **our znode lost** (a run of its own, which may also lose the member):
+//!   an operator deletes it, or deletes it and another session creates
+//!   one of our name, while the session lives, connected or not. A watch
+//!   armed on the member fires: its notification reaches the client on
+//!   the member's stream, before any later answer.
+//!
 //! Every message takes any number of steps; the streams are ordered. The
 //! client's and the leader's clocks run up to 1% from true, 2% apart.
 //!
@@ -50,6 +58,13 @@
 //! time `Q` below the ping interval, or a deposed leader answering for
 //! `W` = 3T/4, is caught; so is a stint that leads on through a
 //! disconnection past its deadline (Curator's rule while SUSPENDED).
+//!
+//! And: once the client has an answer to a sync sent after our znode was
+//! lost, the stint does not lead (it has heard, or could have: the watch's
+//! notification comes first on the stream, and a reconnection reads the
+//! znode back). Teeth: a stint that ignores its znode's deletion, trusts
+//! its watch across a reconnection, or leads again after a lapse without
+//! reading its znode back, is caught.
 
 use std::time::Duration;
 
@@ -57,8 +72,9 @@ use stateright::{Checker, Model, Property};
 
 use crate::backend::model_check::breadth_first;
 
-use super::lease::SessionLease;
-use super::recipe::{Mutation, Stint, StintInput, StintNext, StintRequest};
+use crate::backend::recipe::Recipe;
+use crate::backend::zk::lease::SessionLease;
+use crate::backend::zk::recipe::{Mutation, Stint, StintInput, StintNext, StintRequest};
 use crate::clock::BootInstant;
 
 /// The session timeout; steps are T/4.
@@ -91,6 +107,16 @@ enum Down {
     Validated,
 }
 
+/// On the member's stream to the client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum ToClient {
+    Answer(u8),
+    /// The reconnection's handshake was validated.
+    Validated,
+    /// Our znode's watch fired: it was deleted.
+    OwnDeleted,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct World {
     now: u32,
@@ -110,10 +136,21 @@ struct World {
     stint: Stint,
     /// Waiting for the new member's handshake to be validated.
     connecting: bool,
-    /// Client -> member (the sync on its way) and member -> client (answers
-    /// and the handshake's, as `None`).
+    /// Client -> member (the sync on its way) and member -> client.
     to_member: Vec<u8>,
-    to_client: Vec<Option<u8>>,
+    to_client: Vec<ToClient>,
+    /// Whether our znode is ours (it may be lost: deleted, or another
+    /// session's), and whether its watch is armed on the member.
+    ours: bool,
+    watch_armed: bool,
+    /// The first sync sent after our znode was lost, once one was.
+    first_sync_after_loss: Option<u8>,
+    /// Whether an answer to such a sync has arrived.
+    knows_loss: bool,
+    /// Whether the stint led while it knew (or could have known).
+    led_knowing_loss: bool,
+    /// Whether our znode was lost while the stint led.
+    lost_while_leading: bool,
     /// The member: whether it heard the session since its last ping reply.
     noted: bool,
     up: Vec<Up>,
@@ -143,6 +180,9 @@ enum Action {
     MemberDies,
     NewLeader,
     OldLeaderStepsDown,
+    /// An operator deletes our znode (another session may create one of
+    /// our name: to us, the same).
+    ZnodeLost,
     Tick,
 }
 
@@ -178,6 +218,8 @@ struct Session {
 enum Failure {
     MemberDies,
     LeaderChange,
+    /// Our znode is lost, and the member may die too.
+    ZnodeLost,
 }
 
 impl World {
@@ -199,9 +241,10 @@ impl World {
         Some(self.client_global(local.as_nanos()))
     }
 
-    /// Hands `input` to the stint, then does what it asks: our znode is
-    /// ours throughout this world, so a watch or a read of it answers so
-    /// at once.
+    /// Hands `input` to the stint, then does what it asks: a watch or a
+    /// read of our znode is answered at once by the member while
+    /// connected (arming the watch if the znode is ours), and fails while
+    /// the client reconnects.
     fn tell_stint(&mut self, input: Option<StintInput>) {
         let now = self.client_now();
         if let Some(input) = input {
@@ -209,9 +252,20 @@ impl World {
         }
         loop {
             let answer = match self.stint.poll(now) {
-                StintNext::Lead { .. } | StintNext::Demoted { .. } => continue,
-                StintNext::Send(StintRequest::WatchOwn) => StintInput::OwnWatched(Some(true)),
-                StintNext::Send(StintRequest::ConfirmOwn) => StintInput::Confirmed(Some(true)),
+                StintNext::Lead { .. } => {
+                    self.led_knowing_loss |= self.knows_loss;
+                    continue;
+                }
+                StintNext::Demoted { .. } => continue,
+                StintNext::Send(StintRequest::WatchOwn) => {
+                    StintInput::OwnWatched((!self.connecting).then(|| {
+                        self.watch_armed = self.ours;
+                        self.ours
+                    }))
+                }
+                StintNext::Send(StintRequest::ConfirmOwn) => {
+                    StintInput::Confirmed((!self.connecting).then_some(self.ours))
+                }
                 StintNext::Wait(_) | StintNext::Ended(_) => return,
             };
             self.stint.input(now, answer);
@@ -253,6 +307,8 @@ impl World {
         self.noted = false;
         self.outstanding = None;
         self.connecting = true;
+        // The driver drops our znode's watch with the connection.
+        self.watch_armed = false;
         self.tell_stint(Some(StintInput::Disconnected));
     }
 }
@@ -306,14 +362,20 @@ impl Model for Session {
                     outstanding: None,
                     answered: Vec::new(),
                     handshake: 0,
-                    // Steps of the stint's own are not what this model is
-                    // about: a failed watch is retried a step later, and
-                    // after a lapse it leads again once proven T/4 ahead.
-                    stint: Stint::new(Duration::from_nanos(STEP_NS), T / 4)
-                        .mutated(self.mutation()),
+                    // The stint campaign runs, its timing included: a
+                    // failed watch is retried at the next step (T/20 is
+                    // within one), and after a lapse it leads again once
+                    // proven T/4 ahead.
+                    stint: Stint::for_session(T).mutated(self.mutation()),
                     connecting: false,
                     to_member: Vec::new(),
                     to_client: Vec::new(),
+                    ours: true,
+                    watch_armed: false,
+                    first_sync_after_loss: None,
+                    knows_loss: false,
+                    led_knowing_loss: false,
+                    lost_while_leading: false,
                     noted: false,
                     up: Vec::new(),
                     down: Vec::new(),
@@ -363,9 +425,12 @@ impl Model for Session {
         }
         if w.deaths == 0 && w.new_leader.is_none() {
             actions.push(match self.failure {
-                Failure::MemberDies => Action::MemberDies,
+                Failure::MemberDies | Failure::ZnodeLost => Action::MemberDies,
                 Failure::LeaderChange => Action::NewLeader,
             });
+        }
+        if self.failure == Failure::ZnodeLost && w.ours {
+            actions.push(Action::ZnodeLost);
         }
         if w.new_leader.is_some() && !w.stepped_down {
             actions.push(Action::OldLeaderStepsDown);
@@ -380,6 +445,9 @@ impl Model for Session {
                 w.syncs += 1;
                 w.outstanding = Some((k, w.client_clock()));
                 w.to_member.push(k);
+                if !w.ours && w.first_sync_after_loss.is_none() {
+                    w.first_sync_after_loss = Some(k);
+                }
             }
             Action::GiveUp => w.outstanding = None,
             Action::MemberGetsSync => {
@@ -401,21 +469,27 @@ impl Model for Session {
             },
             Action::MemberGets => match w.down.remove(0) {
                 Down::Ping => w.up.push(Up::PingReply(std::mem::take(&mut w.noted))),
-                Down::Answer(k) => w.to_client.push(Some(k)),
-                Down::Validated => w.to_client.push(None),
+                Down::Answer(k) => w.to_client.push(ToClient::Answer(k)),
+                Down::Validated => w.to_client.push(ToClient::Validated),
             },
             Action::ClientGets => match w.to_client.remove(0) {
-                Some(k) if w.outstanding.is_some_and(|(o, _)| o == k) => {
+                ToClient::Answer(k) if w.outstanding.is_some_and(|(o, _)| o == k) => {
                     let (_, sent) = w.outstanding.take()?;
                     let got = w.client_clock();
                     w.answered.push((sent, got));
+                    if w.first_sync_after_loss.is_some_and(|first| k >= first) {
+                        w.knows_loss = true;
+                    }
                     let proven = self.deadline(&w);
                     w.tell_stint(Some(StintInput::Renewed(proven)));
                 }
-                Some(_) => {}
-                None => {
+                ToClient::Answer(_) => {}
+                ToClient::Validated => {
                     w.connecting = false;
                     w.tell_stint(Some(StintInput::Connected));
+                }
+                ToClient::OwnDeleted => {
+                    w.tell_stint(Some(StintInput::OwnChanged { deleted: true }));
                 }
             },
             Action::Ping => {
@@ -436,6 +510,15 @@ impl Model for Session {
                 w.new_leader = Some(w.now);
                 w.new_touched = w.global_ns();
             }
+            Action::ZnodeLost => {
+                w.ours = false;
+                w.lost_while_leading = w.stint.leads_until().is_some();
+                // The member's watch fires (once); a reconnecting client's
+                // watch went with its old connection.
+                if std::mem::take(&mut w.watch_armed) {
+                    w.to_client.push(ToClient::OwnDeleted);
+                }
+            }
             Action::OldLeaderStepsDown => {
                 // It drops its followers; ours drops us, and we reconnect
                 // through a member of the new leader.
@@ -447,6 +530,7 @@ impl Model for Session {
                 w.tell_stint(None);
             }
         }
+        w.led_knowing_loss |= w.knows_loss && w.stint.leads_until().is_some();
         Some(w)
     }
 
@@ -464,6 +548,18 @@ impl Model for Session {
             Property::always(
                 "nobody leads once the session may have expired",
                 |_, w: &World| w.stint.leads_until().is_none() || w.global_ns() < w.expiry(),
+            ),
+            Property::always(
+                "once an answer to a sync sent after our znode was lost arrives, we do not lead",
+                |_, w: &World| !w.led_knowing_loss,
+            ),
+            // Not vacuous either: a leader loses its znode and then hears
+            // an answer sent after.
+            Property::sometimes(
+                "our znode is lost while we lead, and we hear of it",
+                |m: &Session, w: &World| {
+                    m.failure != Failure::ZnodeLost || (w.lost_while_leading && w.knows_loss)
+                },
             ),
             // The rule is not vacuous: syncs carry the deadline a whole
             // step past the one the handshake proved.
@@ -495,11 +591,16 @@ fn check(model: Session) -> impl Checker<Session> {
     breadth_first(model.checker(), "ZooKeeper session model")
 }
 
+/// The property a lost znode breaks.
+const KNOWN_LOSS: &str =
+    "once an answer to a sync sent after our znode was lost arrives, we do not lead";
+
 fn assert_safe(model: Session) {
     let checker = check(model);
     for property in [
         "the deadline is never after the session's expiry",
         "nobody leads once the session may have expired",
+        KNOWN_LOSS,
     ] {
         if let Some(path) = checker.discovery(property) {
             panic!("unsafe ({property}): {:?}", path.into_actions());
@@ -518,8 +619,44 @@ fn the_zookeeper_deadline_never_passes_the_sessions_expiry_across_a_leader_chang
     assert_safe(bounded(Rule::Production, Failure::LeaderChange));
 }
 
+/// Our znode deleted by an operator (or owned by another session) while
+/// the session lives, connected or not, the member perhaps lost too: the
+/// stint ends before anything newer than the loss is heard.
+#[test]
+fn a_lost_znode_ends_the_stint_before_anything_newer_is_heard() {
+    assert_safe(lost_znode(Rule::Production));
+}
+
+/// The lost znode's bounds: two failures in a run, so two messages in
+/// flight instead of three.
+fn lost_znode(rule: Rule) -> Session {
+    Session {
+        in_flight: 2,
+        ..bounded(rule, Failure::ZnodeLost)
+    }
+}
+
+/// Each of the stint's znode rules switched off is caught, and by the
+/// lost-znode property, not the deadline's.
+#[test]
+fn ignoring_a_deletion_trusting_a_watch_across_a_reconnection_or_not_reading_back_is_caught() {
+    for (mutation, what) in [
+        (Mutation::IgnoreOwnDeletion, "ignoring our znode's deletion"),
+        (
+            Mutation::TrustWatchAcrossReconnection,
+            "trusting the znode's watch across a reconnection",
+        ),
+        (
+            Mutation::NoReadAfterLapse,
+            "leading again after a lapse without reading our znode back",
+        ),
+    ] {
+        caught_as(lost_znode(Rule::Recipe(mutation)), what, KNOWN_LOSS);
+    }
+}
+
 /// The deeper configuration, by hand (about 100 s and 10 GiB):
-/// `cargo test --release --lib lease_model -- --ignored`.
+/// `cargo test --release --lib zk::model::lease -- --ignored`.
 #[test]
 #[ignore]
 fn deeper_the_zookeeper_deadline_never_passes_the_sessions_expiry() {
@@ -585,8 +722,14 @@ fn caught(model: Session, what: &str) {
     );
 }
 
+/// Checks `model` until `property` fails (breadth-first, so on a
+/// shortest trace) and says in how many steps.
 fn caught_as(model: Session, what: &str, property: &'static str) {
-    let checker = check(model);
+    let finish = stateright::HasDiscoveries::AnyOf([property].into());
+    let checker = breadth_first(
+        model.checker().finish_when(finish),
+        "ZooKeeper session model",
+    );
     let path = checker
         .discovery(property)
         .unwrap_or_else(|| panic!("{what} must be caught"));

@@ -1,5 +1,6 @@
-//! Rows: one per backend x implementation x scenario (x candidates, for
-//! scale), printed as a table or as JSON lines.
+//! A row: one measured combination of backend x implementation x
+//! scenario (x candidates, for scale), as the tables show it and as the
+//! JSON line `--format json` prints; and a combination that cannot run.
 
 use std::time::Duration;
 
@@ -47,9 +48,13 @@ pub struct Row {
     /// Watch notifications the servers delivered per leader change, to
     /// waiters and to everyone who follows the leader.
     pub notifications_per_change: Option<f64>,
-    /// Requests the servers received per leader change (keepalives in the
-    /// same window included).
+    /// Requests the servers received per leader change: in scale, net of
+    /// the steady state's renewals (`idle_requests_per_s`); elsewhere
+    /// keepalives in the same window included.
     pub requests_per_change: Option<f64>,
+    /// Scale: requests per second the servers received with no leader
+    /// change, the candidates' renewals, counted before the handovers.
+    pub idle_requests_per_s: Option<f64>,
     /// Raft terms per leader change.
     pub terms_per_change: Option<f64>,
     /// Operations scenarios: times leadership was lost (or handed over
@@ -113,6 +118,7 @@ impl Row {
             led_without_read_per_change: None,
             notifications_per_change: counters.and_then(|c| per_change(c.notifications)),
             requests_per_change: counters.and_then(|c| per_change(c.requests)),
+            idle_requests_per_s: None,
             terms_per_change: None,
             spurious_losses: None,
             command_restarts: None,
@@ -136,120 +142,6 @@ impl Row {
 fn round(v: f64, places: i32) -> f64 {
     let f = 10f64.powi(places);
     (v * f).round() / f
-}
-
-/// A measure with its unit, to three significant figures or so; `-`
-/// when there is none.
-pub(crate) fn cell(v: Option<f64>, unit: &str) -> String {
-    match v {
-        Some(v) if v >= 100.0 => format!("{v:.0}{unit}"),
-        Some(v) if v >= 10.0 => format!("{v:.1}{unit}"),
-        Some(v) => format!("{v:.2}{unit}"),
-        None => "-".into(),
-    }
-}
-
-/// The header and cells of the side-by-side table.
-pub fn table(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
-    let header = vec![
-        "backend",
-        "implementation",
-        "scenario",
-        "n",
-        "trials",
-        "p50",
-        "p99",
-        "max",
-        "mean",
-        "mean/TTL",
-        "changes",
-        "overlap",
-        "stale",
-        "wake/chg",
-        "notif/chg",
-        "req/chg",
-    ];
-    let cells = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.backend.to_owned(),
-                r.implementation.to_owned(),
-                r.scenario.to_owned(),
-                r.candidates.to_string(),
-                r.trials.to_string(),
-                cell(r.p50_ms, "ms"),
-                cell(r.p99_ms, "ms"),
-                cell(r.max_ms, "ms"),
-                cell(r.mean_ms, "ms"),
-                cell(r.mean_ttl, ""),
-                r.failovers.to_string(),
-                if r.fenced {
-                    cell(r.max_overlap_ms.or(Some(0.0)), "ms")
-                } else {
-                    "-".into()
-                },
-                r.stale_writes_accepted
-                    .map_or("-".into(), |n| n.to_string()),
-                cell(r.wakeups_per_change, ""),
-                cell(r.notifications_per_change, ""),
-                cell(r.requests_per_change, ""),
-            ]
-        })
-        .collect();
-    (header, cells)
-}
-
-/// The table as aligned text.
-pub fn text_table(rows: &[Row]) -> String {
-    let (header, cells) = table(rows);
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let line = |row: Vec<String>| {
-        row.iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(i, (c, w))| {
-                if i < 3 {
-                    format!("{c:<w$}")
-                } else {
-                    format!("{c:>w$}")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_owned()
-    };
-    let mut out = line(header.iter().map(|h| h.to_string()).collect());
-    out.push('\n');
-    for row in cells {
-        out.push_str(&line(row));
-        out.push('\n');
-    }
-    out
-}
-
-/// The table in Markdown.
-pub fn markdown_table(rows: &[Row]) -> String {
-    let (header, cells) = table(rows);
-    let mut out = format!("| {} |\n", header.join(" | "));
-    out.push_str(&format!(
-        "|{}\n",
-        header
-            .iter()
-            .enumerate()
-            .map(|(i, _)| if i < 3 { "---|" } else { "---:|" })
-            .collect::<String>()
-    ));
-    for row in cells {
-        out.push_str(&format!("| {} |\n", row.join(" | ")));
-    }
-    out
 }
 
 /// A backend that cannot run, and how to enable it.

@@ -6,10 +6,10 @@ use anyhow::Context as _;
 use elect::Backend;
 
 use crate::contender::Contender;
-use crate::output::Row;
 use crate::plan::Plan;
 use crate::probe::Probe;
 use crate::progress::Progress;
+use crate::row::Row;
 use crate::scenario::{self, Scenario, Setup};
 use crate::{elections, floor, scale};
 
@@ -63,27 +63,44 @@ pub(crate) fn elections(
     Ok(row)
 }
 
-/// The floor beside a backend's handover rows (see [`floor`]).
-pub(crate) fn floor(plan: &Plan, c: &Contender, endpoints: &str) -> anyhow::Result<Row> {
-    let trials = plan.trials(Scenario::Handover);
-    let progress = Progress::start(format!("{} floor handover", c.backend.name()), trials);
-    let samples = floor::samples(c.backend, endpoints, trials, &progress)
-        .with_context(|| format!("{} floor", c.backend.name()))?;
+/// The floor beside a backend's handover or failover rows (see
+/// [`floor`]).
+pub(crate) fn floor(
+    plan: &Plan,
+    c: &Contender,
+    scenario: Scenario,
+    endpoints: &str,
+) -> anyhow::Result<Row> {
+    let trials = plan.trials(scenario);
+    let progress = Progress::start(
+        format!("{} floor {}", c.backend.name(), scenario.name()),
+        trials,
+    );
+    let (samples, note) = match scenario {
+        Scenario::Failover => (
+            floor::failover_samples(c.backend, endpoints, c.ttl, trials, &progress),
+            "a bare holder's host silenced at a random point of its renewal cycle, and the \
+             service's expiry of its key seen by a watcher: what any failover waits for when \
+             the holder renews as the peers' libraries do",
+        ),
+        _ => (
+            floor::samples(c.backend, endpoints, trials, &progress),
+            "one delete committed and its watch event seen, in one process through the same \
+             client library: what any handover waits for",
+        ),
+    };
+    let samples = samples.with_context(|| format!("{} floor", c.backend.name()))?;
     let mut row = Row::new(
         c.backend.name(),
         "floor",
-        Scenario::Handover.name(),
+        scenario.name(),
         c.ttl,
         1,
         &samples,
         samples.len(),
         None,
     );
-    row.notes.push(
-        "one delete committed and its watch event seen, in one process through the same \
-         client library: what any handover waits for"
-            .into(),
-    );
+    row.notes.push(note.into());
     progress.finish(&summary(&row));
     Ok(row)
 }
@@ -166,6 +183,15 @@ pub(crate) fn scale(
         );
         row.memory_kib_per_candidate = Some((point.memory_kib_per_candidate * 10.0).round() / 10.0);
         row.connections_per_candidate = Some((point.sockets_per_candidate * 10.0).round() / 10.0);
+        row.idle_requests_per_s = point.idle.map(|c| c.requests.round());
+        if let Some(idle) = point.idle {
+            row.notes.push(format!(
+                "req/chg and notif/chg net of the steady state's {:.0} requests/s (every \
+                 candidate's renewals, counted for 3 s before the handovers); each change \
+                 includes the join of one candidate, which keeps N",
+                idle.requests
+            ));
+        }
         row.set_wakeups(point.wakeups as f64, point.changes);
         progress.finish(&summary(&row));
         rows.push(row);

@@ -40,7 +40,7 @@
 //! The environment lets a lease lapse, and in some worlds an operator
 //! deletes one key by hand, any key. A lease lapses only after its
 //! holder's work has stopped (the local deadline comes first:
-//! `deadline_model` checks that rule), and a candidate past its
+//! `model::deadline` checks that rule), and a candidate past its
 //! lease's end never starts to lead, for its deadline has passed.
 //!
 //! Invariants, in every state: at most one candidate's work runs, and
@@ -67,6 +67,14 @@
 //! clear); it keeps a lagging member from making a candidate believe its
 //! key is gone.
 //!
+//! Where markers cannot be written (a role limited to the election's
+//! prefix, `Markers::Unwritable`), a claim says so and the candidate reads
+//! its key back, and a release is refused whole: one leader at a time, in
+//! order, with or without a key deleted by hand that is not a working
+//! leader's; leading without the read back is caught (7 steps). A working
+//! leader's key deleted by hand lets a newcomer lead beside it there: the
+//! role's known gap, shown by its own test.
+//!
 //! Not modelled: Go candidates (never touched; they lead by their own
 //! reads and do not wait for leases), the wait for a lease that gives up
 //! after one TTL, and compaction (a cancelled watch reads afresh).
@@ -75,13 +83,25 @@ use stateright::{Checker, HasDiscoveries, Model, Property};
 
 use crate::backend::model_check::breadth_first;
 
-use super::keywatch::Woken as Reported;
-use super::layout::CandidateKey;
-use super::layout::ELECT_LEASE_TAG;
-use super::recipe::{
-    Claim, Input, KeyEvent, Mutation, Next as TurnNext, NextInLine, NextStep, OfficeInput,
-    OfficeStep, Pick, ReleaseStep, Request, Resignation, TakeOffice, Turn, TurnCheck, WaitForTurn,
+use crate::backend::etcd::keywatch::Woken as Reported;
+use crate::backend::etcd::layout::CandidateKey;
+use crate::backend::etcd::layout::ELECT_LEASE_TAG;
+use crate::backend::etcd::recipe::{
+    Claim, KeyEvent, Mutation, NextInLine, NextInLineInput, NextInLineNext, OfficeInput,
+    OfficeNext, Pick, Resignation, ResignationInput, ResignationNext, TakeOffice, Turn, TurnCheck,
+    TurnInput, TurnNext, TurnRequest, WaitForTurn,
 };
+use crate::backend::recipe::Recipe;
+use crate::clock::BootInstant;
+
+/// The recipes here keep no time: every instant is this one.
+const NOW: BootInstant = BootInstant::from_nanos(0);
+
+/// What `recipe` asks for now, without changing it: the model's actions
+/// only look.
+fn peek<R: Recipe + Clone>(recipe: &R) -> R::Next {
+    recipe.clone().poll(NOW)
+}
 
 const CANDIDATES: usize = 3;
 /// Candidacies per candidate: a lost one starts once more.
@@ -279,6 +299,8 @@ struct World {
     touched: bool,
     /// Someone led on a read from a member's own, older state.
     led_on_older_state: bool,
+    /// Someone read its key back and found it (markers unwritable).
+    read_back: bool,
     /// Someone started to lead while a key older than its own existed.
     out_of_order: bool,
 }
@@ -426,12 +448,26 @@ enum HandDeletes {
     None,
     /// Any one key, the working leader's included.
     Any,
+    /// Any one key but a working leader's.
+    NotAWorkingLeaders,
+}
+
+/// Whether candidates may write the markers beside the election's keys.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Markers {
+    Writable,
+    /// A role limited to the election's prefix: a claim says
+    /// `Claim::Unwritable` and writes nothing, and a release (its
+    /// transaction writes the release marker) is refused whole, so the
+    /// key goes with the lease, once the work has stopped.
+    Unwritable,
 }
 
 struct Election {
     rule: Rule,
     leases: Leases,
     hand_deletes: HandDeletes,
+    markers: Markers,
     /// Revisions in a world, the initial empty one included.
     revisions: usize,
     /// Candidacies per candidate, at most [`CANDIDACIES`].
@@ -495,14 +531,14 @@ impl Election {
 
     /// Hands `input` to candidate `i`'s recipe; once it has decided, the
     /// turn goes to the next recipe, as in `campaign.rs`.
-    fn take(&self, w: &mut World, i: usize, input: Input) {
+    fn take(&self, w: &mut World, i: usize, input: TurnInput) {
         let c = &mut w.candidates[i];
         let Phase::Turn { mine, .. } = c.phase else {
             return;
         };
         let recipe = c.turn.as_mut().expect("a turn under way");
-        recipe.input(input);
-        let TurnNext::Decided(turn) = recipe.next() else {
+        recipe.input(NOW, input);
+        let TurnNext::Decided(turn) = peek(recipe) else {
             return;
         };
         if matches!(
@@ -532,15 +568,15 @@ impl Election {
             return;
         };
         let office = c.office.as_mut().expect("on the way to office");
-        office.input(input);
-        match office.step() {
-            OfficeStep::Lead { .. } => {
+        office.input(NOW, input);
+        match peek(office) {
+            OfficeNext::Lead { .. } => {
                 let own = Self::own_key(c, mine).candidate();
                 c.line = Some(NextInLine::new(own).mutated(self.mutation()));
                 c.office = None;
                 c.phase = Phase::Leading { mine, watch: None };
             }
-            OfficeStep::Vanished => {
+            OfficeNext::Vanished => {
                 c.office = None;
                 c.phase = Phase::Lost { mine };
             }
@@ -557,7 +593,7 @@ impl Election {
     }
 
     /// A candidate that has just decided to lead: past its lease's end
-    /// its deadline has passed too (`deadline_model`), so it steps
+    /// its deadline has passed too (`model::deadline`), so it steps
     /// down instead; else it notes whether it jumped the queue.
     fn settle(last: &World, w: &mut World, i: usize) {
         let (before, now) = (&last.candidates[i].phase, w.candidates[i].phase);
@@ -605,6 +641,7 @@ impl Model for Election {
             lapses: 0,
             touched: false,
             led_on_older_state: false,
+            read_back: false,
             out_of_order: false,
         }]
     }
@@ -617,11 +654,11 @@ impl Model for Election {
                 Phase::Turn { mine, watch } => {
                     let recipe = c.turn.as_ref().expect("a turn under way");
                     let own = Self::own_key(c, mine);
-                    match recipe.next() {
-                        TurnNext::Send(Request::FindPredecessor) => {
+                    match peek(recipe) {
+                        TurnNext::Send(TurnRequest::FindPredecessor) => {
                             actions.push(Action::ReadPredecessor(i));
                         }
-                        TurnNext::Send(Request::Watch { predecessor, from }) => {
+                        TurnNext::Send(TurnRequest::Watch { predecessor, from }) => {
                             let at = Pos {
                                 rev: from as u8 + 1,
                                 event: 0,
@@ -630,7 +667,7 @@ impl Model for Election {
                                 actions.push(Action::Watch(i));
                             }
                         }
-                        TurnNext::Send(Request::CheckTurn { seen }) => {
+                        TurnNext::Send(TurnRequest::CheckTurn { seen }) => {
                             let pred = Key::of(recipe.predecessor().expect("a predecessor"));
                             let reports =
                                 watch.is_some_and(|at| next_turn_event(w, at, own, pred).is_some());
@@ -654,29 +691,29 @@ impl Model for Election {
                 }
                 Phase::Office { mine, claimed } => {
                     let store = w.store();
-                    match c.office.as_ref().expect("on the way to office").step() {
-                        OfficeStep::Claim => {
+                    match peek(c.office.as_ref().expect("on the way to office")) {
+                        OfficeNext::Claim => {
                             let others = store.tenures.iter().any(|&l| l != c.lease);
                             let gone = !store.holds(Self::own_key(c, mine));
                             if (!claimed && room) || (claimed && (gone || !others)) {
                                 actions.push(Action::Claim(i));
                             }
                         }
-                        OfficeStep::AwaitLeaseEnd(pred) => {
-                            let pred = Key::of(pred);
+                        OfficeNext::AwaitLeaseEnd(pred) => {
+                            let pred = Key::of(&pred);
                             if store.ended[pred.lease as usize] || store.released(pred) {
                                 actions.push(Action::LeaseOver(i));
                             }
                         }
-                        OfficeStep::ReadBack => actions.push(Action::ReadBack(i)),
+                        OfficeNext::ReadBack => actions.push(Action::ReadBack(i)),
                         step => unreachable!("{step:?} is not a step on the way"),
                     }
                 }
                 Phase::Leading { watch, .. } => {
                     let line = c.line.as_ref().expect("a leader follows its next");
-                    match *line.step() {
-                        NextStep::Read { .. } => actions.push(Action::LeaderRead(i)),
-                        NextStep::Watch { from } => {
+                    match peek(line) {
+                        NextInLineNext::Read { .. } => actions.push(Action::LeaderRead(i)),
+                        NextInLineNext::Watch { from } => {
                             let at = watch.unwrap_or(Pos {
                                 rev: from as u8 + 1,
                                 event: 0,
@@ -685,7 +722,7 @@ impl Model for Election {
                                 actions.push(Action::LeaderWatch(i));
                             }
                         }
-                        NextStep::OwnKeyGone => unreachable!("leading on a key that is gone"),
+                        NextInLineNext::OwnKeyGone => unreachable!("leading on a key that is gone"),
                     }
                     if room {
                         actions.push(Action::Resign(i));
@@ -696,7 +733,7 @@ impl Model for Election {
                 }
                 Phase::Releasing { working, .. } => {
                     let resignation = c.resignation.as_ref().expect("resigning");
-                    let sends = matches!(resignation.step(), ReleaseStep::Release(_));
+                    let sends = matches!(peek(resignation), ResignationNext::Release(_));
                     if room && sends {
                         actions.push(Action::Release(i));
                     }
@@ -715,9 +752,13 @@ impl Model for Election {
                 _ => {}
             }
         }
-        if room && self.hand_deletes == HandDeletes::Any && w.deletes < DELETES {
+        if room && self.hand_deletes != HandDeletes::None && w.deletes < DELETES {
             for k in w.store().existing() {
-                actions.push(Action::DeleteByHand(k.lease));
+                let a_working_leaders =
+                    w.candidates.iter().any(|c| c.lease == k.lease && c.works());
+                if self.hand_deletes == HandDeletes::Any || !a_working_leaders {
+                    actions.push(Action::DeleteByHand(k.lease));
+                }
             }
         }
         if room && w.lapses < LAPSES {
@@ -757,7 +798,7 @@ impl Model for Election {
                 let Phase::Turn { mine, .. } = w.candidates[i].phase else {
                     return None;
                 };
-                let input = Input::Predecessor {
+                let input = TurnInput::Predecessor {
                     key: w.store().older_than(mine).map(Key::candidate),
                     at: w.now() as i64,
                 };
@@ -771,8 +812,8 @@ impl Model for Election {
                 let recipe = c.turn.as_ref()?;
                 // A new stream from just after the read that named the
                 // predecessor; else the one racing the read goes on.
-                let (pred, at) = match recipe.next() {
-                    TurnNext::Send(Request::Watch { predecessor, from }) => (
+                let (pred, at) = match peek(recipe) {
+                    TurnNext::Send(TurnRequest::Watch { predecessor, from }) => (
                         Key::of(&predecessor),
                         Pos {
                             rev: from as u8 + 1,
@@ -794,7 +835,7 @@ impl Model for Election {
                         event: pos.event + 1,
                     }),
                 };
-                self.take(&mut w, i, Input::Woken(reported));
+                self.take(&mut w, i, TurnInput::Woken(reported));
             }
             Action::ReadTurn(i, member) => {
                 let c = &w.candidates[i];
@@ -802,7 +843,7 @@ impl Model for Election {
                     return None;
                 };
                 let recipe = c.turn.as_ref()?;
-                let TurnNext::Send(Request::CheckTurn { seen }) = recipe.next() else {
+                let TurnNext::Send(TurnRequest::CheckTurn { seen }) = peek(recipe) else {
                     return None;
                 };
                 let pred = Key::of(recipe.predecessor()?);
@@ -815,7 +856,7 @@ impl Model for Election {
                     w.now()
                 };
                 let check = Self::turn_read(&w, c, mine, pred, rev);
-                self.take(&mut w, i, Input::Checked(check));
+                self.take(&mut w, i, TurnInput::Checked(check));
                 let claims = matches!(
                     w.candidates[i].phase,
                     Phase::Office { .. } | Phase::Leading { .. }
@@ -834,6 +875,7 @@ impl Model for Election {
                     .store()
                     .holds(Self::own_key(c, mine))
                     .then_some(mine as i64);
+                w.read_back |= read.is_some();
                 self.answer_office(&mut w, i, OfficeInput::ReadBack(read));
             }
             Action::Claim(i) => {
@@ -847,6 +889,12 @@ impl Model for Election {
                     // until the deadline, which has passed.
                     if w.store().ended[c.lease as usize] {
                         Self::lose(&mut w, i, mine);
+                        return Some(w);
+                    }
+                    // Refused whatever our key: the role may not write
+                    // outside the election's prefix.
+                    if self.markers == Markers::Unwritable {
+                        self.answer_office(&mut w, i, OfficeInput::Claimed(Claim::Unwritable));
                         return Some(w);
                     }
                     // Guarded by our key.
@@ -879,7 +927,7 @@ impl Model for Election {
                     return None;
                 };
                 let line = c.line.as_ref()?;
-                let NextStep::Read { pick } = *line.step() else {
+                let NextInLineNext::Read { pick } = peek(line) else {
                     return None;
                 };
                 let store = w.store();
@@ -895,8 +943,15 @@ impl Model for Election {
                 let at = w.now() as i64;
                 let c = &mut w.candidates[i];
                 let line = c.line.as_mut()?;
-                line.read_answered(own.as_ref(), next.map(Key::candidate), at);
-                let gone = *line.step() == NextStep::OwnKeyGone;
+                line.input(
+                    NOW,
+                    NextInLineInput::Read {
+                        own,
+                        next: next.map(Key::candidate),
+                        at,
+                    },
+                );
+                let gone = peek(line) == NextInLineNext::OwnKeyGone;
                 c.phase = Phase::Leading { mine, watch: None };
                 if gone {
                     Self::lose(&mut w, i, mine);
@@ -908,7 +963,7 @@ impl Model for Election {
                     return None;
                 };
                 let line = c.line.as_ref()?;
-                let NextStep::Watch { from } = *line.step() else {
+                let NextInLineNext::Watch { from } = peek(line) else {
                     return None;
                 };
                 let at = watch.unwrap_or(Pos {
@@ -918,8 +973,8 @@ impl Model for Election {
                 let (pos, event) = next_leader_event(&w, at, line)?;
                 let c = &mut w.candidates[i];
                 let line = c.line.as_mut()?;
-                line.event(event);
-                let gone = *line.step() == NextStep::OwnKeyGone;
+                line.input(NOW, NextInLineInput::Event(event));
+                let gone = peek(line) == NextInLineNext::OwnKeyGone;
                 c.phase = Phase::Leading {
                     mine,
                     watch: Some(Pos {
@@ -949,12 +1004,13 @@ impl Model for Election {
                 let Phase::Releasing { mine, working } = c.phase else {
                     return None;
                 };
-                let ReleaseStep::Release(touch) = c.resignation.as_ref()?.step() else {
+                let ResignationNext::Release(touch) = peek(c.resignation.as_ref()?) else {
                     return None;
                 };
-                // A put bound to an ended lease fails the whole transaction.
+                // A put bound to an ended lease fails the whole
+                // transaction, as does a marker the role may not write.
                 let alive = !w.store().ended[c.lease as usize];
-                if alive {
+                if alive && self.markers == Markers::Writable {
                     w.commit(|s, _| {
                         let own = Self::own_key(&c, mine);
                         s.markers.push((mine, c.lease));
@@ -1000,7 +1056,7 @@ impl Model for Election {
                     _ => return None,
                 }
                 if let Some(resignation) = &mut c.resignation {
-                    resignation.work_stopped();
+                    resignation.input(NOW, ResignationInput::WorkStopped);
                 }
             }
             Action::DeadlinePasses(i) => {
@@ -1070,22 +1126,37 @@ impl Model for Election {
                 "a successor leads on a member's older state",
                 |_, w: &World| w.led_on_older_state,
             ),
+            // Not vacuous where markers cannot be written: a candidate
+            // reads its key back, and finds it.
+            Property::sometimes(READ_BACK, |m: &Election, w: &World| {
+                m.markers == Markers::Writable || w.read_back
+            }),
         ]
     }
 }
 
 const ONE_AT_A_TIME: &str = "at most one candidate's work runs";
 const IN_ORDER: &str = "nobody leads while a key older than its own is left";
+const READ_BACK: &str = "a candidate reads its key back where markers cannot be written";
 
 fn check(rule: Rule, leases: Leases, hand_deletes: HandDeletes) -> impl Checker<Election> {
+    check_with(rule, leases, hand_deletes, Markers::Writable)
+}
+
+fn check_with(
+    rule: Rule,
+    leases: Leases,
+    hand_deletes: HandDeletes,
+    markers: Markers,
+) -> impl Checker<Election> {
     // A delete by hand multiplies the worlds: fewer revisions, and with
     // own leases one candidacy each (a key is created again under its old
     // name only on a session's lease).
     let (revisions, candidacies) = match (hand_deletes, leases) {
         (HandDeletes::None, Leases::Own) => (11, CANDIDACIES),
         (HandDeletes::None, Leases::Session) => (12, CANDIDACIES),
-        (HandDeletes::Any, Leases::Own) => (8, 1),
-        (HandDeletes::Any, Leases::Session) => (8, CANDIDACIES),
+        (_, Leases::Own) => (8, 1),
+        (_, Leases::Session) => (8, CANDIDACIES),
     };
     // Its counterexample takes nine revisions: the leader's next deleted
     // by hand and created again behind another key, before the release.
@@ -1105,6 +1176,7 @@ fn check(rule: Rule, leases: Leases, hand_deletes: HandDeletes) -> impl Checker<
         rule,
         leases,
         hand_deletes,
+        markers,
         revisions,
         candidacies,
     };
@@ -1112,7 +1184,7 @@ fn check(rule: Rule, leases: Leases, hand_deletes: HandDeletes) -> impl Checker<
         model.checker().finish_when(finish),
         &format!(
             "etcd handover model ({rule:?}, {leases:?} leases, hand deletes: {hand_deletes:?}, \
-             {revisions} revisions)"
+             markers {markers:?}, {revisions} revisions)"
         ),
     )
 }
@@ -1166,6 +1238,72 @@ fn the_lease_wait_is_covered_by_the_tenure_claim() {
     );
     checker.assert_no_discovery(ONE_AT_A_TIME);
     checker.assert_no_discovery(IN_ORDER);
+}
+
+/// The least-privilege role (readwrite on `<election>/` only): no marker
+/// can be written, so a claim reads our key back instead, and a release
+/// is refused whole (the key goes with the lease, once the work has
+/// stopped). One leader at a time, in order, with or without a key deleted
+/// by hand that is not a working leader's, and the read back is reached.
+#[test]
+fn one_leader_at_a_time_in_order_where_markers_cannot_be_written() {
+    for hand_deletes in [HandDeletes::None, HandDeletes::NotAWorkingLeaders] {
+        let checker = check_with(
+            Rule::Production,
+            Leases::Own,
+            hand_deletes,
+            Markers::Unwritable,
+        );
+        checker.assert_no_discovery(ONE_AT_A_TIME);
+        checker.assert_no_discovery(IN_ORDER);
+        assert!(
+            checker.discovery(READ_BACK).is_some(),
+            "no candidate reads its key back ({hand_deletes:?})"
+        );
+    }
+}
+
+/// Where markers cannot be written, the read back is the claim's guard:
+/// leading without it on a key deleted by hand while we waited lets a
+/// younger candidate, which finds no older key, lead beside us.
+#[test]
+fn without_markers_leading_without_the_read_back_is_caught() {
+    let checker = check_with(
+        Rule::Recipe(Mutation::NoReadBack),
+        Leases::Own,
+        HandDeletes::NotAWorkingLeaders,
+        Markers::Unwritable,
+    );
+    let path = checker
+        .discovery(ONE_AT_A_TIME)
+        .expect("leading without the read back must be caught");
+    eprintln!(
+        "NoReadBack: \"{ONE_AT_A_TIME}\" broken in {} steps: {:?}",
+        path.clone().into_actions().len(),
+        path.into_actions()
+    );
+}
+
+/// What the least-privilege role gives up, as the book's safety page
+/// says: with a working leader's key deleted by hand, a newcomer finds no
+/// marker to wait for and leads beside it (the fencing token is then what
+/// is left).
+#[test]
+fn without_markers_a_working_leaders_key_deleted_by_hand_lets_another_lead_beside_it() {
+    let checker = check_with(
+        Rule::Production,
+        Leases::Own,
+        HandDeletes::Any,
+        Markers::Unwritable,
+    );
+    let path = checker
+        .discovery(ONE_AT_A_TIME)
+        .expect("the role's known gap must show");
+    eprintln!(
+        "without markers, a key deleted by hand: \"{ONE_AT_A_TIME}\" broken in {} steps: {:?}",
+        path.clone().into_actions().len(),
+        path.into_actions()
+    );
 }
 
 #[test]

@@ -29,12 +29,19 @@ use stateright::{Checker, Model, Property};
 
 use crate::backend::model_check::breadth_first;
 
-use super::recipe::{Input, Mutation, Next, Request, WaitForTurn};
+use crate::backend::recipe::Recipe;
+use crate::backend::zk::recipe::{Mutation, TurnInput, TurnNext, TurnRequest, WaitForTurn};
+use crate::clock::BootInstant;
 
 const ELECTION: &str = "/e";
 const CANDIDATES: usize = 3;
-const REFRESH: Duration = Duration::from_secs(2);
-const STEP: Duration = Duration::from_secs(1);
+/// The session timeout; the recipe takes its refresh from it as campaign
+/// does ([`WaitForTurn::for_session`]): 2 s.
+const SESSION: Duration = Duration::from_secs(6);
+/// Time passes half a refresh at a time.
+fn step() -> Duration {
+    WaitForTurn::refresh_for(SESSION) / 2
+}
 
 fn name(z: usize) -> String {
     format!("n{z}")
@@ -48,7 +55,7 @@ fn path(z: usize) -> String {
 struct Candidate {
     recipe: WaitForTurn,
     /// The request the driver awaits.
-    pending: Option<Request>,
+    pending: Option<TurnRequest>,
     /// Fired watches not taken in yet, each with the server operation
     /// that fired it: our own znode's, the predecessor's.
     own_event: Option<(bool, u32)>,
@@ -65,7 +72,7 @@ struct Candidate {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct World {
-    /// Steps of `STEP` since the start.
+    /// Steps of [`step`] since the start.
     now: u32,
     /// Whether each znode is left, in order of creation.
     alive: Vec<bool>,
@@ -98,8 +105,8 @@ struct TurnModel {
 }
 
 impl World {
-    fn time(&self) -> Duration {
-        STEP * self.now
+    fn time(&self) -> BootInstant {
+        BootInstant::from_nanos((step() * self.now).as_nanos() as u64)
     }
 
     fn delete(&mut self, z: usize) {
@@ -130,10 +137,10 @@ impl World {
             return;
         }
         match c.recipe.poll(now) {
-            Next::Send(request) => c.pending = Some(request),
-            Next::Wait(_) => {}
-            Next::Gone(_) => c.done = true,
-            Next::Lead { .. } => {
+            TurnNext::Send(request) => c.pending = Some(request),
+            TurnNext::Wait(_) => {}
+            TurnNext::Gone(_) => c.done = true,
+            TurnNext::Lead { .. } => {
                 c.leading = true;
                 if self.alive[..i].iter().any(|&a| a) {
                     self.led_behind = true;
@@ -145,7 +152,7 @@ impl World {
         }
     }
 
-    fn take(&mut self, i: usize, input: Input) {
+    fn take(&mut self, i: usize, input: TurnInput) {
         let now = self.time();
         self.candidates[i].recipe.input(now, input);
         self.drive(i);
@@ -158,26 +165,26 @@ impl World {
         self.ops += 1;
         let own_alive = self.alive[i];
         let input = match request {
-            Request::Read { owner } => Input::Read {
+            TurnRequest::Read { owner } => TurnInput::Read {
                 queue: (0..CANDIDATES)
                     .filter(|&z| self.alive[z])
                     .map(name)
                     .collect(),
                 ours: owner.then_some(own_alive),
             },
-            Request::WatchPredecessor(p) => {
+            TurnRequest::WatchPredecessor(p) => {
                 let z = (0..CANDIDATES).find(|&z| path(z) == p).expect("a znode");
                 let exists = self.alive[z];
                 if exists {
                     self.candidates[i].watches = Some(z);
                 }
-                Input::PredecessorWatched { exists }
+                TurnInput::PredecessorWatched { exists }
             }
-            Request::WatchOwn => {
+            TurnRequest::WatchOwn => {
                 self.candidates[i].watches_own = own_alive;
-                Input::OwnWatched { ours: own_alive }
+                TurnInput::OwnWatched { ours: own_alive }
             }
-            Request::ConfirmOwn => Input::Confirmed { ours: own_alive },
+            TurnRequest::ConfirmOwn => TurnInput::Confirmed { ours: own_alive },
         };
         self.candidates[i].seen_at = self.ops;
         self.take(i, input);
@@ -191,7 +198,8 @@ impl Model for TurnModel {
     fn init_states(&self) -> Vec<World> {
         let candidates = (0..CANDIDATES)
             .map(|z| Candidate {
-                recipe: WaitForTurn::new(ELECTION, &name(z), REFRESH).mutated(self.mutation),
+                recipe: WaitForTurn::for_session(ELECTION, &name(z), SESSION)
+                    .mutated(self.mutation),
                 pending: None,
                 own_event: None,
                 predecessor_event: None,
@@ -258,16 +266,16 @@ impl Model for TurnModel {
             Action::TakeOwnEvent(i) => {
                 let (deleted, at) = w.candidates[i].own_event.take()?;
                 w.candidates[i].seen_at = at;
-                w.take(i, Input::OwnChanged { deleted });
+                w.take(i, TurnInput::OwnChanged { deleted });
             }
             Action::TakePredecessorEvent(i) => {
                 let (deleted, at) = w.candidates[i].predecessor_event.take()?;
                 w.candidates[i].seen_at = at;
-                w.take(i, Input::PredecessorChanged { deleted });
+                w.take(i, TurnInput::PredecessorChanged { deleted });
             }
             Action::View(i) => {
                 let leader = (0..CANDIDATES).find(|&z| w.alive[z]).map(path);
-                w.take(i, Input::LeaderSeen(leader));
+                w.take(i, TurnInput::LeaderSeen(leader));
             }
             Action::Advance => {
                 w.now += 1;
@@ -325,7 +333,7 @@ fn describe(w: &World, action: &Action) -> String {
             "c{i}'s view: {:?} leads",
             (0..CANDIDATES).find(|&z| w.alive[z]).map(path)
         ),
-        Action::Advance => format!("time passes: {:?}", w.time() + STEP),
+        Action::Advance => format!("time passes: {:?}", w.time() + step()),
         Action::DeleteByHand(z) => format!("{} is deleted by hand", path(*z)),
         Action::Resign(i) => format!("c{i} resigns: {} is deleted", path(*i)),
     }

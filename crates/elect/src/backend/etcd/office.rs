@@ -1,0 +1,147 @@
+//! Taking office: the I/O of the [`TakeOffice`] recipe, from our turn
+//! to leading: the tenure claim (see [`tenure`](super::tenure)), the wait
+//! for a predecessor's lease, or a read of our key back.
+
+use std::time::Duration;
+
+use etcd_client::{Client, GetOptions};
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep};
+use tracing::info;
+
+use super::campaign::{Candidate, Outcome};
+use super::connection::retry;
+use super::errors::etcd_error;
+use super::layout::{self, CandidateKey, Ours};
+use super::lease::Lease;
+use super::recipe::{OfficeInput, OfficeNext, TakeOffice, Turn};
+use super::renewal::LeaseState;
+use super::tenure;
+use crate::backend::recipe::Recipe;
+use crate::clock::BootInstant;
+use crate::counters::warn_counted;
+use crate::error::Result;
+
+impl Candidate {
+    /// From our `turn` to leading, as [`TakeOffice`] decides: the revision
+    /// our leadership is confirmed at, or how the candidacy ended.
+    pub(super) async fn take_office(
+        &mut self,
+        lease_state: &mut watch::Receiver<LeaseState>,
+        lease: &Lease,
+        ours: Ours<'_>,
+        turn: Turn,
+    ) -> std::result::Result<i64, Outcome> {
+        let client = self.client.clone();
+        let patience = self.cfg.connect_timeout;
+        let election = self.cfg.election.clone();
+        let mut office = TakeOffice::new();
+        office.input(BootInstant::now(), OfficeInput::Turn(turn));
+        loop {
+            let answer = match office.poll(BootInstant::now()) {
+                OfficeNext::Lead { confirmed_at } => return Ok(confirmed_at),
+                OfficeNext::Vanished => {
+                    warn_counted!("our key vanished before we could lead; campaigning again");
+                    return Err(Outcome::Lost {
+                        led: false,
+                        deadline: lease.state().deadline,
+                    });
+                }
+                OfficeNext::AwaitTurn => unreachable!("the turn was handed in"),
+                OfficeNext::AwaitLeaseEnd(pred) => {
+                    let ended = wait_for_lease_end(&client, &election, pred);
+                    self.until_lost(lease_state, ended)
+                        .await
+                        .map(|()| OfficeInput::LeaseEnded)
+                }
+                OfficeNext::Claim => {
+                    let claim = tenure::claim(&client, &election, ours, patience);
+                    self.until_lost(lease_state, claim)
+                        .await
+                        .map(OfficeInput::Claimed)
+                }
+                OfficeNext::ReadBack => {
+                    let read_back =
+                        confirm(&client, ours.key, lease.id, ours.create_revision, patience);
+                    self.until_lost(lease_state, read_back)
+                        .await
+                        .map(OfficeInput::ReadBack)
+                }
+            };
+            match answer {
+                Ok(input) => office.input(BootInstant::now(), input),
+                Err(outcome) => return Err(outcome),
+            }
+        }
+    }
+}
+
+/// Waits (at most one of its TTLs) until the lease of our last predecessor
+/// has ended, i.e. its holder has stopped acting as leader.
+async fn wait_for_lease_end(client: &Client, election: &str, pred: CandidateKey) {
+    let started = Instant::now();
+    let mut poll = Duration::from_millis(2);
+    let mut limit = None;
+    let marker = layout::release_marker(election, pred.create_revision);
+    loop {
+        let ttl = Box::pin(client.lease_client().time_to_live(pred.lease, None)).await;
+        match ttl {
+            Ok(resp) if resp.ttl() <= 0 => return,
+            Ok(resp) => {
+                // A lease shared by a session outlives the candidacy: its
+                // holder says the work is over with a release marker.
+                let released = Box::pin(
+                    client
+                        .kv_client()
+                        .get(marker.as_str(), Some(GetOptions::new().with_count_only())),
+                )
+                .await;
+                if released.is_ok_and(|r| r.count() > 0) {
+                    let _ = Box::pin(client.kv_client().delete(marker.as_str(), None)).await;
+                    return;
+                }
+                let granted = Duration::from_secs(resp.granted_ttl().max(0) as u64);
+                let limit = *limit.get_or_insert_with(|| {
+                    info!(
+                        holder = %pred.id,
+                        "predecessor's key is gone but its lease lives; waiting for it to end"
+                    );
+                    started + granted
+                });
+                if Instant::now() >= limit {
+                    warn_counted!(holder = %pred.id, "predecessor's lease outlived its TTL; going ahead");
+                    return;
+                }
+            }
+            Err(e) => warn_counted!("asking for the predecessor's lease: {e}"),
+        }
+        sleep(poll).await;
+        poll = (poll * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// Reads our key back: it must still exist, on our lease, with our create
+/// revision. Returns the revision of the read, or `None` if it is gone.
+async fn confirm(
+    client: &Client,
+    key: &str,
+    lease: i64,
+    my_rev: i64,
+    patience: Duration,
+) -> Option<i64> {
+    retry("confirming our key", patience, || {
+        confirm_once(client, key, lease, my_rev)
+    })
+    .await
+}
+
+async fn confirm_once(client: &Client, key: &str, lease: i64, my_rev: i64) -> Result<Option<i64>> {
+    let resp = Box::pin(client.kv_client().get(key, None))
+        .await
+        .map_err(|e| etcd_error("confirming our key", e))?;
+    let ours = resp
+        .kvs()
+        .first()
+        .is_some_and(|kv| kv.lease() == lease && kv.create_revision() == my_rev);
+    Ok(ours.then(|| resp.header().map_or(0, |h| h.revision())))
+}

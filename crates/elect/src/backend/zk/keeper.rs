@@ -1,0 +1,61 @@
+//! Keeping a ZooKeeper session: the loop of syncs whose answers the
+//! [`SessionLease`] turns into the leadership deadline, and the session's
+//! close.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::debug;
+use zookeeper_client::{Client, Error as ZkError};
+
+use super::lease::SessionLease;
+use super::observe;
+use crate::clock::{self, BootInstant};
+use crate::counters::{PROCESS, warn_counted};
+
+/// Syncs through the ZooKeeper leader every `renew_every` for as long as
+/// the session lasts, and publishes the leadership deadline the answers
+/// prove (see [`SessionLease`]). Each sync is sent only after the previous
+/// one was answered or given up, as the lease's argument needs.
+pub(super) async fn keep_session(
+    client: Client,
+    mut lease: SessionLease,
+    out: watch::Sender<Option<BootInstant>>,
+) {
+    let every = lease.renew_every();
+    loop {
+        let sent = BootInstant::now();
+        match tokio::time::timeout(every * 2, client.sync("/")).await {
+            Ok(Ok(())) => {
+                lease.renewed(sent, BootInstant::now());
+                PROCESS.renewed();
+                out.send_replace(lease.deadline());
+            }
+            Ok(Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed))) => {
+                debug!("session keeper: {e}");
+                return;
+            }
+            Ok(Err(e)) => debug!("session sync: {e}"),
+            Err(_) => debug!("session sync unanswered"),
+        }
+        clock::sleep_until(sent + every).await;
+    }
+}
+
+/// Closes the session: dropping the last clone of the client makes the
+/// library send CloseSession, which also removes anything ephemeral we
+/// might have left; waits (at most `within`) until the server confirmed.
+pub(super) async fn close(client: Client, within: Duration) {
+    let mut state = client.state_watcher();
+    drop(client);
+    let closed = async {
+        while !observe::is_terminal(state.state()) {
+            state.changed().await;
+        }
+    };
+    if tokio::time::timeout(within, closed).await.is_err() {
+        warn_counted!("closing the ZooKeeper session timed out; it will expire");
+    } else {
+        debug!("ZooKeeper session closed");
+    }
+}
