@@ -152,32 +152,34 @@ impl Candidate {
         let cand = self.spec.name.clone();
         let mut failures = 0u32;
         loop {
-            {
-                let s = self.slot.lock().unwrap();
-                if s.stopping {
-                    return;
-                }
-                if s.held || !s.wanted {
-                    drop(s);
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                }
+            // The start happens under the slot's lock, after the check of
+            // `stopping`: a `stop` then either comes first (and nothing is
+            // started) or finds the new process's pid and signals it. With
+            // the check and the start apart, a restart racing the soak's
+            // teardown left a candidate running after the soak ended.
+            let mut s = self.slot.lock().unwrap();
+            if s.stopping {
+                return;
+            }
+            if s.held || !s.wanted {
+                drop(s);
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
             }
             let mut child = match self.spawn() {
                 Ok(c) => c,
                 Err(err) => {
+                    drop(s);
                     eprintln!("soak: cannot start {cand} of {e}: {err}");
                     std::thread::sleep(Duration::from_secs(1));
                     continue;
                 }
             };
             let pid = child.id() as i32;
-            {
-                let mut s = self.slot.lock().unwrap();
-                s.pid = Some(pid);
-                s.starts += 1;
-                s.wanted = false;
-            }
+            s.pid = Some(pid);
+            s.starts += 1;
+            s.wanted = false;
+            drop(s);
             recorder.write(
                 Log::Lines,
                 &LineRecord::Start {
@@ -254,3 +256,40 @@ fn wait_recording_lines(
     status
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stop that races a start leaves nothing running: the start either
+    /// comes first and is stopped, or never happens. Each round asks for a
+    /// start and stops at once; the supervisor polls every 20 ms, so some
+    /// rounds land the stop between its check and its start.
+    #[test]
+    fn a_stop_racing_a_start_leaves_nothing_running() {
+        let dir = std::env::temp_dir().join(format!("soak-candidate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let recorder = Recorder::create(&dir).unwrap();
+        for round in 0..60 {
+            let c = Candidate::start(
+                Spec {
+                    election: "e".into(),
+                    name: format!("c{round}"),
+                    argv: vec!["sleep".into(), "30".into()],
+                    env: vec![],
+                    log: dir.join("log"),
+                    elect: false,
+                    on_demand: true,
+                },
+                recorder.clone(),
+            );
+            c.want();
+            // The stop lands at a different phase of the supervisor's
+            // poll in each round, sometimes in the middle of its start.
+            std::thread::sleep(Duration::from_micros(round * 331 % 20_000));
+            c.stop(Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(30));
+            assert_eq!(c.pid(), None, "round {round}: started after the stop");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
