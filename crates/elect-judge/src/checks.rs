@@ -578,7 +578,14 @@ impl Judging<'_> {
                 &mut self.v,
             );
         } else {
-            periodic(self.h, self.e, &self.store, &mut self.figures, &mut self.v);
+            periodic(
+                self.h,
+                self.e,
+                &self.store,
+                service,
+                &mut self.figures,
+                &mut self.v,
+            );
         }
     }
 
@@ -698,12 +705,16 @@ fn liveness(
 /// contract's at-least-once (the completing leader lost leadership before
 /// its record landed): counted, not a violation. So is one after a
 /// completion whose record window saw the service's quorum broken on
-/// purpose: no record could land until the quorum was back (the leader
-/// says so and exits; the next period's leader runs the job again).
+/// purpose, or one at whose completion no member of the service served
+/// (the probe's **unavailable**, whatever caused it: seed 41's leader
+/// member paused under fsync load): no record could land until the
+/// service was back (the leader says so and exits; the next leader runs
+/// the job again).
 fn periodic(
     h: &History,
     e: &ElectionMeta,
     store: &Store,
+    service: &[crate::service::Finding],
     figures: &mut Figures,
     v: &mut Vec<Violation>,
 ) {
@@ -743,7 +754,7 @@ fn periodic(
                 })
                 .overlap(record_window)
                 .is_some()
-        });
+        }) || unavailable_at(service, &e.backend, first_done);
         for (start, _, cand) in runs.iter().filter(|(start, _, _)| *start > first_done) {
             if *start > first_done + RECORD_WINDOW && !quorum_lost {
                 v.push(violation(
@@ -767,6 +778,18 @@ fn periodic(
 /// How long after a periodic job completes its leader may still be
 /// writing the period's record (its connect timeout, 5 s, and two TTLs).
 const RECORD_WINDOW: Micros = 10_000_000;
+
+/// Whether no member of `backend`'s service served at `at`, by the
+/// probe's unavailable findings. Their edges are as late as the probe's
+/// period (a second): an outage that began up to then after `at` counts.
+fn unavailable_at(service: &[crate::service::Finding], backend: &str, at: Micros) -> bool {
+    service.iter().any(|f| {
+        f.kind == "unavailable" && f.backend == backend && f.from <= at + PROBE_PERIOD && f.to >= at
+    })
+}
+
+/// How often the soak's probe asks each member (its findings' resolution).
+const PROBE_PERIOD: Micros = 1_000_000;
 
 /// For each gap in accepted writes, the kind of the fault that caused it:
 /// the latest relevant fault begun before the gap and in effect (or healed
