@@ -37,6 +37,27 @@ fn elect_observes_a_leader_elected_by_etcdctl() {
     assert_eq!(seen["leader"], "go-proposal");
 }
 
+/// A Go leader may proclaim a new value (Go's `Election.Proclaim`: a put of
+/// its key, lease kept); elect's observer reports it, as Go's `Observe`
+/// does. (elect's own leaders never proclaim, so their followers do not
+/// watch for it.)
+#[test]
+fn elect_observes_a_go_leaders_proclaim() {
+    let etcd = Cluster::start();
+    let mut go = etcdctl_elect(&etcd.endpoints, &["proclaims", "go-proposal"]);
+    go.wait_line("etcdctl elected", SOON, |l| l.text == "go-proposal");
+    let mut observer = elect(
+        "observer",
+        &etcd.endpoints,
+        &["observe", "--election", "proclaims"],
+    );
+    let (_, seen) = observer.wait_event("leader", SOON);
+    assert_eq!(seen["leader"], "go-proposal");
+    let (key, _) = etcd.candidates("proclaims").remove(0);
+    etcd.etcdctl_ok(&["put", &key, "go-proclaimed", "--ignore-lease"]);
+    observer.wait_leader("go-proclaimed", SOON);
+}
+
 /// elect, etcdctl, elect join in that order and lead in that order.
 #[test]
 fn etcdctl_and_elect_candidates_take_turns_in_creation_order() {
