@@ -121,6 +121,22 @@ fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
             assert!(r["idle_requests_per_s"].as_f64().unwrap() > 0.0, "{r}");
         }
     }
+    // Candidates as separate processes (10 in the quick run): each
+    // handover timed, one waiting candidate woken per change.
+    for backend in ["etcd", "zk"] {
+        let r = row(backend, "scale-processes");
+        assert_eq!(r["candidates"], 10, "{r}");
+        assert_eq!(r["samples_ms"].as_array().unwrap().len(), 3, "{r}");
+        assert_eq!(r["wakeups_per_change"], 1.0, "{r}");
+        let requests = r["requests_per_change"].as_f64().unwrap();
+        assert!(requests <= 2.0 * 10.0 + 50.0, "{backend}: {r}");
+    }
+    assert!(
+        !rows
+            .iter()
+            .any(|r| r["backend"] == "raft" && r["scenario"] == "scale-processes"),
+        "the Raft-vote peers are the service"
+    );
     // Generous bounds only: handovers take round trips, failovers a TTL.
     for backend in ["etcd", "zk", "raft"] {
         let handover = row(backend, "handover")["p50_ms"].as_f64().unwrap();

@@ -21,7 +21,7 @@ pub struct CompareArgs {
     pub backends: String,
 
     /// Which scenarios, comma-separated: election, handover, failover,
-    /// failover-next, freeze, cutoff, member-kill, rolling-restart, service-leader-kill, compaction, churn, scale, elections [default:
+    /// failover-next, freeze, cutoff, member-kill, rolling-restart, service-leader-kill, compaction, churn, scale, scale-processes, elections [default:
     /// all].
     #[arg(long, env = "ELECT_COMPARE_SCENARIOS")]
     pub scenarios: Option<String>,
@@ -47,8 +47,10 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 3)]
     pub raft_peers: usize,
 
-    /// Candidates per election (scale: one process, through the library;
-    /// up to 1000 on etcd and ZooKeeper) [default: 3; scale: 3,30,300,1000].
+    /// Candidates per election: up to 50 processes; scale-processes: up to
+    /// 200; scale: one process, through the library, up to 1000 on etcd and
+    /// ZooKeeper [default: 3; scale-processes: 3,30,100,200; scale:
+    /// 3,30,300,1000].
     #[arg(long)]
     pub candidates: Option<usize>,
 

@@ -132,7 +132,16 @@ pub(crate) fn scenario(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<
     row.terms_per_change = out.terms_per_change;
     row.safety_violation = scenario::safety_violation(scenario, &out);
     row.notes = out.notes;
-    if scenario == Scenario::Handover
+    if let Some((idle, _)) = out.idle {
+        row.idle_requests_per_s = Some(idle.requests.round());
+        row.notes.push(format!(
+            "req/chg and notif/chg net of the steady state's {:.0} requests/s (every \
+             candidate's renewals, counted for 3 s before the measured handovers); each \
+             change includes the start of one candidate process, which keeps N",
+            idle.requests
+        ));
+    }
+    if matches!(scenario, Scenario::Handover | Scenario::ScaleProcesses)
         && let Some(n) = out.led_without_read.filter(|_| out.changes > 0)
     {
         let share = n as f64 / out.changes as f64;

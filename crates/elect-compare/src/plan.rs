@@ -13,9 +13,12 @@ use elect_lab::Mode;
 
 use crate::scenario::Scenario;
 
-/// The most candidates run as separate processes; more go through the
-/// library in one process (`scale`).
+/// The most candidates run as separate processes beside a scenario's
+/// faults; `scale-processes` runs up to [`MAX_SCALE_PROCESSES`] of them
+/// (handovers alone), and `scale` up to [`MAX_SCALE_CANDIDATES`] through
+/// the library in one process.
 const MAX_PROCESS_CANDIDATES: usize = 50;
+const MAX_SCALE_PROCESSES: usize = 200;
 const MAX_SCALE_CANDIDATES: usize = 1000;
 
 /// The most elections the elections scenario runs on one session.
@@ -156,6 +159,15 @@ impl Plan {
             (None, false) => vec![3, 30, 300, 1000],
         }
     }
+
+    /// Candidate counts for the curve of separate processes.
+    pub(crate) fn scale_process_sizes(&self) -> Vec<usize> {
+        match (self.candidates, self.quick) {
+            (Some(n), _) => vec![n],
+            (None, true) => vec![10],
+            (None, false) => vec![3, 30, 100, 200],
+        }
+    }
 }
 
 /// The default TTLs with `overrides`, each within what its backend and
@@ -196,17 +208,21 @@ fn check_sizes(options: &Options, scenarios: &[Scenario]) -> Result<(), PlanErro
         ));
     }
     if let Some(n) = options.candidates {
-        let only_scale = scenarios.iter().all(|s| *s == Scenario::Scale);
-        let max = if only_scale {
-            MAX_SCALE_CANDIDATES
-        } else {
-            MAX_PROCESS_CANDIDATES
-        };
+        let max = scenarios
+            .iter()
+            .map(|s| match s {
+                Scenario::Scale => MAX_SCALE_CANDIDATES,
+                Scenario::ScaleProcesses => MAX_SCALE_PROCESSES,
+                _ => MAX_PROCESS_CANDIDATES,
+            })
+            .min()
+            .unwrap_or(MAX_PROCESS_CANDIDATES);
         if n < 2 || n > max {
-            let hint = if only_scale {
-                ""
+            let hint = if max == MAX_PROCESS_CANDIDATES {
+                " (up to 200 with --scenarios scale-processes, 1000 with --scenarios scale, \
+                 which runs them in one process)"
             } else {
-                " (up to 1000 with --scenarios scale, which runs them in one process)"
+                ""
             };
             return Err(PlanError::new(
                 "--candidates",
@@ -336,10 +352,17 @@ mod tests {
         for (change, flag) in cases {
             assert_eq!(refused(with(change)), flag);
         }
-        // Scale alone runs its candidates in one process: up to 1000.
+        // Scale alone runs its candidates in one process: up to 1000;
+        // scale-processes up to 200.
         let mut o = options();
         o.scenarios = Some(vec![Scenario::Scale]);
         o.candidates = Some(1000);
         assert!(Plan::new(o).is_ok());
+        let mut o = options();
+        o.scenarios = Some(vec![Scenario::ScaleProcesses]);
+        o.candidates = Some(200);
+        assert!(Plan::new(o.clone()).is_ok());
+        o.candidates = Some(201);
+        assert_eq!(refused(o), "--candidates");
     }
 }

@@ -307,25 +307,39 @@ impl<'a> Runner<'a> {
             _ => {}
         }
         let trials = plan.trials(scenario);
-        let setup = Setup {
-            contender,
-            endpoints,
-            probe,
-            lab: self.ensembles.lab.as_ref(),
-            raft_peers: plan.raft_peers,
-            candidates: match backend {
-                Backend::Raft => plan.raft_peers,
-                _ => plan.candidates.unwrap_or(3),
-            },
-            trials,
-            progress: &Progress::start(
-                format!("{} {} {}", backend.name(), imp.name(), scenario.name()),
-                trials,
-            ),
-            seed: 0x5eed ^ trials as u64,
+        let sizes = match (scenario, backend) {
+            (Scenario::ScaleProcesses, _) => plan.scale_process_sizes(),
+            (_, Backend::Raft) => vec![plan.raft_peers],
+            _ => vec![plan.candidates.unwrap_or(3)],
         };
-        match measure::scenario(scenario, &setup) {
-            Ok(row) => Ok(vec![row]),
+        let rows = sizes.into_iter().map(|candidates| {
+            let sized = match scenario {
+                Scenario::ScaleProcesses => format!(" n={candidates}"),
+                _ => String::new(),
+            };
+            let setup = Setup {
+                contender,
+                endpoints,
+                probe,
+                lab: self.ensembles.lab.as_ref(),
+                raft_peers: plan.raft_peers,
+                candidates,
+                trials,
+                progress: &Progress::start(
+                    format!(
+                        "{} {} {}{sized}",
+                        backend.name(),
+                        imp.name(),
+                        scenario.name()
+                    ),
+                    trials,
+                ),
+                seed: 0x5eed ^ trials as u64,
+            };
+            measure::scenario(scenario, &setup)
+        });
+        match rows.collect::<anyhow::Result<Vec<Row>>>() {
+            Ok(rows) => Ok(rows),
             // A peer's tool that fails a scenario (say, a recipe that does
             // not rejoin after a rolling restart) is a finding about that
             // tool; the run goes on and reports it. elect's own failures
@@ -367,6 +381,11 @@ fn runnable(
     let (backend, imp) = (contender.backend, contender.imp);
     if let Err(reason) = scenario.supports(imp) {
         return Err((!scenario.in_process()).then_some(reason));
+    }
+    if scenario == Scenario::ScaleProcesses && backend == Backend::Raft {
+        return Err(Some(
+            "runs on etcd and ZooKeeper (the Raft-vote peers are the service: 3 or 5)",
+        ));
     }
     if scenario == Scenario::FailoverNext && backend == Backend::Raft {
         if raft_peers < 5 {

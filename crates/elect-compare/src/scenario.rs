@@ -52,12 +52,15 @@ pub enum Scenario {
     Churn,
     /// Many candidates in one process, through the library.
     Scale,
+    /// Many candidates as separate `elect campaign` processes, as a fleet
+    /// of sidecars runs them: the handover at each size.
+    ScaleProcesses,
     /// Many elections in one process on one session, through the library.
     Elections,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 14] = [
         Scenario::Election,
         Scenario::Handover,
         Scenario::Failover,
@@ -70,6 +73,7 @@ impl Scenario {
         Scenario::Compaction,
         Scenario::Churn,
         Scenario::Scale,
+        Scenario::ScaleProcesses,
         Scenario::Elections,
     ];
 
@@ -87,6 +91,7 @@ impl Scenario {
             Scenario::Compaction => "compaction",
             Scenario::Churn => "churn",
             Scenario::Scale => "scale",
+            Scenario::ScaleProcesses => "scale-processes",
             Scenario::Elections => "elections",
         }
     }
@@ -111,8 +116,9 @@ impl Scenario {
                 Scenario::Failover | Scenario::FailoverNext | Scenario::Freeze | Scenario::Cutoff,
                 true,
             ) => 2,
-            (Scenario::Scale, false) => 20,
+            (Scenario::Scale | Scenario::ScaleProcesses, false) => 20,
             (Scenario::Scale, true) => 5,
+            (Scenario::ScaleProcesses, true) => 3,
             // One run of --elections elections.
             (Scenario::Elections, _) => 1,
             (_, false) => 3,
@@ -131,6 +137,9 @@ impl Scenario {
                 "measured in the operations scenarios (member-kill, rolling-restart, service-leader-kill)",
             ),
             (Scenario::Election | Scenario::Handover, _) => Ok(()),
+            (Scenario::ScaleProcesses, _) => {
+                Err("elect's candidates only (the peers' tools hand over in handover)")
+            }
             (Scenario::Failover | Scenario::FailoverNext, Implementation::Etcdctl) => {
                 Err("etcdctl elect's session TTL is fixed at 60 s")
             }
@@ -202,6 +211,11 @@ pub struct Outcome {
     pub counters: Option<Counters>,
     /// The counters when the measured part began, if not at the start.
     pub counters_from: Option<Counters>,
+    /// The steady state's counts per second (every candidate's renewals),
+    /// and when the measured part began: the counters are net of it
+    /// (`scale-processes`, where N candidates' renewals would outnumber
+    /// a change's own requests).
+    pub idle: Option<(Counters, Instant)>,
     /// Campaign wake-ups elect candidates logged (etcd and ZooKeeper).
     pub wakeups: Option<usize>,
     /// Terms elect candidates began with no read of their own after
@@ -232,6 +246,7 @@ pub fn run(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Outcome> {
     let mut outcome = match scenario {
         Scenario::Election => election(setup)?,
         Scenario::Handover => succession(setup, Scenario::Handover, Signal::SIGTERM)?,
+        Scenario::ScaleProcesses => succession(setup, Scenario::ScaleProcesses, Signal::SIGTERM)?,
         Scenario::Failover => succession(setup, Scenario::Failover, Signal::SIGKILL)?,
         Scenario::FailoverNext => succession(setup, Scenario::FailoverNext, Signal::SIGKILL)?,
         Scenario::Freeze => freeze(setup)?,
@@ -252,7 +267,11 @@ pub fn run(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         outcome.counters = if scenario.restarts_members() {
             None
         } else {
-            probe.counters().since(from)
+            let counted = probe.counters().since(from);
+            match outcome.idle {
+                Some((rate, from)) => counted.map(|c| c.net_of(rate, from.elapsed())),
+                None => counted,
+            }
         };
         if outcome.counters.is_none() {
             outcome.notes.push(
@@ -375,13 +394,18 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
     let (mut leader, mut token) = populate(&mut a, n)?;
     let mut terms = 0u64;
     let warmup = match scenario {
-        Scenario::Handover if setup.trials > 0 => HANDOVER_WARMUP,
+        Scenario::Handover | Scenario::ScaleProcesses if setup.trials > 0 => HANDOVER_WARMUP,
         _ => 0,
     };
     let mut counted_before = CampaignCounts::default();
     for trial in 0..warmup + setup.trials {
         let measured = trial >= warmup;
         if trial == warmup && warmup > 0 {
+            if scenario == Scenario::ScaleProcesses
+                && let Some(probe) = setup.probe
+            {
+                out.idle = idle_rate(probe).map(|rate| (rate, Instant::now()));
+            }
             out.counters_from = setup.probe.map(Probe::counters);
             counted_before = a.campaign_counts();
         }
@@ -421,6 +445,21 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
     }
     count_campaigns_since(&mut a, &mut out, counted_before);
     Ok(out)
+}
+
+/// How long the steady state is counted before the measured handovers of
+/// `scale-processes`, as `scale` does.
+const IDLE_WINDOW: Duration = Duration::from_secs(3);
+
+/// The servers' counts per second with no leader change: every
+/// candidate's renewals. `None` where a member did not answer.
+fn idle_rate(probe: &Probe) -> Option<Counters> {
+    let (from, started) = (probe.counters(), Instant::now());
+    std::thread::sleep(IDLE_WINDOW);
+    probe
+        .counters()
+        .since(from)
+        .map(|c| c.per_second(started.elapsed()))
 }
 
 /// Wake-ups the arena's elect candidates counted (etcd and ZooKeeper).
