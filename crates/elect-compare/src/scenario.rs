@@ -211,6 +211,10 @@ pub struct Outcome {
     pub counters: Option<Counters>,
     /// The counters when the measured part began, if not at the start.
     pub counters_from: Option<Counters>,
+    /// The counters when the measured part ended, if not at the end: the
+    /// candidates' leaving afterwards is no leader change (with N
+    /// followers each seeing every key go, it would cost N²/2).
+    pub counters_to: Option<(Counters, Instant)>,
     /// The steady state's counts per second (every candidate's renewals),
     /// and when the measured part began: the counters are net of it
     /// (`scale-processes`, where N candidates' renewals would outnumber
@@ -267,9 +271,13 @@ pub fn run(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         outcome.counters = if scenario.restarts_members() {
             None
         } else {
-            let counted = probe.counters().since(from);
+            let (to, ended) = outcome
+                .counters_to
+                .take()
+                .unwrap_or_else(|| (probe.counters(), Instant::now()));
+            let counted = to.since(from);
             match outcome.idle {
-                Some((rate, from)) => counted.map(|c| c.net_of(rate, from.elapsed())),
+                Some((rate, from)) => counted.map(|c| c.net_of(rate, ended - from)),
                 None => counted,
             }
         };
@@ -439,6 +447,7 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
             setup.progress.inc();
         }
     }
+    out.counters_to = setup.probe.map(|p| (p.counters(), Instant::now()));
     out.changes = setup.trials;
     if setup.contender.backend == Backend::Raft && setup.trials > 0 {
         out.terms_per_change = Some(terms as f64 / setup.trials as f64);
