@@ -9,7 +9,12 @@ trial kills a holder with SIGKILL and times, from the kill:
   lines say when it saw its predecessor's znode go;
 - floor: a bare kazoo session that holds an ephemeral znode, pinging as
   ZooKeeper's clients do, is killed; a kazoo watcher on that znode sees
-  its deletion (no recipe, no safety rule: the server's floor).
+  its deletion (no recipe, no safety rule: the server's floor);
+- floor-synced: the same bare session, syncing every TTL/20 as elect's
+  session keeper does to keep its lease proven (see `zk/lease.rs`). Its
+  deletion comes later than the idle session's: the server expires a
+  session a timeout after it last heard from it, and a session that
+  speaks often was heard from just before the kill.
 
 elect's time splits at the moment its successor saw the deletion: what
 comes before is the server's (how recently the killed session was last
@@ -43,6 +48,12 @@ zk.start()
 zk.ensure_path(sys.argv[3].rsplit("/", 1)[0] or "/")
 zk.create(sys.argv[3], b"", ephemeral=True)
 print("session 0x%x" % zk.client_id[0], flush=True)
+every = float(sys.argv[4])
+if every > 0:
+    # Touch the session as often as elect's session keeper does.
+    while True:
+        zk.sync("/")
+        time.sleep(every)
 time.sleep(3600)
 """
 
@@ -119,10 +130,11 @@ def elect_trial(args, endpoints, lab, n):
             "kill_to_elected": elected - killed}
 
 
-def floor_trial(args, endpoints, lab, n):
-    path = f"/trace-floor-{os.getpid()}-{n}"
+def floor_trial(args, endpoints, lab, n, sync_every=0.0):
+    path = f"/trace-floor-{os.getpid()}-{n}-{int(sync_every * 1000)}"
     ttl = parse_seconds(args.ttl)
-    holder = subprocess.Popen([args.python, "-c", HOLDER, endpoints, str(ttl), path],
+    holder = subprocess.Popen([args.python, "-c", HOLDER, endpoints, str(ttl), path,
+                               str(sync_every)],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line_with(holder, r"^session", 30)
     watcher = subprocess.Popen([args.python, "-c", WATCHER, endpoints, path],
@@ -154,10 +166,12 @@ def main():
     args = p.parse_args()
     lab = tempfile.mkdtemp(prefix="trace-zk-")
     endpoints = lab_up(args.elect, lab)
-    rows = {"elect": [], "floor": []}
+    rows = {"elect": [], "floor": [], "floor-synced": []}
+    synced = lambda a, e, l, n: floor_trial(a, e, l, n, parse_seconds(a.ttl) / 20)
     try:
         for n in range(args.trials):
-            for name, trial in (("elect", elect_trial), ("floor", floor_trial)):
+            for name, trial in (("elect", elect_trial), ("floor", floor_trial),
+                                ("floor-synced", synced)):
                 row = trial(args, endpoints, lab, n)
                 rows[name].append(row)
                 print(name, json.dumps({k: v and round(v * 1000, 1) for k, v in row.items()}), flush=True)

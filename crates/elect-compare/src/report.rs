@@ -267,6 +267,7 @@ const BOOK_PAGES: [(&str, &str, &[&str]); 3] = [
             "failover-next",
             "churn",
             "scale",
+            "scale-processes",
             "elections",
         ],
     ),
