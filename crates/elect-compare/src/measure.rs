@@ -133,13 +133,7 @@ pub(crate) fn scenario(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<
     row.safety_violation = scenario::safety_violation(scenario, &out);
     row.notes = out.notes;
     if let Some((idle, _)) = out.idle {
-        row.idle_requests_per_s = Some(idle.requests.round());
-        row.notes.push(format!(
-            "req/chg and notif/chg net of the steady state's {:.0} requests/s (every \
-             candidate's renewals, counted for 3 s before the measured handovers); each \
-             change includes the start of one candidate process, which keeps N",
-            idle.requests
-        ));
+        row.set_idle(idle, "the start of one candidate process");
     }
     if matches!(scenario, Scenario::Handover | Scenario::ScaleProcesses)
         && let Some(n) = out.led_without_read.filter(|_| out.changes > 0)
@@ -192,14 +186,8 @@ pub(crate) fn scale(
         );
         row.memory_kib_per_candidate = Some((point.memory_kib_per_candidate * 10.0).round() / 10.0);
         row.connections_per_candidate = Some((point.sockets_per_candidate * 10.0).round() / 10.0);
-        row.idle_requests_per_s = point.idle.map(|c| c.requests.round());
         if let Some(idle) = point.idle {
-            row.notes.push(format!(
-                "req/chg and notif/chg net of the steady state's {:.0} requests/s (every \
-                 candidate's renewals, counted for 3 s before the handovers); each change \
-                 includes the join of one candidate, which keeps N",
-                idle.requests
-            ));
+            row.set_idle(idle, "the join of one candidate");
         }
         row.set_wakeups(point.wakeups as f64, point.changes);
         progress.finish(&summary(&row));

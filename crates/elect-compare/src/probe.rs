@@ -60,6 +60,13 @@ impl Counters {
     }
 }
 
+/// How long the steady state is counted before a scale point's measured
+/// handovers: renewals are a rate, paid whether or not the leader
+/// changes, and at N = 1000 they outnumber a change's own requests
+/// several times over in the time a handover takes. Counting them apart
+/// says what a change costs.
+pub const IDLE_WINDOW: Duration = Duration::from_secs(3);
+
 /// Probes one ensemble.
 pub struct Probe {
     backend: Backend,
@@ -110,6 +117,17 @@ impl Probe {
             probe.zk = Some(RefCell::new(Some(client)));
         }
         Ok(probe)
+    }
+
+    /// The servers' counts per second with no leader change, over
+    /// [`IDLE_WINDOW`]: every candidate's renewals. Blocks the thread;
+    /// `None` where a member did not answer.
+    pub fn idle_rate(&self) -> Option<Counters> {
+        let (from, started) = (self.counters(), std::time::Instant::now());
+        std::thread::sleep(IDLE_WINDOW);
+        self.counters()
+            .since(from)
+            .map(|c| c.per_second(started.elapsed()))
     }
 
     /// How many candidates are queued in `election` (`None` if the

@@ -137,6 +137,20 @@ impl Row {
     pub fn set_wakeups(&mut self, wakeups: f64, changes: usize) {
         self.wakeups_per_change = (changes > 0).then(|| round(wakeups / changes as f64, 2));
     }
+
+    /// The steady state's rate (see [`crate::probe::Probe::idle_rate`]),
+    /// which this row's counts are net of, and a note saying so; `keeper`
+    /// is what each change includes to keep N candidates.
+    pub fn set_idle(&mut self, idle: crate::probe::Counters, keeper: &str) {
+        self.idle_requests_per_s = Some(idle.requests.round());
+        self.notes.push(format!(
+            "req/chg and notif/chg net of the steady state's {:.0} requests/s (every \
+             candidate's renewals, counted for {} s before the measured handovers); each \
+             change includes {keeper}, which keeps N",
+            idle.requests,
+            crate::probe::IDLE_WINDOW.as_secs()
+        ));
+    }
 }
 
 fn round(v: f64, places: i32) -> f64 {

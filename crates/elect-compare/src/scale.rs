@@ -24,7 +24,7 @@ pub struct ScalePoint {
     /// `None` where a member did not answer for its counters.
     pub counters: Option<Counters>,
     /// The steady state with no leader change, per second: every
-    /// candidate's renewals, measured over `IDLE_WINDOW` (3 s) before the
+    /// candidate's renewals, measured over [`crate::probe::IDLE_WINDOW`] before the
     /// handovers and taken out of their counts.
     pub idle: Option<Counters>,
     /// Campaign wake-ups over the handovers.
@@ -40,12 +40,6 @@ pub struct ScalePoint {
 /// Candidates started at once, so 1000 sessions do not all connect in the
 /// same millisecond.
 const BATCH: usize = 50;
-
-/// How long the steady state is counted before the handovers: renewals
-/// are a rate, paid whether or not the leader changes, and at N = 1000
-/// they outnumber a change's own requests several times over in the
-/// time a handover takes. Counting them apart says what a change costs.
-const IDLE_WINDOW: Duration = Duration::from_secs(3);
 
 pub fn run(
     backend: Backend,
@@ -104,12 +98,7 @@ pub fn run(
             elect_lab::host::private_kib().saturating_sub(private_before) as f64 / n as f64;
         let sockets_per_candidate =
             elect_lab::host::open_sockets().saturating_sub(sockets_before) as f64 / n as f64;
-        let idle_from = counters();
-        let idle_started = Instant::now();
-        tokio::time::sleep(IDLE_WINDOW).await;
-        let idle = counters()
-            .since(idle_from)
-            .map(|c| c.per_second(idle_started.elapsed()));
+        let idle = tokio::task::block_in_place(|| probe.idle_rate());
         let before = counters();
         let started = Instant::now();
         let woken_before = elect::counters::snapshot().wakeups;

@@ -412,7 +412,7 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
             if scenario == Scenario::ScaleProcesses
                 && let Some(probe) = setup.probe
             {
-                out.idle = idle_rate(probe).map(|rate| (rate, Instant::now()));
+                out.idle = probe.idle_rate().map(|rate| (rate, Instant::now()));
             }
             out.counters_from = setup.probe.map(Probe::counters);
             counted_before = a.campaign_counts();
@@ -454,21 +454,6 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
     }
     count_campaigns_since(&mut a, &mut out, counted_before);
     Ok(out)
-}
-
-/// How long the steady state is counted before the measured handovers of
-/// `scale-processes`, as `scale` does.
-const IDLE_WINDOW: Duration = Duration::from_secs(3);
-
-/// The servers' counts per second with no leader change: every
-/// candidate's renewals. `None` where a member did not answer.
-fn idle_rate(probe: &Probe) -> Option<Counters> {
-    let (from, started) = (probe.counters(), Instant::now());
-    std::thread::sleep(IDLE_WINDOW);
-    probe
-        .counters()
-        .since(from)
-        .map(|c| c.per_second(started.elapsed()))
 }
 
 /// Wake-ups the arena's elect candidates counted (etcd and ZooKeeper).
