@@ -745,16 +745,17 @@ fn periodic(
             from: first_done,
             to: first_done + RECORD_WINDOW,
         };
-        let quorum_lost = h.faults.iter().any(|f| {
-            f.breaks_quorum
-                && f.backend == e.backend
-                && (Span {
-                    from: f.start,
-                    to: f.end,
-                })
-                .overlap(record_window)
-                .is_some()
-        }) || unavailable_at(service, &e.backend, first_done);
+        let quorum_lost =
+            h.faults.iter().any(|f| {
+                f.breaks_quorum
+                    && f.backend == e.backend
+                    && (Span {
+                        from: f.start,
+                        to: f.end,
+                    })
+                    .overlap(record_window)
+                    .is_some()
+            }) || unavailable_at(service, &e.backend, first_done, h.meta.probe_period);
         for (start, _, cand) in runs.iter().filter(|(start, _, _)| *start > first_done) {
             if *start > first_done + RECORD_WINDOW && !quorum_lost {
                 v.push(violation(
@@ -781,15 +782,17 @@ const RECORD_WINDOW: Micros = 10_000_000;
 
 /// Whether no member of `backend`'s service served at `at`, by the
 /// probe's unavailable findings. Their edges are as late as the probe's
-/// period (a second): an outage that began up to then after `at` counts.
-fn unavailable_at(service: &[crate::service::Finding], backend: &str, at: Micros) -> bool {
+/// `period`: an outage that began up to then after `at` counts.
+fn unavailable_at(
+    service: &[crate::service::Finding],
+    backend: &str,
+    at: Micros,
+    period: Micros,
+) -> bool {
     service.iter().any(|f| {
-        f.kind == "unavailable" && f.backend == backend && f.from <= at + PROBE_PERIOD && f.to >= at
+        f.kind == "unavailable" && f.backend == backend && f.from <= at + period && f.to >= at
     })
 }
-
-/// How often the soak's probe asks each member (its findings' resolution).
-const PROBE_PERIOD: Micros = 1_000_000;
 
 /// For each gap in accepted writes, the kind of the fault that caused it:
 /// the latest relevant fault begun before the gap and in effect (or healed

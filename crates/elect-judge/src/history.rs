@@ -40,11 +40,20 @@ pub struct Meta {
     /// How long a line may lag the store (either way) before a
     /// contradiction counts.
     pub line_slack: Micros,
+    /// How often the soak's service probe asked each member: the
+    /// resolution of its findings' edges. Histories written before it
+    /// was recorded were probed every second.
+    #[serde(default = "one_second")]
+    pub probe_period: Micros,
     /// The elections: one per contender per backend, and the periodic one.
     pub elections: Vec<ElectionMeta>,
     /// Versions of what ran (free text, for the report).
     #[serde(default)]
     pub versions: Vec<(String, String)>,
+}
+
+fn one_second() -> Micros {
+    1_000_000
 }
 
 /// One election of the soak.

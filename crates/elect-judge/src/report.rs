@@ -156,7 +156,7 @@ fn verdict_table(s: &mut String, j: &Judgement, _: &History) {
             .iter()
             .map(|e| {
                 format!(
-                    "{}: {} runs, {} periods completed, {} runs again after a completion whose record could not land (at least once: within 10 s, the completing leader lost leadership first; or the quorum was broken on purpose)",
+                    "{}: {} runs, {} periods completed, {} runs again after a completion whose record could not land (at least once: within 10 s, the completing leader lost leadership first; or the quorum was broken on purpose; or the probe found no member serving when the job completed)",
                     e.key, e.figures.periodic_runs, e.figures.periods_done, e.figures.periodic_reruns
                 )
             })

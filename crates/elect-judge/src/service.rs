@@ -336,6 +336,7 @@ mod tests {
                 mode: "containers".into(),
                 sampler_period: 2_000,
                 line_slack: 500_000,
+                probe_period: 1_000_000,
                 elections: vec![],
                 versions: vec![],
             },

@@ -95,6 +95,7 @@ fn clean() -> History {
             mode: "processes".into(),
             sampler_period: 2 * MS,
             line_slack: 500 * MS,
+            probe_period: 1_000 * MS,
             elections: vec![ElectionMeta {
                 key: e.clone(),
                 backend: "etcd".into(),

@@ -385,6 +385,7 @@ fn meta(options: &Options, worlds: &[BackendWorld], started_unix_ms: u64) -> Met
         },
         sampler_period: SAMPLER_PERIOD.as_micros() as u64,
         line_slack: LINE_SLACK.as_micros() as u64,
+        probe_period: crate::probe::PROBE_PERIOD.as_micros() as u64,
         elections: worlds
             .iter()
             .flat_map(|w| w.elections.iter().map(|e| e.meta.clone()))
