@@ -145,7 +145,7 @@ fn successors(prefix: &str, keys: Vec<CandidateKey>) -> Successors {
 
 /// What a follower knows of the line (sans-IO): the leader as last read,
 /// the keys after it from its last listing, and the deletions seen since.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Line {
     /// The leader as of a linearizable read (or a proclaim after it).
     view: View,
