@@ -36,14 +36,14 @@ use tracing::{debug, info};
 
 use super::connection::retry;
 use super::errors::etcd_error;
-use super::handover::{self, LeaderWatch};
+use super::handover::LeaderWatch;
 use super::keywatch::wait_for_delete;
 use super::layout::{self, CandidateKey, Ours};
 use super::lease::Lease;
 use super::observe::View;
-use super::recipe::{Resignation, ResignationInput, ResignationNext, Touch};
+use super::recipe::{Resignation, ResignationInput, ResignationNext, Touch, Transaction};
 use super::renewal::{LeaseState, Renewer};
-use super::{tenure, turn};
+use super::{transaction, turn};
 use crate::backend::backoff::Backoff;
 use crate::backend::publish::Reporter;
 use crate::backend::recipe::Recipe;
@@ -292,15 +292,10 @@ impl Candidate {
     /// Ends the current candidacy, its work stopped: one transaction
     /// deletes our key (if it is still this candidacy's), writes its
     /// release marker, bound to the lease, and, given a `touch`, hands
-    /// over to the next in line ([`handover::touch`]). The marker tells a successor
+    /// over to the next in line ([`Transaction::release`]). The marker tells a successor
     /// waiting on our lease (a session's, or ours until we revoke it) that
     /// the work is over. `None` if the transaction failed (a successor then
     /// waits for the lease).
-    ///
-    /// The transaction reads nothing: a range over the election's prefix
-    /// walks every key deleted there since etcd's last compaction (each
-    /// candidacy leaves one), and inside the commit it would delay the
-    /// handover for every waiter.
     ///
     /// It is given at most the lease's TTL (and the connect timeout): our
     /// keepalives go on while it waits, and a successor waiting for the
@@ -319,34 +314,13 @@ impl Candidate {
             "releasing our key"
         );
         let marker = layout::release_marker(&self.cfg.election, rev);
-        let bound = || Some(PutOptions::new().with_lease(lease));
-        let election = self.cfg.election.as_str();
-        let mut then = vec![
-            TxnOp::put(marker.as_str(), "", bound()),
-            TxnOp::delete(key.as_str(), None),
-            tenure::end(election, lease),
-        ];
-        then.extend(touch.map(|touch| handover::touch(election, touch)));
-        let txn = Txn::new()
-            .when([Compare::create_revision(
-                key.as_str(),
-                CompareOp::Equal,
-                rev,
-            )])
-            .and_then(then)
-            .or_else([
-                TxnOp::put(marker.as_str(), "", bound()),
-                tenure::end(election, lease),
-            ]);
-        let mut kv = self.client.kv_client();
+        let txn = Transaction::release(&self.cfg.election, &key, rev, lease, touch);
         let within = self.cfg.connect_timeout.min(ttl);
-        let resp = match tokio::time::timeout(within, Box::pin(kv.txn(txn))).await {
-            Ok(Ok(resp)) => resp,
+        let sent = transaction::send(&self.client, &txn, "releasing our key");
+        let answer = match tokio::time::timeout(within, sent).await {
+            Ok(Ok(answer)) => answer,
             Ok(Err(e)) => {
-                warn_counted!(
-                    key,
-                    "releasing our key: {e}; a successor waits for the lease"
-                );
+                warn_counted!(key, "{e}; a successor waits for the lease");
                 return None;
             }
             Err(_) => {
@@ -357,14 +331,13 @@ impl Candidate {
                 return None;
             }
         };
-        let at = resp.header().map_or(0, |h| h.revision());
         debug!(
-            revision = at,
+            revision = answer.revision,
             "released: key deleted, release marker written"
         );
         Some(Released {
-            at,
-            touched: handover::touched(&resp.op_responses()),
+            at: answer.revision,
+            touched: answer.touched(),
             marker,
         })
     }

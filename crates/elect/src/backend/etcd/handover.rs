@@ -16,7 +16,7 @@
 //!   own key is gone. Only the leader runs one.
 //! - The resignation's transaction deletes our key (if it still has our
 //!   create revision) and writes the release marker, and now also holds
-//!   [`touch`]: if that next key still has the create revision and the
+//!   a touch (`Transaction::touch`): if that next key still has the create revision and the
 //!   lease it was read with, put it again with its value and lease
 //!   unchanged. Only keys on leases `elect` granted are touched; Go's
 //!   waiters read as before.
@@ -60,8 +60,7 @@
 use std::sync::Arc;
 
 use etcd_client::{
-    Client, Compare, CompareOp, EventType, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
-    TxnOpResponse, WatchOptions,
+    Client, EventType, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -70,8 +69,7 @@ use tracing::debug;
 use super::errors::etcd_error;
 use super::keywatch::{next_response, open_watch};
 use super::layout::{self, CandidateKey};
-use super::recipe::{KeyEvent, NextInLine, NextInLineInput, NextInLineNext, Pick, Touch};
-use super::tenure;
+use super::recipe::{KeyEvent, NextInLine, NextInLineInput, NextInLineNext, Pick};
 use crate::backend::backoff::Backoff;
 use crate::backend::recipe::Recipe;
 use crate::clock::BootInstant;
@@ -103,7 +101,7 @@ impl LeaderWatch {
     }
 
     /// The next in line as last known, if it is an `elect` candidate,
-    /// whom a resignation may [`touch`].
+    /// whom a resignation may touch (`Transaction::touch`).
     pub fn elect_successor(&self) -> Option<CandidateKey> {
         self.next.borrow().clone()
     }
@@ -248,36 +246,4 @@ async fn watch_prefix(
             publish_next(next_out, line);
         }
     }
-}
-
-/// The part of a resignation's transaction that hands over (see
-/// [`Touch`]): if the next's key still has the create revision and lease
-/// it was read with, put it again, value and lease unchanged, and write
-/// its tenure marker (see the `tenure` module), which it would otherwise
-/// claim itself.
-pub fn touch(election: &str, touch: &Touch) -> TxnOp {
-    let next = &touch.next;
-    let key = next.key.as_slice();
-    let guard = match touch.guarded {
-        true => vec![
-            Compare::create_revision(key, CompareOp::Equal, next.create_revision),
-            Compare::lease(key, CompareOp::Equal, next.lease),
-        ],
-        false => vec![],
-    };
-    TxnOp::txn(Txn::new().when(guard).and_then([
-        TxnOp::put(
-            key,
-            "",
-            Some(PutOptions::new().with_ignore_value().with_ignore_lease()),
-        ),
-        tenure::hand_on(election, next.lease),
-    ]))
-}
-
-/// Whether a resignation's [`touch`] found its key and put it.
-pub fn touched(responses: &[TxnOpResponse]) -> bool {
-    responses
-        .iter()
-        .any(|op| matches!(op, TxnOpResponse::Txn(txn) if txn.succeeded()))
 }

@@ -30,7 +30,12 @@ pub fn prefix(election: &str) -> String {
 /// go. Outside the election's prefix, so no candidate ever sees it as one
 /// (a NUL cannot be part of an election's name).
 pub fn release_marker(election: &str, create_revision: i64) -> String {
-    format!("{election}\u{0}released/{create_revision:x}")
+    format!("{}{create_revision:x}", release_prefix(election))
+}
+
+/// Where the release markers of `election` live.
+pub fn release_prefix(election: &str) -> String {
+    format!("{election}\u{0}released/")
 }
 
 /// Where the tenure markers of `election` live (see the `tenure`

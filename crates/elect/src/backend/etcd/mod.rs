@@ -38,6 +38,7 @@ pub mod recipe;
 mod renewal;
 pub(crate) mod session;
 pub mod tenure;
+mod transaction;
 mod turn;
 
 use tokio::sync::watch;

@@ -33,16 +33,16 @@
 //! 3): a first candidate or one that waited for a lease does not read its
 //! key on its own as well.
 
-use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, PutOptions, Txn, TxnOp};
-use etcd_client::{TxnOpResponse, WatchOptions};
+use etcd_client::{Client, EventType, WatchOptions};
 use tracing::{info, warn};
 
 use std::time::Duration;
 
 use super::connection::Attempts;
-use super::errors::etcd_error;
 use super::keywatch::{next_response, open_watch};
 use super::layout::{self, Ours};
+use super::recipe::{ClaimAnswer, Transaction};
+use super::transaction;
 use crate::backend::backoff::Backoff;
 use crate::counters::warn_counted;
 use crate::error::Result;
@@ -63,16 +63,18 @@ pub async fn claim(client: &Client, election: &str, ours: Ours<'_>, patience: Du
     let mut attempts = Attempts::new(patience);
     let mut waited = false;
     loop {
-        let claimed = claim_once(client, election, ours, &marker);
-        match attempts.send("claiming our tenure", claimed).await {
-            Ok(Read::KeyGone) => return Claim::KeyGone,
-            Ok(Read::Alone(at)) => {
+        let txn = Transaction::claim(election, ours);
+        let claimed = transaction::send(client, &txn, "claiming our tenure");
+        let claimed = attempts.send("claiming our tenure", claimed).await;
+        match claimed.map(|answer| answer.claimed(election, ours.lease)) {
+            Ok(ClaimAnswer::KeyGone) => return Claim::KeyGone,
+            Ok(ClaimAnswer::Alone(at)) => {
                 if waited {
                     info!("the other tenure is over; leading");
                 }
                 return Claim::Ours(at);
             }
-            Ok(Read::Others(others, at)) => {
+            Ok(ClaimAnswer::Others(others, at)) => {
                 if !waited {
                     info!(
                         others = others.len(),
@@ -103,57 +105,6 @@ pub async fn claim(client: &Client, election: &str, ours: Ours<'_>, patience: Du
     }
 }
 
-/// What one claim's transaction found.
-enum Read {
-    KeyGone,
-    Alone(i64),
-    /// Other candidacies' markers, at the read's revision.
-    Others(Vec<Vec<u8>>, i64),
-}
-
-/// If our key is still ours: put our marker (again, unchanged if it was
-/// there) and read every marker's key.
-async fn claim_once(client: &Client, election: &str, ours: Ours<'_>, marker: &str) -> Result<Read> {
-    let txn = Txn::new()
-        .when([
-            Compare::create_revision(ours.key, CompareOp::Equal, ours.create_revision),
-            Compare::lease(ours.key, CompareOp::Equal, ours.lease),
-        ])
-        .and_then([
-            TxnOp::put(marker, "", Some(PutOptions::new().with_lease(ours.lease))),
-            TxnOp::get(
-                layout::tenure_prefix(election),
-                Some(GetOptions::new().with_prefix().with_keys_only()),
-            ),
-        ]);
-    let resp = Box::pin(client.kv_client().txn(txn))
-        .await
-        .map_err(|e| etcd_error("claiming our tenure", e))?;
-    if !resp.succeeded() {
-        return Ok(Read::KeyGone);
-    }
-    let at = resp.header().map_or(0, |h| h.revision());
-    let others: Vec<Vec<u8>> = resp
-        .op_responses()
-        .into_iter()
-        .filter_map(|op| match op {
-            TxnOpResponse::Get(get) => Some(get),
-            _ => None,
-        })
-        .flat_map(|get| {
-            get.kvs()
-                .iter()
-                .map(|kv| kv.key().to_vec())
-                .collect::<Vec<_>>()
-        })
-        .filter(|key| key.as_slice() != marker.as_bytes())
-        .collect();
-    Ok(match others.is_empty() {
-        true => Read::Alone(at),
-        false => Read::Others(others, at),
-    })
-}
-
 /// Returns once one of `others` is deleted after revision `at` (or the
 /// server cancelled the watch): time to read the markers again.
 async fn wait_for_a_deletion(
@@ -182,19 +133,4 @@ async fn wait_for_a_deletion(
             return Ok(());
         }
     }
-}
-
-/// The part of a release that ends our tenure: our marker's deletion.
-pub fn end(election: &str, lease: i64) -> TxnOp {
-    TxnOp::delete(layout::tenure_marker(election, lease), None)
-}
-
-/// The part of a touch that hands our tenure on: the successor's marker,
-/// bound to its lease.
-pub fn hand_on(election: &str, lease: i64) -> TxnOp {
-    TxnOp::put(
-        layout::tenure_marker(election, lease),
-        "",
-        Some(PutOptions::new().with_lease(lease)),
-    )
 }

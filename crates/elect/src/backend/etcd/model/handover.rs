@@ -7,8 +7,14 @@
 //! (`Resignation`). The model answers their requests from the key space
 //! and hands them the watches' events, as `campaign.rs` and `handover.rs`
 //! do; what is modelled is etcd (the key space, its revisions, leases,
-//! what a transaction does) and the claim's I/O (write our marker, then
-//! wait until no other is left).
+//! what a transaction does) and the claim's wait (until no other marker
+//! is left). The claim's and the release's transactions, the touch
+//! nested in the release included, are the production ones
+//! (`recipe::Transaction`), evaluated as etcd evaluates them: the role's
+//! permissions over both branches, the compares against the store as it
+//! was, a put bound to an ended lease or a refresh of a missing key
+//! refusing the whole transaction; and the production code reads the
+//! answer (`Answer::claimed`).
 //!
 //! The world is etcd's key space as an election uses it, one revision at a
 //! time, with every past revision kept: a watch reads the revisions after
@@ -84,12 +90,12 @@ use stateright::{Checker, HasDiscoveries, Model, Property};
 use crate::backend::model_check::breadth_first;
 
 use crate::backend::etcd::keywatch::Woken as Reported;
-use crate::backend::etcd::layout::CandidateKey;
-use crate::backend::etcd::layout::ELECT_LEASE_TAG;
+use crate::backend::etcd::layout::{self, CandidateKey, ELECT_LEASE_TAG, Ours};
 use crate::backend::etcd::recipe::{
-    Claim, KeyEvent, Mutation, NextInLine, NextInLineInput, NextInLineNext, OfficeInput,
-    OfficeNext, Pick, Resignation, ResignationInput, ResignationNext, TakeOffice, Turn, TurnCheck,
-    TurnInput, TurnNext, TurnRequest, WaitForTurn,
+    Answer, Claim, ClaimAnswer, Compare, KeyEvent, Mutation, NextInLine, NextInLineInput,
+    NextInLineNext, OfficeInput, OfficeNext, Op, OpResult, Pick, Resignation, ResignationInput,
+    ResignationNext, TakeOffice, Transaction, Turn, TurnCheck, TurnInput, TurnNext, TurnRequest,
+    WaitForTurn,
 };
 use crate::backend::recipe::Recipe;
 use crate::clock::BootInstant;
@@ -139,11 +145,16 @@ impl Key {
         ((lease as i64 + 1) << 16) | ELECT_LEASE_TAG
     }
 
+    /// The model's lease of the lease id `id` (see [`Key::lease_id`]).
+    fn lease_of(id: i64) -> u8 {
+        ((id >> 16) - 1) as u8
+    }
+
     /// As the recipe reads it.
     fn candidate(self) -> CandidateKey {
         let lease = Key::lease_id(self.lease);
         CandidateKey {
-            key: format!("e/{lease:x}").into_bytes(),
+            key: layout::candidate_key(ELECTION, lease).into_bytes(),
             id: format!("l{}", self.lease),
             create_revision: self.create as i64,
             lease,
@@ -152,13 +163,182 @@ impl Key {
 
     fn of(key: &CandidateKey) -> Key {
         Key {
-            lease: ((key.lease >> 16) - 1) as u8,
+            lease: Key::lease_of(key.lease),
             create: key.create_revision as u8,
         }
     }
 }
 
+/// The election's name: its keys are `e/<lease id>`.
+const ELECTION: &str = "e";
+
+/// What a key the recipes' transactions name is, in the model's terms.
+#[derive(Clone, Copy, Debug)]
+enum Named {
+    /// A candidate's key, by its lease.
+    Candidate(u8),
+    /// A tenure marker, by the lease it names.
+    Tenure(u8),
+    /// A release marker, by the create revision of the key released.
+    Release(u8),
+}
+
+impl Named {
+    fn of(key: &[u8]) -> Named {
+        let key = std::str::from_utf8(key).expect("the model's keys are text");
+        let hex = |rest: &str| i64::from_str_radix(rest, 16).expect("a hex suffix");
+        if let Some(rest) = key.strip_prefix(&layout::tenure_prefix(ELECTION)) {
+            Named::Tenure(Key::lease_of(hex(rest)))
+        } else if let Some(rest) = key.strip_prefix(&layout::release_prefix(ELECTION)) {
+            Named::Release(hex(rest) as u8)
+        } else if let Some(rest) = key.strip_prefix(&layout::prefix(ELECTION)) {
+            Named::Candidate(Key::lease_of(hex(rest)))
+        } else {
+            unreachable!("a key outside the model's election: {key:?}")
+        }
+    }
+
+    /// Whether a role limited to the election's prefix may touch it.
+    fn in_prefix(self) -> bool {
+        matches!(self, Named::Candidate(_))
+    }
+}
+
+/// Why etcd refuses a whole transaction, writing nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refused {
+    /// The role may not touch a key it names (in either branch).
+    PermissionDenied,
+    /// A put in the branch taken is bound to a lease that has ended.
+    LeaseNotFound,
+    /// A refresh in the branch taken names a key that does not exist.
+    KeyNotFound,
+}
+
+/// A [`Transaction`] of the recipes, evaluated as etcd does: the role's
+/// permissions over both branches first, then every compare (the nested
+/// ones too) against the store as it was, the branch taken checked
+/// (leases alive, refreshed keys there), then its operations in order.
+/// `pre` is the store before; `post` takes the writes and `events` what
+/// the election's watchers see.
+fn evaluate(
+    pre: &Store,
+    post: &mut Store,
+    txn: &Transaction,
+    events: &mut Vec<Event>,
+) -> Result<Answer, Refused> {
+    let succeeded = txn.when.iter().all(|c| pre.compare(c));
+    let branch = if succeeded { &txn.then } else { &txn.otherwise };
+    let mut results = Vec::new();
+    for op in branch {
+        results.push(match op {
+            Op::Put { key, lease } => {
+                let bound = Key::lease_of(*lease);
+                if pre.ended[bound as usize] {
+                    return Err(Refused::LeaseNotFound);
+                }
+                match Named::of(key) {
+                    Named::Tenure(l) => {
+                        assert_eq!(l, bound, "a tenure marker is bound to the lease it names");
+                        if !post.tenures.contains(&l) {
+                            post.tenures.push(l);
+                        }
+                    }
+                    Named::Release(create) => {
+                        if !post.markers.contains(&(create, bound)) {
+                            post.markers.push((create, bound));
+                        }
+                    }
+                    Named::Candidate(_) => {
+                        unreachable!("the recipes create no key in a transaction")
+                    }
+                }
+                OpResult::Written
+            }
+            Op::Refresh { key } => {
+                let Named::Candidate(l) = Named::of(key) else {
+                    unreachable!("only candidate keys are refreshed")
+                };
+                if pre.keys[l as usize] == 0 {
+                    return Err(Refused::KeyNotFound);
+                }
+                events.push(Event::Put(l));
+                OpResult::Written
+            }
+            Op::Delete { key } => {
+                match Named::of(key) {
+                    Named::Candidate(l) => {
+                        if std::mem::take(&mut post.keys[l as usize]) != 0 {
+                            events.push(Event::Deleted(l));
+                        }
+                    }
+                    Named::Tenure(l) => post.tenures.retain(|&t| t != l),
+                    Named::Release(create) => post.markers.retain(|&(c, _)| c != create),
+                }
+                OpResult::Written
+            }
+            Op::ListKeys { prefix } => {
+                assert_eq!(prefix, layout::tenure_prefix(ELECTION).as_bytes());
+                OpResult::Keys(
+                    post.tenures
+                        .iter()
+                        .map(|&l| layout::tenure_marker(ELECTION, Key::lease_id(l)).into_bytes())
+                        .collect(),
+                )
+            }
+            Op::Txn(nested) => OpResult::Txn(evaluate(pre, post, nested, events)?),
+        });
+    }
+    Ok(Answer {
+        revision: 0,
+        succeeded,
+        results,
+    })
+}
+
+/// Whether a role limited to the election's prefix may send `txn`: etcd
+/// checks every key of both branches, nested ones included.
+fn within_prefix(txn: &Transaction) -> bool {
+    txn.then.iter().chain(&txn.otherwise).all(|op| match op {
+        Op::Put { key, .. } | Op::Refresh { key } | Op::Delete { key } => {
+            Named::of(key).in_prefix()
+        }
+        Op::ListKeys { .. } => false,
+        Op::Txn(nested) => within_prefix(nested),
+    })
+}
+
+/// Gives `answer`, and the answers nested in it, the revision `rev`.
+fn at_revision(mut answer: Answer, rev: i64) -> Answer {
+    answer.revision = rev;
+    answer.results = answer
+        .results
+        .into_iter()
+        .map(|r| match r {
+            OpResult::Txn(nested) => OpResult::Txn(at_revision(nested, rev)),
+            r => r,
+        })
+        .collect();
+    answer
+}
+
 impl Store {
+    /// Whether one compare of a transaction holds (a missing key's fields
+    /// are 0).
+    fn compare(&self, compare: &Compare) -> bool {
+        let field = |key: &[u8], of: fn(u8, u8) -> i64| match Named::of(key) {
+            Named::Candidate(l) => match self.keys[l as usize] {
+                0 => 0,
+                create => of(l, create),
+            },
+            other => unreachable!("the recipes compare only candidate keys: {other:?}"),
+        };
+        match compare {
+            Compare::CreateRevision { key, is } => field(key, |_, create| create as i64) == *is,
+            Compare::Lease { key, is } => field(key, |l, _| Key::lease_id(l)) == *is,
+        }
+    }
+
     fn holds(&self, key: Key) -> bool {
         self.keys[key.lease as usize] == key.create
     }
@@ -312,6 +492,27 @@ impl World {
 
     fn store(&self) -> &Store {
         &self.history.last().expect("revision 0").store
+    }
+
+    /// Sends a recipe's transaction (see [`evaluate`]): commits a revision
+    /// if it changed anything (a transaction that changed nothing, as a
+    /// claim sent again, is a revision no party of the model could tell
+    /// from the one before), and answers as of the newest one.
+    fn transact(&mut self, txn: &Transaction, markers: Markers) -> Result<Answer, Refused> {
+        if markers == Markers::Unwritable && !within_prefix(txn) {
+            return Err(Refused::PermissionDenied);
+        }
+        let pre = self.store().clone();
+        let mut post = pre.clone();
+        let mut events = Vec::new();
+        let answer = evaluate(&pre, &mut post, txn, &mut events)?;
+        if post != pre || !events.is_empty() {
+            self.history.push(Revision {
+                store: post,
+                events,
+            });
+        }
+        Ok(at_revision(answer, self.now() as i64))
     }
 
     /// Commits one revision: `change` edits a copy of the newest store and
@@ -880,44 +1081,37 @@ impl Model for Election {
             }
             Action::Claim(i) => {
                 let c = w.candidates[i].clone();
-                let Phase::Office { mine, claimed } = c.phase else {
+                let Phase::Office { mine, .. } = c.phase else {
                     return None;
                 };
-                let own = Self::own_key(&c, mine);
-                if !claimed {
+                let own = Self::own_key(&c, mine).candidate();
+                let ours = Ours {
+                    key: std::str::from_utf8(&own.key).expect("text"),
+                    lease: own.lease,
+                    create_revision: own.create_revision,
+                };
+                let claim = match w.transact(&Transaction::claim(ELECTION, ours), self.markers) {
+                    // The role may not write outside the election's prefix.
+                    Err(Refused::PermissionDenied) => Claim::Unwritable,
                     // A put on an ended lease fails: the claim is retried
                     // until the deadline, which has passed.
-                    if w.store().ended[c.lease as usize] {
+                    Err(_) => {
                         Self::lose(&mut w, i, mine);
                         return Some(w);
                     }
-                    // Refused whatever our key: the role may not write
-                    // outside the election's prefix.
-                    if self.markers == Markers::Unwritable {
-                        self.answer_office(&mut w, i, OfficeInput::Claimed(Claim::Unwritable));
-                        return Some(w);
-                    }
-                    // Guarded by our key.
-                    if !w.store().holds(own) {
-                        self.answer_office(&mut w, i, OfficeInput::Claimed(Claim::KeyGone));
-                        return Some(w);
-                    }
-                    w.commit(|s, _| {
-                        s.tenures.push(c.lease);
-                        vec![]
-                    });
-                }
-                let store = w.store();
-                let claim = if !store.holds(own) {
-                    Claim::KeyGone
-                } else if store.tenures.iter().all(|&l| l == c.lease) {
-                    Claim::Ours(w.now() as i64)
-                } else {
-                    w.candidates[i].phase = Phase::Office {
-                        mine,
-                        claimed: true,
-                    };
-                    return Some(w);
+                    Ok(answer) => match answer.claimed(ELECTION, own.lease) {
+                        ClaimAnswer::KeyGone => Claim::KeyGone,
+                        ClaimAnswer::Alone(at) => Claim::Ours(at),
+                        // Our marker is written; the claim waits for a
+                        // deletion of the others' and reads again.
+                        ClaimAnswer::Others(..) => {
+                            w.candidates[i].phase = Phase::Office {
+                                mine,
+                                claimed: true,
+                            };
+                            return Some(w);
+                        }
+                    },
                 };
                 self.answer_office(&mut w, i, OfficeInput::Claimed(claim));
             }
@@ -1007,33 +1201,19 @@ impl Model for Election {
                 let ResignationNext::Release(touch) = peek(c.resignation.as_ref()?) else {
                     return None;
                 };
-                // A put bound to an ended lease fails the whole
-                // transaction, as does a marker the role may not write.
-                let alive = !w.store().ended[c.lease as usize];
-                if alive && self.markers == Markers::Writable {
-                    w.commit(|s, _| {
-                        let own = Self::own_key(&c, mine);
-                        s.markers.push((mine, c.lease));
-                        if !s.holds(own) {
-                            return vec![];
-                        }
-                        s.keys[c.lease as usize] = 0;
-                        s.tenures.retain(|&l| l != c.lease);
-                        let mut events = vec![Event::Deleted(c.lease)];
-                        if let Some(touch) = touch {
-                            let n = Key::of(&touch.next);
-                            let there = s.keys[n.lease as usize];
-                            // Keys are named by their lease here: the
-                            // guard's lease compare always holds.
-                            if there != 0 && (!touch.guarded || there == n.create) {
-                                events.push(Event::Put(n.lease));
-                                // The successor's tenure, bound to its lease.
-                                s.tenures.push(n.lease);
-                            }
-                        }
-                        events
-                    });
-                }
+                // Refused whole (a put bound to an ended lease, a marker
+                // the role may not write): nothing changes, and a
+                // successor waits for the lease.
+                let own = Self::own_key(&c, mine).candidate();
+                let key = std::str::from_utf8(&own.key).expect("text");
+                let release = Transaction::release(
+                    ELECTION,
+                    key,
+                    own.create_revision,
+                    own.lease,
+                    touch.as_ref(),
+                );
+                let _ = w.transact(&release, self.markers);
                 let c = &mut w.candidates[i];
                 c.resignation = None;
                 c.phase = match self.leases {

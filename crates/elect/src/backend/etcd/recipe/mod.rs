@@ -18,6 +18,10 @@
 //! - [`Resignation`] (`handover.rs`): what the release writes, and not before the work
 //!   started under our leadership has stopped.
 //!
+//! The transactions a claim and a release send are data too
+//! ([`Transaction`]): built and read back here, evaluated by the model as
+//! etcd would, and only translated by the driver (`transaction.rs`).
+//!
 //! Beside them, through the whole candidacy, [`Renewal`] keeps the lease
 //! alive through one member (one per member) and says until when it surely is: the
 //! leadership deadline.
@@ -28,6 +32,7 @@ mod mutation;
 mod office;
 mod renewal;
 mod turn;
+mod txn;
 
 // Read by the model checks, in test builds only.
 pub use handover::{
@@ -39,6 +44,7 @@ pub use mutation::Mutation;
 pub use office::{Claim, OfficeInput, OfficeNext, TakeOffice};
 pub use renewal::{Grant, Renewal, RenewalInput, RenewalNext, RenewalRequest};
 pub use turn::{Turn, TurnCheck, TurnInput, TurnNext, TurnRequest, WaitForTurn};
+pub use txn::{Answer, ClaimAnswer, Compare, Op, OpResult, Transaction};
 
 #[cfg(test)]
 mod tests {
