@@ -81,9 +81,14 @@
 //! leader's key deleted by hand lets a newcomer lead beside it there: the
 //! role's known gap, shown by its own test.
 //!
-//! Not modelled: Go candidates (never touched; they lead by their own
-//! reads and do not wait for leases), the wait for a lease that gives up
-//! after one TTL, and compaction (a cancelled watch reads afresh).
+//! A Go candidate (`etcdctl elect`; see [`Go`]) campaigns beside two elect
+//! candidates in a world of its own: it writes no markers and waits for no
+//! lease, so there the claim's guard (our key's create revision and lease)
+//! is what keeps an elect candidate whose key was deleted while it took
+//! office from leading beside it (`Mutation::ClaimUnguarded`, caught).
+//!
+//! Not modelled: the wait for a lease that gives up after one TTL, and
+//! compaction (a cancelled watch reads afresh).
 
 use stateright::{Checker, HasDiscoveries, Model, Property};
 
@@ -115,6 +120,10 @@ const CANDIDACIES: u8 = 2;
 /// Own leases: candidate `c`'s `k`-th candidacy holds lease
 /// `c * CANDIDACIES + k`; a session's: lease `c` throughout.
 const LEASES: usize = CANDIDATES * CANDIDACIES as usize;
+/// The Go candidate's lease, in the worlds that have one: the last slot.
+const GO_LEASE: u8 = LEASES as u8;
+/// Lease slots: the elect candidates' and the Go candidate's.
+const SLOTS: usize = LEASES + 1;
 /// Keys deleted by hand, and leases that lapse, in one world.
 const DELETES: u8 = 1;
 const LAPSES: u8 = 1;
@@ -129,20 +138,25 @@ struct Key {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 struct Store {
     /// Each lease's key: its create revision, 0 if there is none.
-    keys: [u8; LEASES],
+    keys: [u8; SLOTS],
     /// Release markers: the create revision of the key released, and the
     /// lease the marker is bound to.
     markers: Vec<(u8, u8)>,
     /// Leases revoked or expired.
-    ended: [bool; LEASES],
+    ended: [bool; SLOTS],
     /// Tenure markers: the leases whose holder may lead (bound to them).
     tenures: Vec<u8>,
 }
 
 impl Key {
-    /// The lease id etcd would have granted an elect candidate.
+    /// The lease id etcd would have granted: an elect candidate's is
+    /// tagged (`ELECT_LEASE_TAG`), the Go candidate's is not.
     fn lease_id(lease: u8) -> i64 {
-        ((lease as i64 + 1) << 16) | ELECT_LEASE_TAG
+        let tag = match lease {
+            GO_LEASE => 1,
+            _ => ELECT_LEASE_TAG,
+        };
+        ((lease as i64 + 1) << 16) | tag
     }
 
     /// The model's lease of the lease id `id` (see [`Key::lease_id`]).
@@ -344,7 +358,7 @@ impl Store {
     }
 
     fn existing(&self) -> impl Iterator<Item = Key> + '_ {
-        (0..LEASES as u8)
+        (0..SLOTS as u8)
             .map(|lease| Key {
                 lease,
                 create: self.keys[lease as usize],
@@ -469,10 +483,37 @@ impl Candidate {
     }
 }
 
+/// A Go candidate (`concurrency.Election`, as `etcdctl elect` runs it):
+/// it creates its key, then waits until no older key is left (a
+/// linearizable read of the youngest older key, a watch for that key's
+/// deletion from the read's revision, and again), leads, and resigns by
+/// deleting its key once its work has stopped. It writes no markers, waits
+/// for no lease, and does not check that its own key is still its own
+/// (etcd#19597): its key is never deleted by hand here, for that gap is
+/// Go's recipe's, not elect's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Go {
+    Absent,
+    Idle,
+    /// Its key was created at `mine`; `on`: the older key's lease it
+    /// watches, and where the watch stands, once a read found one.
+    Waiting {
+        mine: u8,
+        on: Option<(u8, Pos)>,
+    },
+    Leading {
+        mine: u8,
+    },
+    Done,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct World {
     history: Vec<Revision>,
     candidates: Vec<Candidate>,
+    go: Go,
+    /// The Go candidate led (a witness that its world is not vacuous).
+    go_led: bool,
     deletes: u8,
     lapses: u8,
     /// Someone led on a touch, without a read (a sanity witness).
@@ -524,9 +565,10 @@ impl World {
         self.history.push(Revision { store, events });
     }
 
-    /// How many candidates' work runs.
+    /// How many candidates' work runs, the Go candidate's included.
     fn working(&self) -> usize {
-        self.candidates.iter().filter(|c| c.works()).count()
+        let go = matches!(self.go, Go::Leading { .. }) as usize;
+        self.candidates.iter().filter(|c| c.works()).count() + go
     }
 
     /// Ends `lease`: its key and markers go with it.
@@ -651,6 +693,14 @@ enum HandDeletes {
     Any,
     /// Any one key but a working leader's.
     NotAWorkingLeaders,
+    /// Any one key but one whose holder may lead: its work runs, or it
+    /// holds a tenure marker (its claim's, or the one the touch that
+    /// handed over to it wrote: it leads as of that touch, heard or
+    /// not). Beside a Go candidate, which waits for no marker, deleting
+    /// such a key lets the Go candidate lead beside it: the gap the book
+    /// names, as with a working leader's key where markers cannot be
+    /// written.
+    NotALeaders,
 }
 
 /// Whether candidates may write the markers beside the election's keys.
@@ -666,6 +716,10 @@ enum Markers {
 
 struct Election {
     rule: Rule,
+    /// elect candidates: [`CANDIDATES`], or fewer beside a Go candidate.
+    elect_candidates: usize,
+    /// Whether a Go candidate campaigns in the same election.
+    go: bool,
     leases: Leases,
     hand_deletes: HandDeletes,
     markers: Markers,
@@ -697,6 +751,11 @@ enum Action {
     Recover(usize),
     DeleteByHand(u8),
     LeaseLapses(u8),
+    GoCreate,
+    GoRead,
+    GoWatch,
+    /// The Go leader's work stops and it deletes its key.
+    GoResign,
 }
 
 impl Election {
@@ -818,7 +877,7 @@ impl Model for Election {
     type Action = Action;
 
     fn init_states(&self) -> Vec<World> {
-        let candidates = (0..CANDIDATES)
+        let candidates = (0..self.elect_candidates)
             .map(|c| Candidate {
                 lease: match self.leases {
                     Leases::Own => c as u8 * CANDIDACIES,
@@ -838,6 +897,8 @@ impl Model for Election {
                 events: vec![],
             }],
             candidates,
+            go: if self.go { Go::Idle } else { Go::Absent },
+            go_led: false,
             deletes: 0,
             lapses: 0,
             touched: false,
@@ -954,10 +1015,18 @@ impl Model for Election {
             }
         }
         if room && self.hand_deletes != HandDeletes::None && w.deletes < DELETES {
-            for k in w.store().existing() {
+            for k in w.store().existing().filter(|k| k.lease != GO_LEASE) {
                 let a_working_leaders =
                     w.candidates.iter().any(|c| c.lease == k.lease && c.works());
-                if self.hand_deletes == HandDeletes::Any || !a_working_leaders {
+                let deletable = match self.hand_deletes {
+                    HandDeletes::Any => true,
+                    HandDeletes::NotAWorkingLeaders => !a_working_leaders,
+                    HandDeletes::NotALeaders => {
+                        !a_working_leaders && !w.store().tenures.contains(&k.lease)
+                    }
+                    HandDeletes::None => false,
+                };
+                if deletable {
                     actions.push(Action::DeleteByHand(k.lease));
                 }
             }
@@ -969,6 +1038,24 @@ impl Model for Election {
                     actions.push(Action::LeaseLapses(c.lease));
                 }
             }
+            let go_idle = matches!(w.go, Go::Waiting { .. });
+            if go_idle && !w.store().ended[GO_LEASE as usize] {
+                actions.push(Action::LeaseLapses(GO_LEASE));
+            }
+        }
+        match w.go {
+            Go::Idle if room => actions.push(Action::GoCreate),
+            Go::Waiting { on: None, .. } => actions.push(Action::GoRead),
+            Go::Waiting {
+                on: Some((lease, at)),
+                ..
+            } => {
+                if w.events_from(at).any(|(_, e)| e == Event::Deleted(lease)) {
+                    actions.push(Action::GoWatch);
+                }
+            }
+            Go::Leading { .. } if room => actions.push(Action::GoResign),
+            _ => {}
         }
     }
 
@@ -1090,7 +1177,11 @@ impl Model for Election {
                     lease: own.lease,
                     create_revision: own.create_revision,
                 };
-                let claim = match w.transact(&Transaction::claim(ELECTION, ours), self.markers) {
+                let mut txn = Transaction::claim(ELECTION, ours);
+                if self.mutation() == Some(Mutation::ClaimUnguarded) {
+                    txn.when.clear();
+                }
+                let claim = match w.transact(&txn, self.markers) {
                     // The role may not write outside the election's prefix.
                     Err(Refused::PermissionDenied) => Claim::Unwritable,
                     // A put on an ended lease fails: the claim is retried
@@ -1290,8 +1381,64 @@ impl Model for Election {
                 w.lapses += 1;
                 w.end_lease(lease);
             }
+            Action::GoCreate => {
+                w.commit(|s, rev| {
+                    s.keys[GO_LEASE as usize] = rev;
+                    vec![Event::Created(GO_LEASE)]
+                });
+                w.go = Go::Waiting {
+                    mine: w.now(),
+                    on: None,
+                };
+            }
+            Action::GoRead => {
+                let Go::Waiting { mine, .. } = w.go else {
+                    return None;
+                };
+                // Its lease gone, its session is done: it never leads.
+                if w.store().ended[GO_LEASE as usize] {
+                    w.go = Go::Done;
+                    return Some(w);
+                }
+                w.go = match w.store().older_than(mine) {
+                    None => {
+                        w.go_led = true;
+                        Go::Leading { mine }
+                    }
+                    Some(older) => Go::Waiting {
+                        mine,
+                        on: Some((
+                            older.lease,
+                            Pos {
+                                rev: w.now() + 1,
+                                event: 0,
+                            },
+                        )),
+                    },
+                };
+            }
+            Action::GoWatch => {
+                let Go::Waiting { mine, .. } = w.go else {
+                    return None;
+                };
+                w.go = Go::Waiting { mine, on: None };
+            }
+            Action::GoResign => {
+                let Go::Leading { mine } = w.go else {
+                    return None;
+                };
+                // `Resign`: delete the key if it still has our create
+                // revision.
+                if w.store().keys[GO_LEASE as usize] == mine {
+                    w.commit(|s, _| {
+                        s.keys[GO_LEASE as usize] = 0;
+                        vec![Event::Deleted(GO_LEASE)]
+                    });
+                }
+                w.go = Go::Done;
+            }
         }
-        for i in 0..CANDIDATES {
+        for i in 0..w.candidates.len() {
             Self::settle(last, &mut w, i);
         }
         Some(w)
@@ -1311,6 +1458,7 @@ impl Model for Election {
             Property::sometimes(READ_BACK, |m: &Election, w: &World| {
                 m.markers == Markers::Writable || w.read_back
             }),
+            Property::sometimes(GO_LEADS, |m: &Election, w: &World| !m.go || w.go_led),
         ]
     }
 }
@@ -1318,6 +1466,7 @@ impl Model for Election {
 const ONE_AT_A_TIME: &str = "at most one candidate's work runs";
 const IN_ORDER: &str = "nobody leads while a key older than its own is left";
 const READ_BACK: &str = "a candidate reads its key back where markers cannot be written";
+const GO_LEADS: &str = "the Go candidate leads";
 
 fn check(rule: Rule, leases: Leases, hand_deletes: HandDeletes) -> impl Checker<Election> {
     check_with(rule, leases, hand_deletes, Markers::Writable)
@@ -1354,6 +1503,8 @@ fn check_with(
     };
     let model = Election {
         rule,
+        elect_candidates: CANDIDATES,
+        go: false,
         leases,
         hand_deletes,
         markers,
@@ -1367,6 +1518,99 @@ fn check_with(
              markers {markers:?}, {revisions} revisions)"
         ),
     )
+}
+
+/// Two elect candidates and a Go candidate (`etcdctl elect`,
+/// `concurrency.Election`) in one election, own leases, one key deleted
+/// by hand that is neither a leader's ([`HandDeletes::NotALeaders`]) nor
+/// the Go candidate's (see [`Go`]), one lease lapse.
+fn check_beside_go(rule: Rule) -> impl Checker<Election> {
+    let model = beside_go(rule);
+    let finish = match rule {
+        Rule::Production => HasDiscoveries::All,
+        _ => HasDiscoveries::AnyFailures,
+    };
+    let label = format!(
+        "etcd handover model ({rule:?}, beside a Go candidate, {} revisions)",
+        model.revisions
+    );
+    breadth_first(model.checker().finish_when(finish), &label)
+}
+
+/// The Go candidate's world (see [`check_beside_go`]).
+fn beside_go(rule: Rule) -> Election {
+    Election {
+        rule,
+        elect_candidates: 2,
+        go: true,
+        leases: Leases::Own,
+        hand_deletes: HandDeletes::NotALeaders,
+        markers: Markers::Writable,
+        revisions: 10,
+        candidacies: CANDIDACIES,
+    }
+}
+
+/// A Go candidate writes no tenure marker and waits for no lease, so the
+/// claim's guard is what keeps an elect candidate whose key was deleted
+/// while it took office from leading beside the Go candidate that went
+/// ahead: one leader at a time, in order, and the Go candidate leads.
+#[test]
+fn one_leader_at_a_time_in_order_beside_a_go_candidate() {
+    let checker = check_beside_go(Rule::Production);
+    checker.assert_no_discovery(ONE_AT_A_TIME);
+    checker.assert_no_discovery(IN_ORDER);
+    assert!(
+        checker.discovery(GO_LEADS).is_some(),
+        "the Go candidate never leads"
+    );
+}
+
+/// What a Go candidate in the election gives up, as the book's safety
+/// page says: it waits for no tenure marker, so with the key of an elect
+/// candidate that leads deleted by hand (here one handed over to by a
+/// touch it has not heard yet), the Go candidate finds no older key and
+/// leads beside it until that candidate hears of the deletion.
+#[test]
+fn beside_a_go_candidate_a_leaders_key_deleted_by_hand_lets_it_lead_beside() {
+    let model = Election {
+        hand_deletes: HandDeletes::NotAWorkingLeaders,
+        ..beside_go(Rule::Production)
+    };
+    let checker = breadth_first(
+        model
+            .checker()
+            .finish_when(HasDiscoveries::AnyOf([ONE_AT_A_TIME].into())),
+        "etcd handover model (beside a Go candidate, a leader's key deleted by hand)",
+    );
+    let path = checker
+        .discovery(ONE_AT_A_TIME)
+        .expect("the gap beside a Go candidate must show");
+    eprintln!(
+        "beside a Go candidate, a leader's key deleted by hand: \"{ONE_AT_A_TIME}\" broken in \
+         {} steps: {:?}",
+        path.clone().into_actions().len(),
+        path.into_actions()
+    );
+}
+
+/// The claim without its guard (our key's create revision and lease):
+/// beside a Go candidate, an elect candidate whose key was deleted by
+/// hand while it took office writes its marker, finds no other, and leads
+/// beside the Go candidate, which found no older key. Where every
+/// candidate writes markers the claims serialise them, and the removal is
+/// not caught (the other worlds).
+#[test]
+fn an_unguarded_claim_is_caught_beside_a_go_candidate() {
+    let checker = check_beside_go(Rule::Recipe(Mutation::ClaimUnguarded));
+    let path = checker
+        .discovery(ONE_AT_A_TIME)
+        .expect("an unguarded claim must be caught beside a Go candidate");
+    eprintln!(
+        "ClaimUnguarded: \"{ONE_AT_A_TIME}\" broken in {} steps: {:?}",
+        path.clone().into_actions().len(),
+        path.into_actions()
+    );
 }
 
 #[test]

@@ -31,6 +31,9 @@ pub enum Mutation {
     /// Where tenure markers cannot be written, we lead without reading
     /// our key back.
     NoReadBack,
+    /// The tenure claim writes our marker whatever our key: its
+    /// transaction's guard (our key's create revision and lease) dropped.
+    ClaimUnguarded,
     /// A proven ping is credited whatever the term read after it: the
     /// term proof (etcd#15247) reads, but does not compare.
     TermUnchecked,
