@@ -91,6 +91,20 @@ fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
             assert_eq!(r["wakeups_per_change"], 1.0, "{r}");
             let renewals = r["renewals_per_ttl"].as_f64().unwrap();
             assert!(renewals > 0.0 && renewals < 60.0, "{r}");
+            // Beside it, the server's floor for as many elections.
+            let floor = rows
+                .iter()
+                .find(|r| {
+                    r["backend"] == backend
+                        && r["scenario"] == "elections"
+                        && r["implementation"] == "floor"
+                })
+                .unwrap_or_else(|| panic!("no {backend} elections floor row in {rows:?}"));
+            assert_eq!(
+                floor["samples_ms"].as_array().unwrap().len(),
+                100,
+                "{floor}"
+            );
         }
         // Restarting the peers one at a time costs a Raft-vote leader
         // nothing. (etcd and ZooKeeper ride it out with the TTLs the README

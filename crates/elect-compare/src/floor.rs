@@ -1,4 +1,5 @@
-//! The floors of a handover and of a failover on a service.
+//! The floors of a handover, of a failover and of many elections on one
+//! session, on a service.
 //!
 //! The floor of a handover on a service: what any implementation must
 //! wait for when a leader resigns, and nothing else. One client deletes a
@@ -150,6 +151,142 @@ async fn zk(endpoints: &str, trials: usize, progress: &Progress) -> anyhow::Resu
         Ok(seen - sent)
     })
     .await
+}
+
+/// The floor of `elections` elections on one session (one ZooKeeper
+/// session, one etcd lease): the requests any recipe must make to learn
+/// it leads a new election, sent all at once on one client, as the
+/// elections scenario's candidates are. On ZooKeeper: the election's
+/// znode, a candidate's ephemeral sequential znode under it, and the
+/// listing of its children (three requests; ZooKeeper creates no
+/// parents). On etcd: one transaction that puts the candidate's key,
+/// bound to the lease, and reads the oldest key of the prefix. A sample
+/// is an election's time from the start to its last answer, as the
+/// elections row's are.
+pub fn elections_samples(
+    backend: Backend,
+    endpoints: &str,
+    elections: usize,
+    progress: &Progress,
+) -> anyhow::Result<Vec<Duration>> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        match backend {
+            Backend::Etcd => etcd_elections(endpoints, elections, progress).await,
+            Backend::Zk => zk_elections(endpoints, elections, progress).await,
+            Backend::Raft => anyhow::bail!("a Raft-vote cluster serves one election"),
+        }
+    })
+}
+
+async fn etcd_elections(
+    endpoints: &str,
+    elections: usize,
+    progress: &Progress,
+) -> anyhow::Result<Vec<Duration>> {
+    use etcd_client::{GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp};
+    let endpoints: Vec<&str> = endpoints.split(',').collect();
+    let client = etcd_client::Client::connect(&endpoints, None).await?;
+    let lease = client.lease_client().grant(60, None).await?.id();
+    let prefix = format!("elect-compare-elections-floor-{}", std::process::id());
+    let started = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..elections {
+        let mut kv = client.kv_client();
+        let election = format!("{prefix}/e{i}/");
+        set.spawn(async move {
+            let oldest = GetOptions::new()
+                .with_prefix()
+                .with_sort(SortTarget::Create, SortOrder::Ascend)
+                .with_limit(1);
+            let txn = Txn::new().and_then([
+                TxnOp::put(
+                    format!("{election}{lease:x}"),
+                    "floor",
+                    Some(PutOptions::new().with_lease(lease)),
+                ),
+                TxnOp::get(election.as_str(), Some(oldest)),
+            ]);
+            kv.txn(txn).await?;
+            anyhow::Ok(started.elapsed())
+        });
+    }
+    let samples = gather(set, progress).await;
+    client.lease_client().revoke(lease).await?;
+    client
+        .kv_client()
+        .delete(
+            prefix,
+            Some(etcd_client::DeleteOptions::new().with_prefix()),
+        )
+        .await?;
+    samples
+}
+
+async fn zk_elections(
+    endpoints: &str,
+    elections: usize,
+    progress: &Progress,
+) -> anyhow::Result<Vec<Duration>> {
+    use zookeeper_client::{Acls, Client, CreateMode};
+    let client = Client::connect(endpoints).await?;
+    let root = format!("/elect-compare-elections-floor-{}", std::process::id());
+    let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    client.create(&root, b"", &persistent).await?;
+    let started = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..elections {
+        let client = client.clone();
+        let election = format!("{root}/e{i}");
+        set.spawn(async move {
+            let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+            let ephemeral = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+            client.create(&election, b"", &persistent).await?;
+            let candidate = format!("{election}/_c_floor-latch-");
+            client.create(&candidate, b"floor", &ephemeral).await?;
+            client.list_children(&election).await?;
+            anyhow::Ok(started.elapsed())
+        });
+    }
+    let samples = gather(set, progress).await;
+    let mut cleanup = tokio::task::JoinSet::new();
+    for i in 0..elections {
+        let client = client.clone();
+        let election = format!("{root}/e{i}");
+        cleanup.spawn(async move {
+            for child in client.list_children(&election).await.unwrap_or_default() {
+                let _ = client.delete(&format!("{election}/{child}"), None).await;
+            }
+            let _ = client.delete(&election, None).await;
+        });
+    }
+    cleanup.join_all().await;
+    let _ = client.delete(&root, None).await;
+    samples
+}
+
+/// Every election's time, as each answers, within [`WITHIN`] of the
+/// start per hundred elections.
+async fn gather(
+    mut set: tokio::task::JoinSet<anyhow::Result<Duration>>,
+    progress: &Progress,
+) -> anyhow::Result<Vec<Duration>> {
+    let mut samples = Vec::with_capacity(set.len());
+    let within = WITHIN * (set.len() as u32 / 100).max(1);
+    let all = async {
+        while let Some(took) = set.join_next().await {
+            samples.push(took??);
+            progress.inc();
+        }
+        anyhow::Ok(())
+    };
+    tokio::time::timeout(within, all)
+        .await
+        .context("the floor's elections did not all answer in time")??;
+    Ok(samples)
 }
 
 /// `trials` samples of the failover floor of `backend` at `endpoints`

@@ -71,12 +71,22 @@ pub(crate) fn floor(
     scenario: Scenario,
     endpoints: &str,
 ) -> anyhow::Result<Row> {
-    let trials = plan.trials(scenario);
+    let trials = match scenario {
+        Scenario::Elections => plan.elections,
+        _ => plan.trials(scenario),
+    };
     let progress = Progress::start(
         format!("{} floor {}", c.backend.name(), scenario.name()),
         trials,
     );
     let (samples, note) = match scenario {
+        Scenario::Elections => (
+            floor::elections_samples(c.backend, endpoints, trials, &progress),
+            "the requests any recipe makes to learn it leads a new election (ZooKeeper: the \
+             election's znode, an ephemeral sequential one under it, the listing; etcd: one \
+             transaction putting the key on the lease and reading the oldest), every election \
+             at once on one session: what many elections on one session wait for",
+        ),
         Scenario::Failover => (
             floor::failover_samples(c.backend, endpoints, c.ttl, trials, &progress),
             "a bare holder's host silenced at a random point of its renewal cycle, and the \
@@ -90,12 +100,16 @@ pub(crate) fn floor(
         ),
     };
     let samples = samples.with_context(|| format!("{} floor", c.backend.name()))?;
+    let n = match scenario {
+        Scenario::Elections => trials,
+        _ => 1,
+    };
     let mut row = Row::new(
         c.backend.name(),
         "floor",
         scenario.name(),
         c.ttl,
-        1,
+        n,
         &samples,
         samples.len(),
         None,

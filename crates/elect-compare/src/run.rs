@@ -242,7 +242,8 @@ impl<'a> Runner<'a> {
     }
 
     /// Every scenario of the plan that `contender` can run, a row or more
-    /// each, and the floors beside elect's handover and failover.
+    /// each, and the floors beside elect's handover, failover and
+    /// elections.
     fn scenarios(
         &mut self,
         contender: &Contender,
@@ -265,8 +266,10 @@ impl<'a> Runner<'a> {
             for row in self.scenario(contender, scenario, endpoints, probe)? {
                 self.keep(row);
             }
-            if matches!(scenario, Scenario::Handover | Scenario::Failover)
-                && imp == Implementation::Elect
+            if matches!(
+                scenario,
+                Scenario::Handover | Scenario::Failover | Scenario::Elections
+            ) && imp == Implementation::Elect
                 && backend != Backend::Raft
             {
                 if self.plan.secure {
