@@ -87,8 +87,12 @@
 //! is what keeps an elect candidate whose key was deleted while it took
 //! office from leading beside it (`Mutation::ClaimUnguarded`, caught).
 //!
-//! Not modelled: the wait for a lease that gives up after one TTL, and
-//! compaction (a cancelled watch reads afresh).
+//! In a world of their own, watches break or are cancelled by a
+//! compaction (one in a world, a waiting candidate's or the leader's, at
+//! any moment): the driver reads afresh, and a broken stream never decides
+//! a race against the read of our turn.
+//!
+//! Not modelled: the wait for a lease that gives up after one TTL.
 
 use stateright::{Checker, HasDiscoveries, Model, Property};
 
@@ -127,6 +131,9 @@ const SLOTS: usize = LEASES + 1;
 /// Keys deleted by hand, and leases that lapse, in one world.
 const DELETES: u8 = 1;
 const LAPSES: u8 = 1;
+/// Watches that break, or that the server cancels (compaction), in one
+/// world that has them.
+const BREAKS: u8 = 1;
 
 /// A candidate key: named by its lease, ordered by its create revision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -516,6 +523,10 @@ struct World {
     go_led: bool,
     deletes: u8,
     lapses: u8,
+    breaks: u8,
+    /// Someone started to lead after a watch broke (a witness that the
+    /// breaks' world is not vacuous).
+    led_after_break: bool,
     /// Someone led on a touch, without a read (a sanity witness).
     touched: bool,
     /// Someone led on a read from a member's own, older state.
@@ -727,6 +738,9 @@ struct Election {
     revisions: usize,
     /// Candidacies per candidate, at most [`CANDIDACIES`].
     candidacies: u8,
+    /// Whether a watch may break, or be cancelled by a compaction, at
+    /// any moment ([`BREAKS`] in a world).
+    breaks: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -751,6 +765,14 @@ enum Action {
     Recover(usize),
     DeleteByHand(u8),
     LeaseLapses(u8),
+    /// A waiting candidate's stream breaks (its driver reads afresh).
+    WatchBreaks(usize),
+    /// A waiting candidate's watch is cancelled by the server: its start
+    /// revision was compacted.
+    Compacted(usize),
+    /// The leader's watch on the prefix breaks, or is cancelled.
+    LeaderWatchBreaks(usize),
+    LeaderCompacted(usize),
     GoCreate,
     GoRead,
     GoWatch,
@@ -869,6 +891,7 @@ impl Election {
             return;
         }
         w.out_of_order |= w.store().older_than(mine).is_some();
+        w.led_after_break |= w.breaks > 0;
     }
 }
 
@@ -901,6 +924,8 @@ impl Model for Election {
             go_led: false,
             deletes: 0,
             lapses: 0,
+            breaks: 0,
+            led_after_break: false,
             touched: false,
             led_on_older_state: false,
             read_back: false,
@@ -916,6 +941,20 @@ impl Model for Election {
                 Phase::Turn { mine, watch } => {
                     let recipe = c.turn.as_ref().expect("a turn under way");
                     let own = Self::own_key(c, mine);
+                    if self.breaks && w.breaks < BREAKS {
+                        match peek(recipe) {
+                            TurnNext::Send(TurnRequest::Watch { .. }) => {
+                                actions.push(Action::WatchBreaks(i));
+                                actions.push(Action::Compacted(i));
+                            }
+                            TurnNext::Send(TurnRequest::CheckTurn { .. })
+                                if recipe.races_the_watch() =>
+                            {
+                                actions.push(Action::WatchBreaks(i));
+                            }
+                            _ => {}
+                        }
+                    }
                     match peek(recipe) {
                         TurnNext::Send(TurnRequest::FindPredecessor) => {
                             actions.push(Action::ReadPredecessor(i));
@@ -983,6 +1022,10 @@ impl Model for Election {
                             if next_leader_event(w, at, line).is_some() {
                                 actions.push(Action::LeaderWatch(i));
                             }
+                            if self.breaks && w.breaks < BREAKS {
+                                actions.push(Action::LeaderWatchBreaks(i));
+                                actions.push(Action::LeaderCompacted(i));
+                            }
                         }
                         NextInLineNext::OwnKeyGone => unreachable!("leading on a key that is gone"),
                     }
@@ -1049,10 +1092,8 @@ impl Model for Election {
             Go::Waiting {
                 on: Some((lease, at)),
                 ..
-            } => {
-                if w.events_from(at).any(|(_, e)| e == Event::Deleted(lease)) {
-                    actions.push(Action::GoWatch);
-                }
+            } if w.events_from(at).any(|(_, e)| e == Event::Deleted(lease)) => {
+                actions.push(Action::GoWatch);
             }
             Go::Leading { .. } if room => actions.push(Action::GoResign),
             _ => {}
@@ -1381,6 +1422,36 @@ impl Model for Election {
                 w.lapses += 1;
                 w.end_lease(lease);
             }
+            Action::WatchBreaks(i) | Action::Compacted(i) => {
+                let Phase::Turn { mine, .. } = w.candidates[i].phase else {
+                    return None;
+                };
+                w.breaks += 1;
+                // The driver's next watch starts afresh, from the read
+                // the recipe asks for.
+                w.candidates[i].phase = Phase::Turn { mine, watch: None };
+                let input = match action {
+                    Action::Compacted(_) => TurnInput::Woken(Reported::Cancelled),
+                    _ => TurnInput::WatchBroke,
+                };
+                self.take(&mut w, i, input);
+            }
+            Action::LeaderWatchBreaks(i) | Action::LeaderCompacted(i) => {
+                let c = &mut w.candidates[i];
+                let Phase::Leading { mine, .. } = c.phase else {
+                    return None;
+                };
+                let line = c.line.as_mut()?;
+                line.input(
+                    NOW,
+                    match action {
+                        Action::LeaderCompacted(_) => NextInLineInput::Cancelled,
+                        _ => NextInLineInput::Broke,
+                    },
+                );
+                c.phase = Phase::Leading { mine, watch: None };
+                w.breaks += 1;
+            }
             Action::GoCreate => {
                 w.commit(|s, rev| {
                     s.keys[GO_LEASE as usize] = rev;
@@ -1459,6 +1530,9 @@ impl Model for Election {
                 m.markers == Markers::Writable || w.read_back
             }),
             Property::sometimes(GO_LEADS, |m: &Election, w: &World| !m.go || w.go_led),
+            Property::sometimes(LED_AFTER_BREAK, |m: &Election, w: &World| {
+                !m.breaks || w.led_after_break
+            }),
         ]
     }
 }
@@ -1467,6 +1541,7 @@ const ONE_AT_A_TIME: &str = "at most one candidate's work runs";
 const IN_ORDER: &str = "nobody leads while a key older than its own is left";
 const READ_BACK: &str = "a candidate reads its key back where markers cannot be written";
 const GO_LEADS: &str = "the Go candidate leads";
+const LED_AFTER_BREAK: &str = "a candidate starts to lead after a watch broke";
 
 fn check(rule: Rule, leases: Leases, hand_deletes: HandDeletes) -> impl Checker<Election> {
     check_with(rule, leases, hand_deletes, Markers::Writable)
@@ -1510,6 +1585,7 @@ fn check_with(
         markers,
         revisions,
         candidacies,
+        breaks: false,
     };
     breadth_first(
         model.checker().finish_when(finish),
@@ -1548,6 +1624,7 @@ fn beside_go(rule: Rule) -> Election {
         markers: Markers::Writable,
         revisions: 10,
         candidacies: CANDIDACIES,
+        breaks: false,
     }
 }
 
@@ -1610,6 +1687,37 @@ fn an_unguarded_claim_is_caught_beside_a_go_candidate() {
         "ClaimUnguarded: \"{ONE_AT_A_TIME}\" broken in {} steps: {:?}",
         path.clone().into_actions().len(),
         path.into_actions()
+    );
+}
+
+/// Watches break and are cancelled by compactions: any one of them, a
+/// waiting candidate's (before it reported anything, or while its
+/// stream races the read of our turn) or the leader's, at any moment.
+/// The driver then reads afresh, and a stream that broke never decides
+/// a race (`WaitForTurn::races_the_watch`). One leader at a time, in
+/// order, on a session's lease, whose keys come back under the same name.
+#[test]
+fn one_leader_at_a_time_in_order_with_broken_watches_and_compaction() {
+    let model = Election {
+        rule: Rule::Production,
+        elect_candidates: CANDIDATES,
+        go: false,
+        leases: Leases::Session,
+        hand_deletes: HandDeletes::None,
+        markers: Markers::Writable,
+        revisions: 12,
+        candidacies: CANDIDACIES,
+        breaks: true,
+    };
+    let checker = breadth_first(
+        model.checker().finish_when(HasDiscoveries::All),
+        "etcd handover model (Production, Session leases, watches break, 12 revisions)",
+    );
+    checker.assert_no_discovery(ONE_AT_A_TIME);
+    checker.assert_no_discovery(IN_ORDER);
+    assert!(
+        checker.discovery(LED_AFTER_BREAK).is_some(),
+        "nobody leads after a watch broke"
     );
 }
 
