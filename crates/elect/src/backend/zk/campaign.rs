@@ -13,7 +13,7 @@
 //!    read fresh while it waits, so the announcement of its predecessor's
 //!    deletion is all it needs to lead (see `turn::wait_for_turn`);
 //! 4. lead while the session provably lives: a keeper task syncs through
-//!    the ZooKeeper leader every T/20, and [`SessionLease`] turns the
+//!    the ZooKeeper leader every T/20, and [`SessionLease`](super::lease::SessionLease) turns the
 //!    answers into the instant until which the leader cannot have expired
 //!    the session; our deadline is that, less a margin. A disconnection is
 //!    not a loss: the client moves to another member (the library tries
@@ -36,7 +36,6 @@ use zookeeper_client::{Client, Error as ZkError, StateWatcher};
 
 use super::connection::{self, Opened};
 use super::keeper::{close, keep_session};
-use super::lease::SessionLease;
 use super::observe::{self, View, until_disconnected, until_reconnected};
 use super::turn::{Turn, wait_for_turn};
 use super::znode::create_node;
@@ -95,7 +94,7 @@ impl Candidate {
     pub(crate) async fn run(self, first: Opened) -> Result<()> {
         let Opened {
             mut client,
-            mut handshake,
+            mut lease,
         } = first;
         loop {
             let (view_tx, view_rx) = watch::channel(View::unknown());
@@ -104,7 +103,6 @@ impl Candidate {
                 self.cfg.election.clone(),
                 view_tx,
             ));
-            let lease = SessionLease::new(client.session_timeout(), handshake);
             let (lease_tx, lease_rx) = watch::channel(lease.deadline());
             let keeper = tokio::spawn(keep_session(client.clone(), lease, lease_tx));
             let mut session = Candidacy {
@@ -138,7 +136,7 @@ impl Candidate {
                     warn_counted!("ZooKeeper session ended; opening a new one");
                     self.out.send_replace(Leadership::unknown());
                     match connection::reconnect(&self.cfg, self.resign.cancelled()).await {
-                        Some(next) => (client, handshake) = (next.client, next.handshake),
+                        Some(next) => (client, lease) = (next.client, next.lease),
                         None => return Ok(()),
                     }
                 }

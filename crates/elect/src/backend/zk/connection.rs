@@ -8,6 +8,7 @@ use tracing::{debug, info};
 use zookeeper_client::Client;
 
 use super::errors::{BACKEND, zk_error};
+use super::lease::{Handshake, SessionLease};
 use super::timing;
 use crate::backend::backoff::Backoff;
 use crate::clock::BootInstant;
@@ -133,9 +134,9 @@ pub(super) async fn first_contact(cfg: &ElectionConfig) -> Result<Opened> {
     let mut last = None;
     loop {
         let attempt = tokio::time::Instant::now();
-        let handshake = BootInstant::now();
+        let handshake = Handshake::start(BootInstant::now(), cfg.ttl);
         match tokio::time::timeout_at(deadline, open(cfg, connector.clone())).await {
-            Ok(Ok(client)) => return Ok(Opened { client, handshake }),
+            Ok(Ok(client)) => return Ok(Opened::answered(client, handshake)),
             Ok(Err(e @ (zookeeper_client::Error::Timeout | zookeeper_client::Error::NoHosts)))
                 if attempt.elapsed() >= silent =>
             {
@@ -162,12 +163,20 @@ fn contact_failed(cfg: &ElectionConfig, e: zookeeper_client::Error) -> Error {
     }
 }
 
-/// A session just opened, and when its handshake was started: the
-/// ZooKeeper leader created the session after that instant, which is the
-/// first thing its [`lease::SessionLease`] knows.
+/// A session just opened, and what its handshake proves of its life (see
+/// [`Handshake`]).
 pub(crate) struct Opened {
     pub client: Client,
-    pub handshake: BootInstant,
+    pub lease: SessionLease,
+}
+
+impl Opened {
+    /// The handshake's answer is in: the lease counts from its start, for
+    /// the timeout the server granted.
+    fn answered(client: Client, handshake: Handshake) -> Opened {
+        let lease = handshake.answered(BootInstant::now(), client.session_timeout());
+        Opened { client, lease }
+    }
 }
 
 /// Opens a new session after the previous one ended, retrying with backoff
@@ -179,11 +188,11 @@ pub(super) async fn reconnect(
     tokio::pin!(stop);
     let mut backoff = Backoff::new();
     loop {
-        let handshake = BootInstant::now();
+        let handshake = Handshake::start(BootInstant::now(), cfg.ttl);
         tokio::select! {
             () = &mut stop => return None,
             connected = connect(cfg) => match connected {
-                Ok(client) => return Some(Opened { client, handshake }),
+                Ok(client) => return Some(Opened::answered(client, handshake)),
                 Err(e) => warn_counted!("{e}; retrying"),
             },
         }

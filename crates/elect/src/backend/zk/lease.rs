@@ -59,8 +59,9 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+#[cfg(test)]
+use super::recipe::Mutation;
 use crate::clock::BootInstant;
-
 use crate::leadership::deadline_after;
 
 /// Renewals kept: enough to span `Q` at the renewal cadence, with room for
@@ -70,6 +71,65 @@ const KEPT: usize = 64;
 /// `Q` for a session of `timeout`: a third of it (see the module doc).
 pub fn settle_for(timeout: Duration) -> Duration {
     timeout / 3
+}
+
+/// A session's handshake, from the moment it is sent to its answer. The
+/// lease's first bound is decided here, from what the driver saw, so that
+/// the model checker (`model::lease`) runs the decision the driver runs:
+///
+/// - **from the handshake's start**, not its answer: the ZooKeeper leader
+///   created (or revalidated) the session somewhere between the two, and
+///   counting from an answer that was slow to come back would put the
+///   expiry we assume after the leader's;
+/// - **for the negotiated timeout**, not the requested one: servers clamp
+///   the request to 2..20 ticks, and expire the session on what they
+///   granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Handshake {
+    started: BootInstant,
+    requested: Duration,
+    #[cfg(test)]
+    mutation: Option<Mutation>,
+}
+
+impl Handshake {
+    /// A handshake asking for a session of `requested`, sent from `now` on.
+    pub fn start(now: BootInstant, requested: Duration) -> Handshake {
+        Handshake {
+            started: now,
+            requested,
+            #[cfg(test)]
+            mutation: None,
+        }
+    }
+
+    /// The same handshake with one of its rules switched off (the model
+    /// checker's teeth).
+    #[cfg(test)]
+    pub fn mutated(mut self, mutation: Option<Mutation>) -> Handshake {
+        self.mutation = mutation;
+        self
+    }
+
+    /// The server answered at `now`, granting a session of `negotiated`:
+    /// what the session's life is proven to be so far.
+    pub fn answered(self, now: BootInstant, negotiated: Duration) -> SessionLease {
+        #[cfg(test)]
+        match self.mutation {
+            Some(Mutation::LeaseFromHandshakeAnswer) => return SessionLease::new(negotiated, now),
+            Some(Mutation::LeaseForRequestedTimeout) => {
+                return SessionLease::new(self.requested, self.started);
+            }
+            _ => {}
+        }
+        tracing::debug!(
+            round_trip = ?now.saturating_duration_since(self.started),
+            requested = ?self.requested,
+            granted = ?negotiated,
+            "the session's lease counts from its handshake's start"
+        );
+        SessionLease::new(negotiated, self.started)
+    }
 }
 
 /// What a session's renewals prove about its life on the ZooKeeper leader.

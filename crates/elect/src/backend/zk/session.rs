@@ -10,7 +10,6 @@ use zookeeper_client::Client;
 use super::campaign::{Candidacy, SessionEnd};
 use super::connection::Opened;
 use super::keeper::{close, keep_session};
-use super::lease::SessionLease;
 use super::observe::{self, View};
 use crate::backend::candidates::Candidates;
 use crate::backend::publish::Reporter;
@@ -36,8 +35,7 @@ pub(crate) struct SharedSession {
 
 impl SharedSession {
     pub(crate) fn start(opened: Opened, connect_timeout: Duration) -> SharedSession {
-        let Opened { client, handshake } = opened;
-        let lease = SessionLease::new(client.session_timeout(), handshake);
+        let Opened { client, lease } = opened;
         let (lease_tx, lease_rx) = watch::channel(lease.deadline());
         let keeper = tokio::spawn(keep_session(client.clone(), lease, lease_tx));
         SharedSession {

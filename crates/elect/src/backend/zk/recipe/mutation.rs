@@ -22,4 +22,10 @@ pub enum Mutation {
     /// After a lapse the leader leads again once the lease allows, without
     /// reading its znode back.
     NoReadAfterLapse,
+    /// The session's lease counts from the handshake's answer instead of
+    /// the moment it was sent.
+    LeaseFromHandshakeAnswer,
+    /// The session's lease assumes the timeout we asked for instead of
+    /// the one the server granted.
+    LeaseForRequestedTimeout,
 }
