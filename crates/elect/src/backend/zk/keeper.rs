@@ -17,15 +17,26 @@ use crate::counters::{PROCESS, warn_counted};
 /// the session lasts, and publishes the leadership deadline the answers
 /// prove (see [`SessionLease`]). Each sync is sent only after the previous
 /// one was answered or given up, as the lease's argument needs.
+///
+/// A sync is waited for up to a session timeout, not given up soon: the
+/// session's requests are answered in order, so a sync behind a queue of
+/// the session's own requests (a thousand elections starting at once)
+/// would be answered no sooner for another sent behind it, and its late
+/// answer still proves its send time. Given up after two renewal periods,
+/// as before, every sync behind such a queue went unheard and the lease
+/// lapsed for nothing. A member that stops answering is the library's to
+/// notice (the connection timeout): it fails the sync, and the next one
+/// goes to the member it moves to.
 pub(super) async fn keep_session(
     client: Client,
     mut lease: SessionLease,
     out: watch::Sender<Option<BootInstant>>,
 ) {
     let every = lease.renew_every();
+    let patience = client.session_timeout();
     loop {
         let sent = BootInstant::now();
-        match tokio::time::timeout(every * 2, client.sync("/")).await {
+        match tokio::time::timeout(patience, client.sync("/")).await {
             Ok(Ok(())) => {
                 lease.renewed(sent, BootInstant::now());
                 PROCESS.renewed();
