@@ -36,9 +36,9 @@ use zookeeper_client::{Client, Error as ZkError, StateWatcher};
 
 use super::connection::{self, Opened};
 use super::keeper::{close, keep_session};
-use super::observe::{self, View, until_disconnected, until_reconnected};
+use super::observe::{Follower, View, until_disconnected, until_reconnected};
 use super::turn::{Turn, wait_for_turn};
-use super::znode::create_node;
+use super::znode::{Created, create_node};
 use crate::backend::publish::Reporter;
 use crate::clock::BootInstant;
 use crate::config::ElectionConfig;
@@ -98,28 +98,22 @@ impl Candidate {
         } = first;
         loop {
             let (view_tx, view_rx) = watch::channel(View::unknown());
-            let follower = tokio::spawn(observe::follow(
-                client.clone(),
-                self.cfg.election.clone(),
-                view_tx,
-            ));
             let (lease_tx, lease_rx) = watch::channel(lease.deadline());
             let keeper = tokio::spawn(keep_session(client.clone(), lease, lease_tx));
             let mut session = Candidacy {
                 client: &client,
                 cfg: &self.cfg,
                 reporter: Reporter::new(self.out.clone(), view_rx),
+                follower: Follower::new(&self.cfg.election, view_tx),
                 work: self.work.clone(),
                 resign: &self.resign,
                 state: client.state_watcher(),
                 lease: lease_rx,
             };
             let end = session.campaign().await;
-            drop(session);
-            follower.abort();
             keeper.abort();
             // The tasks' clones of the client go with them.
-            let _ = follower.await;
+            session.follower.stop().await;
             let _ = keeper.await;
             match end {
                 SessionEnd::Resigned => {
@@ -151,6 +145,9 @@ pub(super) struct Candidacy<'a> {
     pub(super) client: &'a Client,
     pub(super) cfg: &'a ElectionConfig,
     pub(super) reporter: Reporter<View>,
+    /// The election's observer, whose view the reporter shows: started
+    /// once our first znode exists.
+    pub(super) follower: Follower,
     pub(super) work: WorkWatch,
     pub(super) resign: &'a CancellationToken,
     pub(super) state: StateWatcher,
@@ -177,7 +174,11 @@ impl Candidacy<'_> {
         let election = self.cfg.election.clone();
         let id = self.cfg.id.clone();
         let user = self.cfg.user.clone();
-        let (path, token) = match self
+        let Created {
+            path,
+            token,
+            proven_at,
+        } = match self
             .step(create_node(client, &election, &id, user.as_ref()))
             .await
         {
@@ -190,7 +191,8 @@ impl Candidacy<'_> {
             Err(end) => return end,
         };
         self.reporter.own_key = path.clone().into_bytes();
-        let outcome = self.until_leading(&path, timeout).await;
+        self.follower.start(client);
+        let outcome = self.until_leading(&path, proven_at, timeout).await;
         let end = match outcome {
             Ok(()) => self.lead(&path, token).await,
             Err(end) => end,
@@ -211,8 +213,14 @@ impl Candidacy<'_> {
         end
     }
 
-    /// Waits for our turn and confirms our znode is ours.
-    async fn until_leading(&mut self, path: &str, timeout: Duration) -> Result<(), End> {
+    /// Waits for our turn and confirms our znode is ours (proven so by
+    /// its creation, sent at `proven_at`).
+    async fn until_leading(
+        &mut self,
+        path: &str,
+        proven_at: BootInstant,
+        timeout: Duration,
+    ) -> Result<(), End> {
         loop {
             let client = self.client;
             match self
@@ -220,6 +228,7 @@ impl Candidacy<'_> {
                     client,
                     &self.cfg.election,
                     path,
+                    proven_at,
                     timeout,
                     self.reporter.view.clone(),
                 ))

@@ -208,6 +208,42 @@ pub async fn follow(client: Client, election: String, out: watch::Sender<View>) 
 }
 
 /// Whether a session in `state` is over for good.
+/// A candidate's observer of its election, started once the candidate's
+/// first znode exists. Started sooner, in an election not made yet, it
+/// would find nothing, watch for the election's creation and read it
+/// again once made: five requests where two do, for each of a thousand
+/// new elections on one session, all in that session's one ordered
+/// queue. (A waiting candidate's view comes one create later.)
+pub struct Follower {
+    pending: Option<(String, watch::Sender<View>)>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Follower {
+    /// An observer of `election` that will publish into `out`.
+    pub fn new(election: &str, out: watch::Sender<View>) -> Follower {
+        Follower {
+            pending: Some((election.to_owned(), out)),
+            task: None,
+        }
+    }
+
+    /// Starts following, if not started yet.
+    pub fn start(&mut self, client: &Client) {
+        if let Some((election, out)) = self.pending.take() {
+            self.task = Some(tokio::spawn(follow(client.clone(), election, out)));
+        }
+    }
+
+    /// Stops following; its clone of the client is gone on return.
+    pub async fn stop(self) {
+        if let Some(task) = self.task {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
 pub fn is_terminal(state: SessionState) -> bool {
     matches!(
         state,

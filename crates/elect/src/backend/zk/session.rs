@@ -10,7 +10,7 @@ use zookeeper_client::Client;
 use super::campaign::{Candidacy, SessionEnd};
 use super::connection::Opened;
 use super::keeper::{close, keep_session};
-use super::observe::{self, View};
+use super::observe::{self, Follower, View};
 use crate::backend::candidates::Candidates;
 use crate::backend::publish::Reporter;
 use crate::backend_kind::Backend;
@@ -60,24 +60,18 @@ impl SharedSession {
         let lease = self.lease.clone();
         self.candidates.spawn(|resign| async move {
             let (view_tx, view_rx) = watch::channel(View::unknown());
-            let follower = tokio::spawn(observe::follow(
-                client.clone(),
-                cfg.election.clone(),
-                view_tx,
-            ));
             let mut session = Candidacy {
                 client: &client,
                 cfg: &cfg,
                 reporter: Reporter::new(out.clone(), view_rx),
+                follower: Follower::new(&cfg.election, view_tx),
                 work,
                 resign: &resign,
                 state: client.state_watcher(),
                 lease,
             };
             let end = session.campaign().await;
-            drop(session);
-            follower.abort();
-            let _ = follower.await;
+            session.follower.stop().await;
             out.send_replace(Leadership::unknown());
             match end {
                 SessionEnd::Resigned => Ok(()),

@@ -37,11 +37,12 @@ pub(super) async fn wait_for_turn(
     client: &Client,
     election: &str,
     path: &str,
+    proven_at: BootInstant,
     session_timeout: Duration,
     mut view: watch::Receiver<View>,
 ) -> Result<Turn> {
     let own = path.rsplit('/').next().unwrap_or_default();
-    let mut turn = WaitForTurn::for_session(election, own, session_timeout);
+    let mut turn = WaitForTurn::for_session(election, own, session_timeout).created_at(proven_at);
     let now = BootInstant::now;
     let leader_path = |view: &View| view.leader.as_ref().map(|l| l.path.clone());
     turn.input(

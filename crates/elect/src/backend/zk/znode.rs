@@ -14,6 +14,7 @@ use super::errors::zk_error;
 use super::layout;
 use crate::backend::backoff::Backoff;
 use crate::backend_kind::Backend;
+use crate::clock::BootInstant;
 use crate::credentials::User;
 use crate::error::{Error, Result};
 
@@ -58,9 +59,21 @@ fn digest_id(user: &User) -> String {
     )
 }
 
-/// Creates our znode, protected against lost replies; returns its path
-/// and our fencing token: its creation's zxid (czxid).
+/// Our znode, just created.
+pub(super) struct Created {
+    pub path: String,
+    /// Our fencing token: its creation's zxid (czxid).
+    pub token: u64,
+    /// When the request that proved it ours was sent: the create itself,
+    /// or the synced read that found it after a lost reply (see
+    /// [`WaitForTurn::created_at`](super::recipe::WaitForTurn::created_at)).
+    pub proven_at: BootInstant,
+}
+
+/// Creates our znode, protected against lost replies: its path, our
+/// fencing token and when it was proven ours.
 ///
+/// The token is the creation's zxid (czxid).
 /// Not its sequence number, which Curator's naming puts in its name: that
 /// counts per parent, and starts again at 0 when the parent is deleted
 /// and created again (Curator makes it a container znode, which the
@@ -76,7 +89,7 @@ pub(super) async fn create_node(
     election: &str,
     id: &str,
     user: Option<&User>,
-) -> Result<(String, u64)> {
+) -> Result<Created> {
     let uuid = layout::fresh_uuid();
     let prefix = layout::candidate_prefix(election, &uuid);
     let acls = acls(user);
@@ -84,9 +97,14 @@ pub(super) async fn create_node(
     let parent = CreateMode::Persistent.with_acls(Acls::new(&acls));
     let mut backoff = Backoff::new();
     loop {
+        let sent = BootInstant::now();
         match client.create(&prefix, id.as_bytes(), &ephemeral).await {
             Ok((stat, sequence)) => {
-                return Ok((format!("{prefix}{sequence}"), stat.czxid as u64));
+                return Ok(Created {
+                    path: format!("{prefix}{sequence}"),
+                    token: stat.czxid as u64,
+                    proven_at: sent,
+                });
             }
             Err(ZkError::NoNode) => match client.mkdir(election, &parent).await {
                 // Created by us or by another candidate meanwhile.
@@ -104,13 +122,22 @@ pub(super) async fn create_node(
                 // The create may have happened with its reply lost (the
                 // connection dropped, a timeout): creating again before a
                 // listing has answered would queue us twice.
+                let sent = BootInstant::now();
                 if let Some(name) = find_ours(client, election, &uuid).await? {
                     let path = format!("{election}/{name}");
+                    // Behind find_ours's sync in the session's order.
                     match client.check_stat(&path).await {
-                        Ok(Some(stat)) => return Ok((path, stat.czxid as u64)),
+                        Ok(Some(stat)) if stat.ephemeral_owner == client.session_id().0 => {
+                            return Ok(Created {
+                                path,
+                                token: stat.czxid as u64,
+                                proven_at: sent,
+                            });
+                        }
                         // Gone already (our session moved on and ended):
                         // the session's end is what the caller hears next.
-                        Ok(None) => {}
+                        // (Another session's cannot bear our fresh uuid.)
+                        Ok(_) => {}
                         Err(e) => return Err(zk_error("reading our znode", e)),
                     }
                 }

@@ -3,6 +3,7 @@
 //! to a bound, under stateright.
 //!
 //! Three candidates, their znodes created in order (`n0`, `n1`, `n2`),
+//! each creation proving its znode ours at 0 (`WaitForTurn::created_at`),
 //! each running the recipe as `campaign`'s driver does: a request is
 //! answered before anything else is taken in; waiting, our own znode's
 //! event is taken before the predecessor's when both are there. The
@@ -198,7 +199,10 @@ impl Model for TurnModel {
     fn init_states(&self) -> Vec<World> {
         let candidates = (0..CANDIDATES)
             .map(|z| Candidate {
+                // Each creation's answer proves its znode ours from 0, as
+                // the driver hands it to the recipe.
                 recipe: WaitForTurn::for_session(ELECTION, &name(z), SESSION)
+                    .created_at(BootInstant::from_nanos(0))
                     .mutated(self.mutation),
                 pending: None,
                 own_event: None,

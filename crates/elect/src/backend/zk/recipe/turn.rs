@@ -176,6 +176,18 @@ impl WaitForTurn {
         WaitForTurn::new(election, own, WaitForTurn::refresh_for(session_timeout))
     }
 
+    /// Our znode's creation was answered, its create sent at `sent`: the
+    /// create went through the ZooKeeper leader and its quorum, as a
+    /// synced read does, and made the znode our session's, so it proves
+    /// the znode ours from `sent` on as a synced read sent then would
+    /// (from its commit, in truth, which is later). The first listing
+    /// then needs no owner read of its own: of the three requests a new
+    /// candidacy's first read would send, one is left.
+    pub fn created_at(mut self, sent: BootInstant) -> WaitForTurn {
+        self.confirmed = Some(sent);
+        self
+    }
+
     /// How often the proof is refreshed in a session of `session_timeout`:
     /// a third of it, as a leader renews.
     pub fn refresh_for(session_timeout: Duration) -> Duration {
