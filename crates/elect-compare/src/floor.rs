@@ -31,15 +31,36 @@ pub fn samples(
     trials: usize,
     progress: &Progress,
 ) -> anyhow::Result<Vec<Duration>> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    on_service(
+        backend,
+        etcd(endpoints, trials, progress),
+        zk(endpoints, trials, progress),
+    )
+}
+
+/// Why a Raft-vote cluster has no floor row.
+const NO_SERVICE: &str = "the Raft vote has no service to measure";
+
+/// The runtime every floor runs on: two workers, as the scenarios'.
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()?;
-    rt.block_on(async {
+        .build()
+}
+
+/// Runs the floor of `backend`, `etcd`'s or `zk`'s (only that one is
+/// polled), on a runtime of its own.
+fn on_service<T>(
+    backend: Backend,
+    etcd: impl std::future::Future<Output = anyhow::Result<T>>,
+    zk: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    runtime()?.block_on(async {
         match backend {
-            Backend::Etcd => etcd(endpoints, trials, progress).await,
-            Backend::Zk => zk(endpoints, trials, progress).await,
-            Backend::Raft => anyhow::bail!("the Raft vote has no service to measure"),
+            Backend::Etcd => etcd.await,
+            Backend::Zk => zk.await,
+            Backend::Raft => anyhow::bail!(NO_SERVICE),
         }
     })
 }
@@ -169,17 +190,11 @@ pub fn elections_samples(
     elections: usize,
     progress: &Progress,
 ) -> anyhow::Result<Vec<Duration>> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        match backend {
-            Backend::Etcd => etcd_elections(endpoints, elections, progress).await,
-            Backend::Zk => zk_elections(endpoints, elections, progress).await,
-            Backend::Raft => anyhow::bail!("a Raft-vote cluster serves one election"),
-        }
-    })
+    on_service(
+        backend,
+        etcd_elections(endpoints, elections, progress),
+        zk_elections(endpoints, elections, progress),
+    )
 }
 
 async fn etcd_elections(
@@ -325,12 +340,8 @@ pub fn failover_samples(
             });
         }
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
     let mut phase = Phase::new();
-    rt.block_on(async {
+    runtime()?.block_on(async {
         let mut samples = Vec::with_capacity(trials);
         for _ in 0..trials {
             silence(false);
@@ -340,7 +351,7 @@ pub fn failover_samples(
                     etcd_failover(endpoints, &through, ttl, killed_after, &silence).await
                 }
                 Backend::Zk => zk_failover(endpoints, &through, ttl, killed_after, &silence).await,
-                Backend::Raft => anyhow::bail!("the Raft vote has no service to measure"),
+                Backend::Raft => anyhow::bail!(NO_SERVICE),
             }?;
             samples.push(sample);
             progress.inc();
