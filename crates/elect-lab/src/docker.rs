@@ -190,9 +190,23 @@ impl Container {
         docker(&["start", &self.name]).map(drop)
     }
 
-    /// Freezes every process of the container (cgroup freezer).
+    /// Freezes every process of the container (cgroup freezer). A freeze
+    /// that times out ("unable to freeze": a process busy in the kernel,
+    /// a JVM's fsync on a loaded disk) leaves the container running, as
+    /// runc thaws it again; it is tried again, a few times.
     pub fn pause(&self) -> Result<()> {
-        docker(&["pause", &self.name]).map(drop)
+        let mut tries = 0;
+        loop {
+            match docker(&["pause", &self.name]) {
+                Err(Error::Docker { stderr, .. })
+                    if stderr.contains("unable to freeze") && tries < 4 =>
+                {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                }
+                done => return done.map(drop),
+            }
+        }
     }
 
     /// Lets a paused container go on.
