@@ -44,6 +44,7 @@ pub fn run(
     endpoints: &str,
     ttl: Duration,
     elections: usize,
+    renewal_window_ttls: u32,
     probe: &Probe,
     progress: &Progress,
 ) -> anyhow::Result<ElectionsPoint> {
@@ -71,8 +72,9 @@ pub fn run(
 
         // The renewals of a few TTLs, all elections on the one session.
         let before = counters::snapshot().renewals;
-        tokio::time::sleep(ttl * 3).await;
-        let renewals_per_ttl = (counters::snapshot().renewals - before) as f64 / 3.0;
+        tokio::time::sleep(ttl * renewal_window_ttls).await;
+        let renewals_per_ttl =
+            (counters::snapshot().renewals - before) as f64 / f64::from(renewal_window_ttls);
 
         let (wakeups, second, waiting) =
             one_leader_change(&base, &mut leaders, elections, &name, probe).await?;

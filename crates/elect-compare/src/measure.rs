@@ -50,8 +50,16 @@ pub(crate) fn elections(
     let e = plan.elections;
     let ttl = elections_ttl(contender);
     let progress = Progress::start(format!("{} elect elections e={e}", backend.name()), e);
-    let point = elections::run(backend, endpoints, ttl, e, probe, &progress)
-        .with_context(|| format!("{} elections on one session ({e})", backend.name()))?;
+    let point = elections::run(
+        backend,
+        endpoints,
+        ttl,
+        e,
+        plan.renewal_window_ttls(),
+        probe,
+        &progress,
+    )
+    .with_context(|| format!("{} elections on one session ({e})", backend.name()))?;
     let mut row = Row::new(
         backend.name(),
         contender.imp.name(),

@@ -160,6 +160,13 @@ impl Plan {
         }
     }
 
+    /// TTLs over which the elections scenario counts the session's
+    /// renewals: three for the book's figures, one in a quick run (the
+    /// TTL there is 10 s: the two extra windows were 40 s of CI).
+    pub(crate) fn renewal_window_ttls(&self) -> u32 {
+        if self.quick { 1 } else { 3 }
+    }
+
     /// Candidate counts for the curve of separate processes.
     pub(crate) fn scale_process_sizes(&self) -> Vec<usize> {
         match (self.candidates, self.quick) {
