@@ -149,8 +149,15 @@ if [ "$mode" = containers ]; then
   }
   remove_test_containers
   trap remove_test_containers EXIT
+fi
+
+# The suite's build first: the elect image takes the binary it leaves in
+# target/debug, which the suite's tests run too.
+step "the suite's build"
+cargo nextest run --workspace --locked --no-run
+if [ "$mode" = containers ]; then
   step "the elect image"
-  ELECT_IMAGE_PROFILE=dev deploy/images/build.sh
+  ELECT_IMAGE_BINARY=target/debug/elect deploy/images/build.sh
 fi
 
 step "the suite, in $mode mode"

@@ -8,8 +8,9 @@
 #                        and its bash completions.
 # Idempotent: the base image is built once (ELECT_REBUILD_BASE=1 forces
 # it); the elect image is rebuilt from the current binary every time, a
-# release build unless ELECT_IMAGE_PROFILE=dev (what the test suite uses,
-# to share its build). `build.sh base` builds the base image alone (the
+# release build unless ELECT_IMAGE_PROFILE=dev, or the binary named by
+# ELECT_IMAGE_BINARY (what the test suite uses, to share its build).
+# `build.sh base` builds the base image alone (the
 # test suite does it while it compiles). Prints how long it took.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,10 +40,19 @@ if [ "${1:-}" = base ]; then
   exit 0
 fi
 
-profile=${ELECT_IMAGE_PROFILE:-release}
-cargo build --profile "$profile" --locked --bin elect
+# The binary: ELECT_IMAGE_BINARY names one already built (the test suite
+# passes the one its own build left in target/debug: a build here, without
+# the dev-dependencies, would unify features differently and compile elect
+# and a dozen dependencies once more); otherwise it is built here.
+binary=${ELECT_IMAGE_BINARY:-}
+if [ -z "$binary" ]; then
+  profile=${ELECT_IMAGE_PROFILE:-release}
+  cargo build --profile "$profile" --locked --bin elect
+  binary=target/$([ "$profile" = dev ] && echo debug || echo "$profile")/elect
+fi
+[ -x "$binary" ] || { echo "build.sh: no elect binary at $binary" >&2; exit 1; }
 context=$(mktemp -d /tmp/elect-image.XXXXXX)
-cp "target/$([ "$profile" = dev ] && echo debug || echo "$profile")/elect" "$context/elect"
+cp "$binary" "$context/elect"
 # Its man pages and bash completions, generated from its own parser.
 "$context/elect" man --out "$context/man1" >/dev/null
 "$context/elect" completions bash >"$context/elect.bash"
