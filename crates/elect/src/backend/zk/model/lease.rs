@@ -660,10 +660,17 @@ fn the_zookeeper_deadline_never_passes_the_sessions_expiry() {
 
 #[test]
 fn the_zookeeper_deadline_never_passes_the_sessions_expiry_across_a_leader_change() {
-    assert_safe(Session {
+    assert_safe(leader_change(Rule::Production));
+}
+
+/// The leader change's bounds: two messages in flight instead of three
+/// (6.9 million states instead of 13.3 million, 35 s instead of 80 s);
+/// the ignored deeper test runs it with four.
+fn leader_change(rule: Rule) -> Session {
+    Session {
         in_flight: 2,
-        ..bounded(Rule::Production, Failure::LeaderChange)
-    });
+        ..bounded(rule, Failure::LeaderChange)
+    }
 }
 
 /// Our znode deleted by an operator (or owned by another session) while
@@ -779,7 +786,7 @@ fn a_deposed_leader_answering_longer_than_q_is_caught() {
     caught(
         Session {
             deposed_for: 3,
-            ..bounded(Rule::Production, Failure::LeaderChange)
+            ..leader_change(Rule::Production)
         },
         "a deposed leader answering for 3T/4",
     );
