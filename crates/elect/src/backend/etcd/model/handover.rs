@@ -1553,30 +1553,33 @@ fn check_with(
     hand_deletes: HandDeletes,
     markers: Markers,
 ) -> impl Checker<Election> {
+    check_model(election(rule, leases, hand_deletes, markers))
+}
+
+/// The world CI checks for these settings: three elect candidates, and
+/// the revisions that keep each check to seconds. The ignored
+/// `deeper_one_leader_at_a_time_in_order` goes a revision further.
+fn election(rule: Rule, leases: Leases, hand_deletes: HandDeletes, markers: Markers) -> Election {
     // A delete by hand multiplies the worlds: fewer revisions, and with
     // own leases one candidacy each (a key is created again under its old
     // name only on a session's lease).
-    let (revisions, candidacies) = match (hand_deletes, leases) {
-        (HandDeletes::None, Leases::Own) => (11, CANDIDACIES),
-        (HandDeletes::None, Leases::Session) => (12, CANDIDACIES),
-        (_, Leases::Own) => (8, 1),
-        (_, Leases::Session) => (8, CANDIDACIES),
+    let (revisions, candidacies) = match (hand_deletes, leases, markers) {
+        (HandDeletes::None, Leases::Own, Markers::Writable) => (10, CANDIDACIES),
+        (HandDeletes::None, Leases::Own, Markers::Unwritable) => (11, CANDIDACIES),
+        (HandDeletes::None, Leases::Session, _) => (12, CANDIDACIES),
+        (_, Leases::Own, _) => (8, 1),
+        (_, Leases::Session, _) => (8, CANDIDACIES),
     };
-    // Its counterexample takes nine revisions: the leader's next deleted
-    // by hand and created again behind another key, before the release.
     let revisions = match rule {
+        // Its counterexample takes nine revisions: the leader's next
+        // deleted by hand and created again behind another key, before
+        // the release.
         Rule::Recipe(Mutation::TouchUnguarded) => 10,
+        // A read from any member multiplies the worlds again.
+        Rule::AnyMember => revisions.min(11),
         _ => revisions,
     };
-    // A mutation is done once it is caught; the production rules are
-    // checked in every state within the bounds.
-    let finish = match rule {
-        Rule::Production | Rule::AnyMember | Rule::Recipe(Mutation::NoLeaseWait) => {
-            HasDiscoveries::All
-        }
-        _ => HasDiscoveries::AnyFailures,
-    };
-    let model = Election {
+    Election {
         rule,
         elect_candidates: CANDIDATES,
         go: false,
@@ -1586,14 +1589,23 @@ fn check_with(
         revisions,
         candidacies,
         breaks: false,
+    }
+}
+
+fn check_model(model: Election) -> impl Checker<Election> {
+    // A mutation is done once it is caught; the production rules are
+    // checked in every state within the bounds.
+    let finish = match model.rule {
+        Rule::Production | Rule::AnyMember | Rule::Recipe(Mutation::NoLeaseWait) => {
+            HasDiscoveries::All
+        }
+        _ => HasDiscoveries::AnyFailures,
     };
-    breadth_first(
-        model.checker().finish_when(finish),
-        &format!(
-            "etcd handover model ({rule:?}, {leases:?} leases, hand deletes: {hand_deletes:?}, \
-             markers {markers:?}, {revisions} revisions)"
-        ),
-    )
+    let label = format!(
+        "etcd handover model ({:?}, {:?} leases, hand deletes: {:?}, markers {:?}, {} revisions)",
+        model.rule, model.leases, model.hand_deletes, model.markers, model.revisions
+    );
+    breadth_first(model.checker().finish_when(finish), &label)
 }
 
 /// Two elect candidates and a Go candidate (`etcdctl elect`,
@@ -1724,6 +1736,37 @@ fn one_leader_at_a_time_in_order_with_broken_watches_and_compaction() {
 #[test]
 fn one_leader_at_a_time_in_order_with_own_leases() {
     check(Rule::Production, Leases::Own, HandDeletes::None).assert_properties();
+}
+
+/// The worlds of own leases, and of a read from any member, a revision
+/// deeper than CI checks them, by hand (the book's safety table gives
+/// the figures): `cargo test --release --lib etcd::model::handover --
+/// --ignored`.
+#[test]
+#[ignore]
+fn deeper_one_leader_at_a_time_in_order() {
+    let own_leases = Election {
+        revisions: 11,
+        ..election(
+            Rule::Production,
+            Leases::Own,
+            HandDeletes::None,
+            Markers::Writable,
+        )
+    };
+    check_model(own_leases).assert_properties();
+    let any_member = Election {
+        revisions: 12,
+        ..election(
+            Rule::AnyMember,
+            Leases::Session,
+            HandDeletes::None,
+            Markers::Writable,
+        )
+    };
+    let checker = check_model(any_member);
+    checker.assert_no_discovery(ONE_AT_A_TIME);
+    checker.assert_no_discovery(IN_ORDER);
 }
 
 #[test]
@@ -1859,10 +1902,11 @@ fn each_rule_has_teeth() {
             HandDeletes::None,
             IN_ORDER,
         ),
+        // A waiting candidate's key deleted by hand is enough.
         (
             Rule::Recipe(Mutation::TouchUnguarded),
             Leases::Session,
-            HandDeletes::Any,
+            HandDeletes::NotALeaders,
             IN_ORDER,
         ),
         (
