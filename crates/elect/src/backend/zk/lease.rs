@@ -270,6 +270,11 @@ mod tests {
         /// The ping loop's lateness and each hop's delay, at most.
         late: u64,
         hop: u64,
+        /// The client sends its next sync at any moment within a renewal
+        /// period of an answer, not a period after it: the lease's rule
+        /// must not lean on the cadence, and this gives a sync chain
+        /// room to outrun the pings.
+        eager: bool,
     }
 
     #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -381,9 +386,10 @@ mod tests {
                     }
                     Event::Answered { .. } => {
                         let every = self.timeout / 20;
+                        let wait = if self.eager { 0 } else { every };
                         push(
                             &mut queue,
-                            now + every + self.random(every),
+                            now + wait + self.random(every),
                             Event::ClientSends,
                         );
                     }
@@ -436,14 +442,17 @@ mod tests {
                 timeout,
                 late: timeout / 24,
                 hop: timeout / 48,
+                eager: false,
             }
         })
     }
 
+    /// At the production cadence, and with syncs sent at any moment.
     #[test]
     fn the_bound_never_passes_what_the_leader_touched() {
         let mut seen = HashSet::new();
-        for mut world in worlds() {
+        let eager = worlds().map(|w| World { eager: true, ..w });
+        for mut world in worlds().chain(eager) {
             seen.insert(world.tick);
             let horizon = world.timeout * 20;
             let worst = world.run(horizon, production);
@@ -456,6 +465,24 @@ mod tests {
             );
         }
         assert_eq!(seen.len(), 3);
+    }
+
+    /// The exhaustive model's whole steps of T/4 cannot tell a settle
+    /// time of T/6 from one of T/8; this world's microseconds can. A `Q`
+    /// shorter than the ping interval (tick/2, T/4 at the shortest
+    /// session) lets a renewal count whose touch no ping carried yet.
+    /// Only with eager syncs: at the production cadence a chain of three
+    /// syncs takes longer than a ping interval, and only a `Q` of T/12
+    /// or less shows.
+    #[test]
+    fn a_settle_shorter_than_the_ping_interval_is_unsafe() {
+        let sixth: Rule = |answered, timeout| with_settle(answered, timeout, timeout / 6);
+        let unsafe_worlds = worlds()
+            .filter(|w| w.timeout == w.tick * 2)
+            .map(|w| World { eager: true, ..w })
+            .filter_map(|mut w| (w.run(w.timeout * 20, sixth) < 0).then_some(()))
+            .count();
+        assert!(unsafe_worlds > 0, "a settle of T/6 must be shown unsafe");
     }
 
     #[test]
