@@ -57,13 +57,21 @@ fn minority_faults_leave_the_leader_in_place<'a>(
                 a.stderr(),
                 b.stderr()
             );
-            eventually("a leading after the fault", SOON, || {
-                (leader_once(backend, endpoints, "/minority", "text")
-                    .1
-                    .trim()
-                    == "a")
-                    .then_some(())
+            // What `elect leader` last said, for the failure message.
+            let mut last = (0, String::new());
+            let led = elect_lab::poll(SOON, || {
+                last = leader_once(backend, endpoints, "/minority", "text");
+                (last.1.trim() == "a").then_some(())
             });
+            assert!(
+                led.is_some(),
+                "a not leading {SOON:?} after member {i}'s {what} was undone: `elect leader` \
+                 exited {} saying {:?}; a's log:\n{}\nb's log:\n{}",
+                last.0,
+                last.1,
+                a.stderr(),
+                b.stderr()
+            );
         }
     }
     assert!(
