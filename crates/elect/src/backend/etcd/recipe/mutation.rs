@@ -37,4 +37,8 @@ pub enum Mutation {
     /// A proven ping is credited whatever the term read after it: the
     /// term proof (etcd#15247) reads, but does not compare.
     TermUnchecked,
+    /// A touch on our waiting stream decides our turn while our turn is
+    /// read, even after the race ended (the stream reported our own key
+    /// gone). Not a safety rule: see the safety page's second table.
+    RaceUnended,
 }

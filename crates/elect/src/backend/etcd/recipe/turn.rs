@@ -166,7 +166,10 @@ impl WaitForTurn {
     /// Whether what the watch reports still matters while our turn is
     /// read: a touch then decides before the read.
     pub fn races_the_watch(&self) -> bool {
-        matches!(self.state, State::Checking { racing: true, .. })
+        match self.state {
+            State::Checking { racing, .. } => racing || switched_off!(self, RaceUnended),
+            _ => false,
+        }
     }
 
     /// The predecessor we wait on, if any.
@@ -261,11 +264,13 @@ impl Recipe for WaitForTurn {
                 },
                 TurnInput::Woken(woken),
             ) => match woken {
-                Woken::HandedOver(at) if racing => State::Decided(Turn::Ours {
-                    confirmed_at: at,
-                    handed_over: true,
-                    released: None,
-                }),
+                Woken::HandedOver(at) if racing || switched_off!(self, RaceUnended) => {
+                    State::Decided(Turn::Ours {
+                        confirmed_at: at,
+                        handed_over: true,
+                        released: None,
+                    })
+                }
                 // Anything else ends the race: the read decides.
                 _ => State::Checking {
                     predecessor,
@@ -371,6 +376,25 @@ mod tests {
         );
         turn.input(now(), TurnInput::Checked(TurnCheck::KeyGone));
         assert_eq!(turn.next(), TurnNext::Decided(Turn::KeyGone));
+    }
+
+    /// The switch the model check turns off does change the recipe: with
+    /// `RaceUnended`, a touch after our key's deletion decides. The model
+    /// shows no world delivers one (`a_race_that_never_ends_is_still_safe`).
+    #[test]
+    fn an_unended_race_takes_a_touch_after_our_key_went() {
+        let mut turn = waiting_on(&key(3, true), 7).mutated(Some(Mutation::RaceUnended));
+        turn.input(now(), TurnInput::Woken(Woken::PredecessorGone(8)));
+        turn.input(now(), TurnInput::Woken(Woken::OwnKeyGone));
+        assert!(turn.races_the_watch());
+        turn.input(now(), TurnInput::Woken(Woken::HandedOver(9)));
+        assert!(matches!(
+            turn.next(),
+            TurnNext::Decided(Turn::Ours {
+                handed_over: true,
+                ..
+            })
+        ));
     }
 
     #[test]
