@@ -271,7 +271,7 @@ fn short_soak_holds_with_every_fault_kind_dealt() {
         .unwrap()
         .join("soak-ci");
     let _ = std::fs::remove_dir_all(&report);
-    let duration = std::env::var("ELECT_SOAK_DURATION").unwrap_or_else(|_| "4m".into());
+    let duration = std::env::var("ELECT_SOAK_DURATION").unwrap_or_else(|_| "3m".into());
     let mut cmd_soak = Command::new(BIN);
     cmd_soak.args(["lab", "soak", "--peers", "--seed", SEED]);
     if containers {

@@ -200,7 +200,28 @@ struct Stream {
     backend: Backend,
     rng: Rng,
     deck: Vec<Kind>,
+    /// How often each kind was put back into the deck (see
+    /// [`Stream::put_back`]).
+    put_back: BTreeMap<Kind, u8>,
     next_at: Micros,
+}
+
+/// How often a kind refused when drawn from the deck goes back into it.
+const DECK_RETRIES: u8 = 3;
+
+impl Stream {
+    /// A kind drawn from the deck and refused (no leader to hit at that
+    /// moment, every election's candidates busy) goes back in at the
+    /// bottom, at most [`DECK_RETRIES`] times: a short soak still deals
+    /// every kind, and a kind that cannot be dealt at all does not hold
+    /// the deck, and so the quiet stretches after it, for ever.
+    fn put_back(&mut self, kind: Kind) {
+        let tries = self.put_back.entry(kind).or_default();
+        if *tries < DECK_RETRIES {
+            *tries += 1;
+            self.deck.push(kind);
+        }
+    }
 }
 
 /// The nemesis of a soak. One thread deals ([`Nemesis::deal_due`]: a
@@ -258,6 +279,7 @@ impl Nemesis {
                     backend: *b,
                     rng,
                     deck,
+                    put_back: BTreeMap::new(),
                     next_at: 5_000_000,
                 }
             })
@@ -318,9 +340,9 @@ impl Nemesis {
                 continue;
             };
             let stream = &mut draws.streams[i];
-            if let Some(kind) = self.draw(stream) {
+            if let Some((kind, from_deck)) = self.draw(stream) {
                 let duration = kind.duration(world.ttl, &mut stream.rng);
-                self.deal(
+                let dealt = self.deal(
                     kind,
                     world,
                     None,
@@ -329,6 +351,9 @@ impl Nemesis {
                     &mut stream.rng,
                     quiet_after,
                 );
+                if !dealt && from_deck {
+                    stream.put_back(kind);
+                }
             }
             // Now and then (once the deck is dealt) a quiet stretch, long
             // enough to judge liveness.
@@ -390,15 +415,16 @@ impl Nemesis {
         }
     }
 
-    /// The next kind for `stream` whose budget is free: the deck first.
-    fn draw(&self, stream: &mut Stream) -> Option<Kind> {
+    /// The next kind for `stream` whose budget is free, and whether it
+    /// came from the deck: the deck first.
+    fn draw(&self, stream: &mut Stream) -> Option<(Kind, bool)> {
         let backend = stream.backend;
         if let Some(pos) = stream
             .deck
             .iter()
             .position(|k| !self.busy(k.budget(), Some(backend)))
         {
-            return Some(stream.deck.remove(pos));
+            return Some((stream.deck.remove(pos), true));
         }
         if !stream.deck.is_empty() {
             return None;
@@ -408,7 +434,7 @@ impl Nemesis {
             .filter(|k| k.applies(backend, self.containers))
             .filter(|k| !self.busy(k.budget(), Some(backend)))
             .collect();
-        (!kinds.is_empty()).then(|| *stream.rng.pick(&kinds))
+        (!kinds.is_empty()).then(|| (*stream.rng.pick(&kinds), false))
     }
 
     fn busy(&self, budget: Budget, backend: Option<Backend>) -> bool {
@@ -469,7 +495,8 @@ impl Nemesis {
     }
 
     /// Deals `kind` to `world` (at `target` when replaying) for `duration`,
-    /// healed by `quiet_after` at the latest.
+    /// healed by `quiet_after` at the latest. Whether it was dealt (else
+    /// it is counted as refused, unless only busy).
     #[allow(clippy::too_many_arguments)]
     fn deal(
         &self,
@@ -480,7 +507,7 @@ impl Nemesis {
         sampler: &Sampler,
         rng: &mut Rng,
         quiet_after: Micros,
-    ) {
+    ) -> bool {
         let start = self.recorder.now();
         let dealt = match kind.budget() {
             Budget::Member => self.deal_member(kind, world, target, rng),
@@ -510,8 +537,12 @@ impl Nemesis {
                     }),
                     None => self.healed(record),
                 }
+                true
             }
-            Err(why) => self.refuse(kind, &why),
+            Err(why) => {
+                self.refuse(kind, &why);
+                false
+            }
         }
     }
 
