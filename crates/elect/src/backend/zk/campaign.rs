@@ -28,7 +28,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
@@ -36,6 +36,7 @@ use zookeeper_client::{Client, Error as ZkError, StateWatcher};
 
 use super::connection::{self, Opened};
 use super::keeper::{close, keep_session};
+use super::layout::Participant;
 use super::observe::{Follower, View, until_disconnected, until_reconnected};
 use super::turn::{Turn, wait_for_turn};
 use super::znode::{Created, create_node};
@@ -191,8 +192,12 @@ impl Candidacy<'_> {
             Err(end) => return end,
         };
         self.reporter.own_key = path.clone().into_bytes();
-        self.follower.start(client);
-        let outcome = self.until_leading(&path, proven_at, timeout).await;
+        // The follower starts from the wait's first listing.
+        let (listed, first_listing) = oneshot::channel();
+        self.follower.start(client, first_listing);
+        let outcome = self
+            .until_leading(&path, proven_at, timeout, Some(listed))
+            .await;
         let end = match outcome {
             Ok(()) => self.lead(&path, token).await,
             Err(end) => end,
@@ -220,6 +225,7 @@ impl Candidacy<'_> {
         path: &str,
         proven_at: BootInstant,
         timeout: Duration,
+        mut listed: Option<oneshot::Sender<Vec<Participant>>>,
     ) -> Result<(), End> {
         loop {
             let client = self.client;
@@ -231,6 +237,7 @@ impl Candidacy<'_> {
                     proven_at,
                     timeout,
                     self.reporter.view.clone(),
+                    &mut listed,
                 ))
                 .await?
             {

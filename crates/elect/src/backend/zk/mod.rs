@@ -68,7 +68,7 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
         let follower = async move {
             let mut client = client;
             loop {
-                observe::follow(client, cfg.election.clone(), view_tx.clone()).await;
+                observe::follow(client, cfg.election.clone(), view_tx.clone(), None).await;
                 view_tx.send_replace(View::unknown());
                 match reconnect(&cfg, view_tx.closed()).await {
                     Some(next) => client = next.client,

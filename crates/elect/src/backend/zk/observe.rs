@@ -25,7 +25,7 @@ use super::layout::{self, Participant};
 use crate::backend::publish::{Observed, publish_if_changed};
 use crate::error::Result;
 use crate::leadership::Leadership;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tracing::debug;
 
 /// The leader as last read.
@@ -153,10 +153,25 @@ async fn read_leader_after(
 
 /// Keeps `out` current for as long as the session lives. Returns when the
 /// session has ended (expired or closed) or nobody listens any more.
-pub async fn follow(client: Client, election: String, out: watch::Sender<View>) {
+///
+/// A candidate's follower may be `listed` the participants by a listing
+/// made after its znode's creation (the wait for its turn makes one at
+/// once): the first read starts from it instead of listing again. Without
+/// one (an observer, or the sender dropped), it lists for itself.
+pub async fn follow(
+    client: Client,
+    election: String,
+    out: watch::Sender<View>,
+    listed: Option<oneshot::Receiver<Vec<Participant>>>,
+) {
     let mut state = client.state_watcher();
     let mut backoff = Backoff::new();
     let mut known = Successors::default();
+    if let Some(listed) = listed
+        && let Ok(queue) = listed.await
+    {
+        known.0 = queue.into();
+    }
     loop {
         if out.is_closed() {
             return;
@@ -213,7 +228,9 @@ pub async fn follow(client: Client, election: String, out: watch::Sender<View>) 
 /// would find nothing, watch for the election's creation and read it
 /// again once made: five requests where two do, for each of a thousand
 /// new elections on one session, all in that session's one ordered
-/// queue. (A waiting candidate's view comes one create later.)
+/// queue. (A waiting candidate's view comes one create later.) Its first
+/// listing is the wait for our turn's, which lists at once: one request
+/// where two were.
 pub struct Follower {
     pending: Option<(String, watch::Sender<View>)>,
     task: Option<tokio::task::JoinHandle<()>>,
@@ -228,10 +245,12 @@ impl Follower {
         }
     }
 
-    /// Starts following, if not started yet.
-    pub fn start(&mut self, client: &Client) {
+    /// Starts following, if not started yet, from the participants
+    /// `listed` will bring (see [`follow`]).
+    pub fn start(&mut self, client: &Client, listed: oneshot::Receiver<Vec<Participant>>) {
         if let Some((election, out)) = self.pending.take() {
-            self.task = Some(tokio::spawn(follow(client.clone(), election, out)));
+            let follower = follow(client.clone(), election, out, Some(listed));
+            self.task = Some(tokio::spawn(follower));
         }
     }
 

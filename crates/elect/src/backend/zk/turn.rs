@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tracing::debug;
 use zookeeper_client::{Client, EventType};
 
 use super::errors::zk_error;
-use super::layout;
+use super::layout::{self, Participant};
 use super::observe::{View, list_queue};
 use super::recipe::{Gone, TurnInput, TurnNext, TurnRequest, WaitForTurn};
 use super::znode::{OneShotWatch, owns, watch_own};
@@ -32,7 +32,8 @@ pub(super) enum Turn {
 /// in line leads on its predecessor's deletion alone, one round trip
 /// sooner than kazoo or Curator, which list the children first. The
 /// leadership deadline does not depend on these reads: it is the
-/// session's, proven by the keeper's syncs.
+/// session's, proven by the keeper's syncs. The first listing also goes
+/// to `listed` (the election's follower starts from it).
 pub(super) async fn wait_for_turn(
     client: &Client,
     election: &str,
@@ -40,7 +41,13 @@ pub(super) async fn wait_for_turn(
     proven_at: BootInstant,
     session_timeout: Duration,
     mut view: watch::Receiver<View>,
+    listed: &mut Option<oneshot::Sender<Vec<Participant>>>,
 ) -> Result<Turn> {
+    let mut share = |queue: &Vec<Participant>| {
+        if let Some(tx) = listed.take() {
+            let _ = tx.send(queue.clone());
+        }
+    };
     let own = path.rsplit('/').next().unwrap_or_default();
     let mut turn = WaitForTurn::for_session(election, own, session_timeout).created_at(proven_at);
     let now = BootInstant::now;
@@ -65,17 +72,25 @@ pub(super) async fn wait_for_turn(
                 }
                 return Ok(Turn::Gone);
             }
-            TurnNext::Send(TurnRequest::Read { owner: false }) => TurnInput::Read {
-                queue: names(list_queue(client, election).await?),
-                ours: None,
-            },
+            TurnNext::Send(TurnRequest::Read { owner: false }) => {
+                let queue = list_queue(client, election).await?;
+                share(&queue);
+                TurnInput::Read {
+                    queue: names(queue),
+                    ours: None,
+                }
+            }
             TurnNext::Send(TurnRequest::Read { owner: true }) => {
                 // A session's requests are answered in order: both reads
                 // see the same state, or the stat a later one.
                 let (queue, ours) = tokio::join!(list_queue(client, election), owns(client, path));
                 let ours = ours?;
+                let queue = if ours { queue? } else { Vec::new() };
+                if ours {
+                    share(&queue);
+                }
                 TurnInput::Read {
-                    queue: if ours { names(queue?) } else { Vec::new() },
+                    queue: names(queue),
                     ours: Some(ours),
                 }
             }
