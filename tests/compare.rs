@@ -124,10 +124,27 @@ fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
     // and costs the servers about a request per candidate (net of the
     // renewals, counted apart); generous bounds, not a benchmark.
     for backend in ["etcd", "zk"] {
-        for r in rows
-            .iter()
-            .filter(|r| r["backend"] == backend && r["scenario"] == "scale")
-        {
+        let scale = |imp: &str| -> Vec<&Value> {
+            rows.iter()
+                .filter(|r| {
+                    r["backend"] == backend
+                        && r["scenario"] == "scale"
+                        && r["implementation"] == imp
+                })
+                .collect()
+        };
+        // Beside each point, the floor: as many bare watchers, one of
+        // them timed per deletion.
+        let sizes = |rows: &[&Value]| -> Vec<u64> {
+            rows.iter()
+                .map(|r| r["candidates"].as_u64().unwrap())
+                .collect()
+        };
+        assert_eq!(sizes(&scale("floor")), sizes(&scale("elect")), "{backend}");
+        for r in scale("floor") {
+            assert!(r["p50_ms"].as_f64().unwrap() > 0.0, "{r}");
+        }
+        for r in scale("elect") {
             assert_eq!(r["wakeups_per_change"], 1.0, "{r}");
             let n = r["candidates"].as_f64().unwrap();
             let requests = r["requests_per_change"].as_f64().unwrap();

@@ -484,3 +484,168 @@ async fn measure(
     }
     Ok(samples)
 }
+
+/// The floor of a leader change with `n` candidates, each following the
+/// leader as elect's do, on a session or client of its own in this one
+/// process (see [`scale_samples`]).
+pub fn scale_samples(
+    backend: Backend,
+    endpoints: &str,
+    n: usize,
+    trials: usize,
+    progress: &Progress,
+) -> anyhow::Result<Vec<Duration>> {
+    elect_lab::raise_fd_limit();
+    on_service(
+        backend,
+        etcd_scale(endpoints, n, trials, progress),
+        zk_scale(endpoints, n, trials, progress),
+    )
+}
+
+/// Watchers connected at once, as the scale scenario starts candidates.
+const SCALE_BATCH: usize = 50;
+
+/// Which of `n` watchers stands for the successor in trial `trial`: each
+/// in turn, spread over the watchers (a prime stride), so a sample is
+/// one notification's place among the `n` the server sends at once.
+fn successor_of(trial: usize, n: usize) -> usize {
+    (trial * 7919) % n
+}
+
+/// `trials` deletions seen by `n` bare watchers: one etcd client each
+/// (over every member, as a candidate's), each with one watch of the
+/// prefix's deletions, as an elect follower has. A sample is the time
+/// from sending a key's deletion to [`successor_of`] the trial seeing it,
+/// once all `n` saw it.
+async fn etcd_scale(
+    endpoints: &str,
+    n: usize,
+    trials: usize,
+    progress: &Progress,
+) -> anyhow::Result<Vec<Duration>> {
+    use etcd_client::WatchFilterType;
+    let endpoints: Vec<String> = endpoints.split(',').map(String::from).collect();
+    let writer = etcd_client::Client::connect(&endpoints, None).await?;
+    let prefix = format!("elect-compare-scale-floor-{}-{n}/", std::process::id());
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let mut watchers = tokio::task::JoinSet::new();
+    for first in (0..n).step_by(SCALE_BATCH) {
+        let mut connecting = tokio::task::JoinSet::new();
+        for i in first..n.min(first + SCALE_BATCH) {
+            let (endpoints, prefix) = (endpoints.clone(), prefix.clone());
+            connecting.spawn(async move {
+                let client = etcd_client::Client::connect(&endpoints, None).await?;
+                let deletions = WatchOptions::new()
+                    .with_prefix()
+                    .with_filters([WatchFilterType::NoPut]);
+                let mut stream = client.watch_client().watch(prefix, Some(deletions)).await?;
+                // In place: its creation answered.
+                stream.message().await?.context("the watch stream closed")?;
+                anyhow::Ok((i, client, stream))
+            });
+        }
+        while let Some(connected) = connecting.join_next().await {
+            let (i, client, mut stream) = connected??;
+            let seen_tx = seen_tx.clone();
+            watchers.spawn(async move {
+                let _client = client;
+                while let Ok(Some(resp)) = stream.message().await {
+                    if !resp.events().is_empty() && seen_tx.send((i, Instant::now())).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    }
+    let mut trial = 0;
+    let samples = measure(trials, progress, async || {
+        let key = format!("{prefix}{trial}");
+        writer.kv_client().put(key.as_str(), "x", None).await?;
+        let sent = Instant::now();
+        writer.kv_client().delete(key, None).await?;
+        let at = all_saw(&mut seen, n, successor_of(trial, n)).await?;
+        trial += 1;
+        Ok(at - sent)
+    })
+    .await;
+    watchers.abort_all();
+    samples
+}
+
+/// `trials` deletions seen by `n` bare watchers: one ZooKeeper session
+/// each, each with one watch on the znode that leads, as an elect
+/// follower has. A sample is the time from sending the znode's deletion
+/// to [`successor_of`] the trial seeing it, once all `n` saw it.
+async fn zk_scale(
+    endpoints: &str,
+    n: usize,
+    trials: usize,
+    progress: &Progress,
+) -> anyhow::Result<Vec<Duration>> {
+    use zookeeper_client::{Acls, Client, CreateMode};
+    let writer = Client::connect(endpoints).await?;
+    let mut watchers = Vec::with_capacity(n);
+    for first in (0..n).step_by(SCALE_BATCH) {
+        let mut connecting = tokio::task::JoinSet::new();
+        for _ in first..n.min(first + SCALE_BATCH) {
+            let endpoints = endpoints.to_owned();
+            connecting.spawn(async move { Client::connect(&endpoints).await });
+        }
+        while let Some(connected) = connecting.join_next().await {
+            watchers.push(connected??);
+        }
+    }
+    let path = format!("/elect-compare-scale-floor-{}-{n}", std::process::id());
+    let mode = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let mut trial = 0;
+    let samples = measure(trials, progress, async || {
+        writer.create(&path, b"x", &mode).await?;
+        let mut watching = tokio::task::JoinSet::new();
+        for (i, watcher) in watchers.iter().enumerate() {
+            let (watcher, path) = (watcher.clone(), path.clone());
+            watching
+                .spawn(async move { anyhow::Ok((i, zk_watch_existing(&watcher, &path).await?)) });
+        }
+        let mut waiting = tokio::task::JoinSet::new();
+        while let Some(watched) = watching.join_next().await {
+            let (i, watch) = watched??;
+            let seen_tx = seen_tx.clone();
+            waiting.spawn(async move {
+                if let Ok(at) = zk_deleted(watch, "no delete event in time").await {
+                    let _ = seen_tx.send((i, at));
+                }
+            });
+        }
+        let sent = Instant::now();
+        writer.delete(&path, None).await?;
+        let at = all_saw(&mut seen, n, successor_of(trial, n)).await;
+        waiting.abort_all();
+        trial += 1;
+        Ok(at? - sent)
+    })
+    .await;
+    let _ = writer.delete(&path, None).await;
+    samples
+}
+
+/// Waits until `n` watchers saw a deletion: when `successor` did.
+async fn all_saw(
+    seen: &mut tokio::sync::mpsc::UnboundedReceiver<(usize, Instant)>,
+    n: usize,
+    successor: usize,
+) -> anyhow::Result<Instant> {
+    tokio::time::timeout(WITHIN, async {
+        let mut at = None;
+        for _ in 0..n {
+            let (i, when) = seen.recv().await.context("every watcher stopped")?;
+            if i == successor {
+                at = Some(when);
+            }
+        }
+        at.context("the successor's watcher saw nothing")
+    })
+    .await
+    .context("not every watcher saw the deletion in time")?
+}

@@ -82,14 +82,17 @@ pub(crate) fn elections(
     Ok(row)
 }
 
-/// The floor beside a backend's handover or failover rows (see
-/// [`floor`]).
+/// The floor beside a backend's handover, failover, elections or scale
+/// rows (see [`floor`]): one row, or one per candidate count for scale.
 pub(crate) fn floor(
     plan: &Plan,
     c: &Contender,
     scenario: Scenario,
     endpoints: &str,
-) -> anyhow::Result<Row> {
+) -> anyhow::Result<Vec<Row>> {
+    if scenario == Scenario::Scale {
+        return scale_floor(plan, c, endpoints);
+    }
     let trials = match scenario {
         Scenario::Elections => plan.elections,
         _ => plan.trials(scenario),
@@ -135,7 +138,37 @@ pub(crate) fn floor(
     );
     row.notes.push(note.into());
     progress.finish(&summary(&row));
-    Ok(row)
+    Ok(vec![row])
+}
+
+/// The scale curve's floor: a row per candidate count, beside elect's.
+fn scale_floor(plan: &Plan, c: &Contender, endpoints: &str) -> anyhow::Result<Vec<Row>> {
+    let trials = plan.trials(Scenario::Scale);
+    let mut rows = Vec::new();
+    for n in plan.scale_sizes() {
+        let progress = Progress::start(format!("{} floor scale n={n}", c.backend.name()), trials);
+        let samples = floor::scale_samples(c.backend, endpoints, n, trials, &progress)
+            .with_context(|| format!("{} scale floor with {n} watchers", c.backend.name()))?;
+        let mut row = Row::new(
+            c.backend.name(),
+            "floor",
+            Scenario::Scale.name(),
+            in_process_ttl(c),
+            n,
+            &samples,
+            samples.len(),
+            None,
+        );
+        row.notes.push(format!(
+            "{n} bare watchers in one process, a client or session each, watching as elect's \
+             followers do; a sample is one delete committed and its notification seen by one \
+             of them, each in turn, once all {n} saw it: where a successor's wake-up falls \
+             among the notifications any leader change sends its followers"
+        ));
+        progress.finish(&summary(&row));
+        rows.push(row);
+    }
+    Ok(rows)
 }
 
 /// One row of a process-based scenario.

@@ -138,16 +138,21 @@ fn distribution(file: &Path, scenario: &str, rows: &[&Row]) -> anyhow::Result<()
 /// One measure of a row, for a chart.
 type Pick = fn(&Row) -> Option<f64>;
 
-/// Handover p50, wake-ups per change and memory per candidate against N.
+/// Handover p50 (elect's and the floor's), wake-ups per change and
+/// memory per candidate against N.
 fn scale_curve(file: &Path, rows: &[&Row]) -> anyhow::Result<()> {
     let root = SVGBackend::new(file, (1200, 420)).into_drawing_area();
     root.fill(&WHITE)?;
     let panels = root.split_evenly((1, 3));
     let max_n = rows.iter().map(|r| r.candidates).max().unwrap_or(3) as f64;
-    let backends: Vec<&str> = {
-        let mut b: Vec<&str> = rows.iter().map(|r| r.backend).collect();
-        b.dedup();
-        b
+    // One series per backend and implementation: elect's, and the floor
+    // beside it in the handover panel (the floor has no wake-ups or
+    // memory of its own).
+    let series: Vec<(&str, &str)> = {
+        let mut s: Vec<(&str, &str)> = rows.iter().map(|r| (r.backend, r.implementation)).collect();
+        s.sort_unstable();
+        s.dedup();
+        s
     };
     let picks: [(&str, Pick); 3] = [
         ("handover p50 (ms)", |r| r.p50_ms),
@@ -163,16 +168,19 @@ fn scale_curve(file: &Path, rows: &[&Row]) -> anyhow::Result<()> {
             .y_label_area_size(46)
             .build_cartesian_2d((2f64..max_n * 1.5).log_scale(), 0f64..ymax * 1.2)?;
         chart.configure_mesh().x_desc("candidates").draw()?;
-        for (i, b) in backends.iter().enumerate() {
+        for (i, &(backend, imp)) in series.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
             let points: Vec<(f64, f64)> = rows
                 .iter()
-                .filter(|r| r.backend == *b)
+                .filter(|r| (r.backend, r.implementation) == (backend, imp))
                 .filter_map(|r| Some((r.candidates as f64, pick(r)?)))
                 .collect();
+            if points.is_empty() {
+                continue;
+            }
             chart
                 .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
-                .label(b.to_string())
+                .label(format!("{backend} {imp}"))
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
                 });

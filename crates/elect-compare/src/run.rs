@@ -268,7 +268,7 @@ impl<'a> Runner<'a> {
             }
             if matches!(
                 scenario,
-                Scenario::Handover | Scenario::Failover | Scenario::Elections
+                Scenario::Handover | Scenario::Failover | Scenario::Elections | Scenario::Scale
             ) && imp == Implementation::Elect
                 && backend != Backend::Raft
             {
@@ -281,8 +281,9 @@ impl<'a> Runner<'a> {
                     );
                     continue;
                 }
-                let row = measure::floor(self.plan, contender, scenario, endpoints)?;
-                self.keep(row);
+                for row in measure::floor(self.plan, contender, scenario, endpoints)? {
+                    self.keep(row);
+                }
             }
         }
         Ok(())

@@ -119,20 +119,22 @@ pub fn markdown_table(rows: &[Row]) -> String {
 
 /// The scale rows in Markdown, with what the side-by-side table leaves
 /// out: the steady state's requests, memory and connections per
-/// candidate. Empty when no scale row was measured.
+/// candidate, and the floor beside each point. Empty when no scale row
+/// was measured.
 pub fn scale_table(rows: &[Row]) -> String {
     let scale: Vec<&Row> = rows.iter().filter(|r| r.scenario == "scale").collect();
     if scale.is_empty() {
         return String::new();
     }
     let mut out = String::from(
-        "| backend | n | p50 | p99 | wake/chg | notif/chg | req/chg | idle req/s | memory/candidate | connections/candidate |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| backend | implementation | n | p50 | p99 | wake/chg | notif/chg | req/chg | idle req/s | memory/candidate | connections/candidate |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in scale {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.backend,
+            r.implementation,
             r.candidates,
             cell(r.p50_ms, "ms"),
             cell(r.p99_ms, "ms"),
@@ -187,7 +189,7 @@ mod tests {
         let last = table.lines().last().unwrap();
         assert_eq!(
             last,
-            "| zk | 30 | 10.0ms | 10.0ms | 30.0 | 30.0 | 51.0 | 302 | 63.0 KiB | 1.00 |"
+            "| zk | elect | 30 | 10.0ms | 10.0ms | 30.0 | 30.0 | 51.0 | 302 | 63.0 KiB | 1.00 |"
         );
     }
 }
