@@ -4,7 +4,9 @@
 //! loss, dealt on purpose and said so, takes that whole budget), at most
 //! one fault per election's candidates, load on the machine on and off.
 //! Every fault kind is dealt once, in a shuffled deck, before kinds are
-//! drawn freely, so a short soak still covers them all.
+//! drawn freely, so a short soak still covers them all; a kind the
+//! moment refuses (no leader to hit, every election busy) goes back to
+//! the bottom of the deck, a few times at most ([`Stream::put_back`]).
 //!
 //! Each fault is logged with its kind, target, start and end when it has
 //! healed; the log is also the schedule `--schedule` replays.
