@@ -1,7 +1,8 @@
 //! What the library's model checks share: a breadth-first search on both
-//! cores, so the first counterexample found is a shortest one, that says
-//! what it explored (distinct states, depth, time) for the book's
-//! tables and the closing notes.
+//! cores that says what it explored (distinct states, depth, time) for
+//! the book's tables and the closing notes. The first counterexample it
+//! finds is a short one, but on two threads not always the shortest, nor
+//! the same from run to run.
 
 use std::hash::Hash;
 

@@ -413,7 +413,7 @@ fn counting_from_the_answer_or_crediting_a_late_answer_is_caught() {
 }
 
 /// Checks `model` until the deadline's safety property breaks
-/// (breadth-first, so on a shortest trace), and says in how many steps.
+/// (breadth-first, so on a short trace), and says in how many steps.
 fn caught(model: Lease, what: &str) {
     let finish = stateright::HasDiscoveries::AnyOf([NEVER_PAST_EXPIRY].into());
     let checker = breadth_first(
