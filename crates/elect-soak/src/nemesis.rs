@@ -6,7 +6,7 @@
 //! Every fault kind is dealt once, in a shuffled deck, before kinds are
 //! drawn freely, so a short soak still covers them all; a kind the
 //! moment refuses (no leader to hit, every election busy) goes back to
-//! the bottom of the deck, a few times at most ([`Stream::put_back`]).
+//! the bottom of the deck, a few times at most (`Stream::put_back`).
 //!
 //! Each fault is logged with its kind, target, start and end when it has
 //! healed; the log is also the schedule `--schedule` replays.
