@@ -503,8 +503,27 @@ pub fn scale_samples(
     )
 }
 
-/// Watchers connected at once, as the scale scenario starts candidates.
-const SCALE_BATCH: usize = 50;
+/// `n` of what `connect` makes (`connect(i)` for the `i`-th), made
+/// [`crate::scale::BATCH`] at a time, as the scale scenario starts its
+/// candidates; in the order they were made.
+async fn connect_in_batches<T, F, Fut>(n: usize, connect: F) -> anyhow::Result<Vec<T>>
+where
+    T: Send + 'static,
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
+{
+    let mut made = Vec::with_capacity(n);
+    for first in (0..n).step_by(crate::scale::BATCH) {
+        let mut connecting = tokio::task::JoinSet::new();
+        for i in first..n.min(first + crate::scale::BATCH) {
+            connecting.spawn(connect(i));
+        }
+        while let Some(connected) = connecting.join_next().await {
+            made.push(connected??);
+        }
+    }
+    Ok(made)
+}
 
 /// Which of `n` watchers stands for the successor in trial `trial`: each
 /// in turn, spread over the watchers (a prime stride), so a sample is
@@ -528,35 +547,32 @@ async fn etcd_scale(
     let endpoints: Vec<String> = endpoints.split(',').map(String::from).collect();
     let writer = etcd_client::Client::connect(&endpoints, None).await?;
     let prefix = format!("elect-compare-scale-floor-{}-{n}/", std::process::id());
+    let connected = connect_in_batches(n, |i| {
+        let (endpoints, prefix) = (endpoints.clone(), prefix.clone());
+        async move {
+            let client = etcd_client::Client::connect(&endpoints, None).await?;
+            let deletions = WatchOptions::new()
+                .with_prefix()
+                .with_filters([WatchFilterType::NoPut]);
+            let mut stream = client.watch_client().watch(prefix, Some(deletions)).await?;
+            // In place: its creation answered.
+            stream.message().await?.context("the watch stream closed")?;
+            anyhow::Ok((i, client, stream))
+        }
+    })
+    .await?;
     let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
     let mut watchers = tokio::task::JoinSet::new();
-    for first in (0..n).step_by(SCALE_BATCH) {
-        let mut connecting = tokio::task::JoinSet::new();
-        for i in first..n.min(first + SCALE_BATCH) {
-            let (endpoints, prefix) = (endpoints.clone(), prefix.clone());
-            connecting.spawn(async move {
-                let client = etcd_client::Client::connect(&endpoints, None).await?;
-                let deletions = WatchOptions::new()
-                    .with_prefix()
-                    .with_filters([WatchFilterType::NoPut]);
-                let mut stream = client.watch_client().watch(prefix, Some(deletions)).await?;
-                // In place: its creation answered.
-                stream.message().await?.context("the watch stream closed")?;
-                anyhow::Ok((i, client, stream))
-            });
-        }
-        while let Some(connected) = connecting.join_next().await {
-            let (i, client, mut stream) = connected??;
-            let seen_tx = seen_tx.clone();
-            watchers.spawn(async move {
-                let _client = client;
-                while let Ok(Some(resp)) = stream.message().await {
-                    if !resp.events().is_empty() && seen_tx.send((i, Instant::now())).is_err() {
-                        return;
-                    }
+    for (i, client, mut stream) in connected {
+        let seen_tx = seen_tx.clone();
+        watchers.spawn(async move {
+            let _client = client;
+            while let Ok(Some(resp)) = stream.message().await {
+                if !resp.events().is_empty() && seen_tx.send((i, Instant::now())).is_err() {
+                    return;
                 }
-            });
-        }
+            }
+        });
     }
     let mut trial = 0;
     let samples = measure(trials, progress, async || {
@@ -585,17 +601,11 @@ async fn zk_scale(
 ) -> anyhow::Result<Vec<Duration>> {
     use zookeeper_client::{Acls, Client, CreateMode};
     let writer = Client::connect(endpoints).await?;
-    let mut watchers = Vec::with_capacity(n);
-    for first in (0..n).step_by(SCALE_BATCH) {
-        let mut connecting = tokio::task::JoinSet::new();
-        for _ in first..n.min(first + SCALE_BATCH) {
-            let endpoints = endpoints.to_owned();
-            connecting.spawn(async move { Client::connect(&endpoints).await });
-        }
-        while let Some(connected) = connecting.join_next().await {
-            watchers.push(connected??);
-        }
-    }
+    let watchers = connect_in_batches(n, |_| {
+        let endpoints = endpoints.to_owned();
+        async move { anyhow::Ok(Client::connect(&endpoints).await?) }
+    })
+    .await?;
     let path = format!("/elect-compare-scale-floor-{}-{n}", std::process::id());
     let mode = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
     let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();

@@ -38,8 +38,8 @@ pub struct ScalePoint {
 }
 
 /// Candidates started at once, so 1000 sessions do not all connect in the
-/// same millisecond.
-const BATCH: usize = 50;
+/// same millisecond (the scale floor's watchers connect the same way).
+pub(crate) const BATCH: usize = 50;
 
 pub fn run(
     backend: Backend,
