@@ -19,6 +19,7 @@ use elect_lab::fault::{Proxy, Traffic};
 use etcd_client::{EventType, WatchOptions};
 
 use crate::progress::Progress;
+use crate::random::Xorshift;
 use crate::scenario::HANDOVER_WARMUP;
 
 /// How long one sample may take before the run gives up.
@@ -340,12 +341,14 @@ pub fn failover_samples(
             });
         }
     };
-    let mut phase = Phase::new();
+    // Where in the renewal cycle the host dies: spread evenly over a TTL,
+    // after a TTL of steady renewals.
+    let mut phase = Xorshift::from_clock();
     runtime()?.block_on(async {
         let mut samples = Vec::with_capacity(trials);
         for _ in 0..trials {
             silence(false);
-            let killed_after = phase.next(ttl);
+            let killed_after = ttl + phase.within(ttl);
             let sample = match backend {
                 Backend::Etcd => {
                     etcd_failover(endpoints, &through, ttl, killed_after, &silence).await
@@ -359,27 +362,6 @@ pub fn failover_samples(
         silence(false);
         Ok(samples)
     })
-}
-
-/// Where in the renewal cycle the host dies: spread evenly over a TTL,
-/// after a TTL of steady renewals.
-struct Phase(u64);
-
-impl Phase {
-    fn new() -> Phase {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.subsec_nanos() as u64 | 1);
-        Phase(seed)
-    }
-
-    fn next(&mut self, ttl: Duration) -> Duration {
-        // xorshift64: enough to spread kills over a cycle.
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        ttl + ttl.mul_f64((self.0 % 1000) as f64 / 1000.0)
-    }
 }
 
 async fn etcd_failover(

@@ -35,6 +35,7 @@ pub mod palette;
 pub mod plan;
 pub mod probe;
 pub mod progress;
+mod random;
 pub mod report;
 pub mod row;
 mod run;

@@ -14,6 +14,7 @@ use crate::arena::{Arena, CampaignCounts, Reach, SOON};
 use crate::contender::{Contender, Implementation};
 use crate::probe::{Counters, Probe};
 use crate::progress::Progress;
+use crate::random::Xorshift;
 use elect::Backend;
 
 /// The scenarios, in the order they run.
@@ -406,6 +407,8 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
         _ => 0,
     };
     let mut counted_before = CampaignCounts::default();
+    let crash = matches!(scenario, Scenario::Failover | Scenario::FailoverNext);
+    let mut phase = Xorshift::seeded(setup.seed);
     for trial in 0..warmup + setup.trials {
         let measured = trial >= warmup;
         if trial == warmup && warmup > 0 {
@@ -421,6 +424,14 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
             Scenario::FailoverNext => Some(a.first_in_line(leader)?),
             _ => None,
         };
+        if crash {
+            // A host dies at any point of its renewal cycle. Killed as soon
+            // as the candidates are back, the leader would die at the same
+            // point of it every trial (the trials follow each other at the
+            // server's own expiry ticks), and the samples would measure that
+            // point, not a crash.
+            std::thread::sleep(phase.within(setup.contender.ttl));
+        }
         let sent = Instant::now();
         a.signal(leader, sig);
         if let Some(first) = first_in_line {
@@ -809,18 +820,15 @@ fn churn(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
     let n = size(setup).max(2);
     let mut a = arena(setup, Scenario::Churn, 0, Reach::Direct)?;
     let (mut leader, _) = populate(&mut a, n)?;
-    let mut rng = setup.seed | 1;
+    let mut rng = Xorshift::seeded(setup.seed);
     for step in 0..setup.trials {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
         let live = a.live();
         // At random, but the leader at least every third step, so even a
         // short run times some handovers.
         let victim = if step % 3 == 2 {
             leader
         } else {
-            live[(rng % live.len() as u64) as usize]
+            live[rng.below(live.len() as u64) as usize]
         };
         let sent = Instant::now();
         a.signal(victim, Signal::SIGTERM);
