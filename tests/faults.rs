@@ -590,9 +590,8 @@ fn member_killed(backend: Backend) {
             // the kill, reconnected at 1.64 s). Once reconnected, the
             // lease proves the session alive afresh only with a renewal
             // answered a third of the session (Q) after the reconnection
-            // and the next one answered: Q, the keeper's retry of a failed
-            // sync (T/20) and as much again, and a connection timeout for
-            // the answers on a busy machine.
+            // and the next one answered: Q, two renewals (T/20 each), and
+            // a connection timeout for the answers on a busy machine.
             let reconnected = reconnected_after(&log, killed_wall).map(|after| killed + after);
             let ttl = backend.ttl();
             let could_revalidate = match reconnected {

@@ -3,7 +3,7 @@
 //! Curator runs many latches on one client. A service with a leader per
 //! shard campaigns in each shard's election on one session: the renewal
 //! traffic is the session's (etcd: one keepalive per member per TTL/3;
-//! ZooKeeper: a pair of syncs per T/9), not the elections', and each election
+//! ZooKeeper: one sync per T/20), not the elections', and each election
 //! keeps its own leadership and fencing tokens. When the session ends,
 //! every term on it ends at once (each campaign fails with
 //! [`Error::SessionEnded`]).

@@ -13,7 +13,7 @@
 //!    read fresh while it waits, so the announcement of its predecessor's
 //!    deletion is all it needs to lead (see `turn::wait_for_turn`);
 //! 4. lead while the session provably lives: a keeper task syncs through
-//!    the ZooKeeper leader (in pairs, a pair every T/9), and [`SessionLease`](super::lease::SessionLease) turns the
+//!    the ZooKeeper leader every T/20, and [`SessionLease`](super::lease::SessionLease) turns the
 //!    answers into the instant until which the leader cannot have expired
 //!    the session; our deadline is that, less a margin. A disconnection is
 //!    not a loss: the client moves to another member (the library tries

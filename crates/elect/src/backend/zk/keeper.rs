@@ -13,9 +13,8 @@ use super::observe;
 use crate::clock::{self, BootInstant};
 use crate::counters::{PROCESS, warn_counted};
 
-/// Syncs through the ZooKeeper leader when the lease asks for a renewal
-/// ([`SessionLease::next_renewal`]: in pairs, a pair every T/9) for as long
-/// as the session lasts, and publishes the leadership deadline the answers
+/// Syncs through the ZooKeeper leader every `renew_every` for as long as
+/// the session lasts, and publishes the leadership deadline the answers
 /// prove (see [`SessionLease`]). Each sync is sent only after the previous
 /// one was answered or given up, as the lease's argument needs.
 ///
@@ -27,37 +26,30 @@ use crate::counters::{PROCESS, warn_counted};
 /// as before, every sync behind such a queue went unheard and the lease
 /// lapsed for nothing. A member that stops answering is the library's to
 /// notice (the connection timeout): it fails the sync, and the next one
-/// goes to the member it moves to, soon after (`retry_after`).
+/// goes to the member it moves to.
 pub(super) async fn keep_session(
     client: Client,
     mut lease: SessionLease,
     out: watch::Sender<Option<BootInstant>>,
 ) {
+    let every = lease.renew_every();
     let patience = client.session_timeout();
     loop {
         let sent = BootInstant::now();
-        let next = match tokio::time::timeout(patience, client.sync("/")).await {
+        match tokio::time::timeout(patience, client.sync("/")).await {
             Ok(Ok(())) => {
-                let answered = BootInstant::now();
-                lease.renewed(sent, answered);
+                lease.renewed(sent, BootInstant::now());
                 PROCESS.renewed();
                 out.send_replace(lease.deadline());
-                lease.next_renewal(answered)
             }
             Ok(Err(e @ (ZkError::SessionExpired | ZkError::ClientClosed))) => {
                 debug!("session keeper: {e}");
                 return;
             }
-            failed => {
-                match failed {
-                    Ok(Err(e)) => debug!("session sync: {e}"),
-                    _ => debug!("session sync unanswered"),
-                }
-                lease.missed();
-                sent + lease.retry_after()
-            }
-        };
-        clock::sleep_until(next).await;
+            Ok(Err(e)) => debug!("session sync: {e}"),
+            Err(_) => debug!("session sync unanswered"),
+        }
+        clock::sleep_until(sent + every).await;
     }
 }
 

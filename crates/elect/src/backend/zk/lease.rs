@@ -47,33 +47,14 @@
 //! renewal whose answer arrived at least `Q` before the second-latest
 //! answered one was sent.
 //! `Q = timeout / 3`: the ping interval (<= timeout/4) plus timeout/12 for
-//! a late ping loop and uneven delivery. Counting from the last answered
-//! renewal, as elect did before (and as the member's answer seems to
-//! allow), is what CURATOR-460 did in another form; the test below replays
-//! the follower's note being lost and finds that rule unsafe.
-//!
-//! **When renewals are sent** ([`SessionLease::next_renewal`]) is not part
-//! of the rule (the model checker sends them at any moment), but it sets
-//! two prices. Every renewal touches the session, so the more often the
-//! session speaks, the later the ZooKeeper leader expires it after a
-//! crash, and the longer the successor waits. And the rarer the proofs,
-//! the closer the deadline comes to the present, leaving less time to
-//! ride out a silent member. The rule needs little: a proof is `i` sent
-//! `Q` after `j`'s answer, and `k` answered after `i`, and `k` may follow
-//! `i` at once. So renewals go in **pairs**: the second is sent as soon as
-//! the first is answered, and a pair is sent `Q` after the answer of the
-//! pair three back (which it proves), and no sooner than `Q/3` after the
-//! last pair's. In steady state that is a pair every `Q/3` (T/9), each
-//! proving the one three before it: the deadline stays at least
-//! `T - 4Q/3` (0.56 timeout, less the margin) ahead, time for the client
-//! to notice a silent member (elect gives the library a connection
-//! timeout of timeout/5) and move to another, even past a second frozen
-//! one. A renewal every T/20, as elect sent them before, kept the same
-//! lead at twenty syncs per timeout instead of eighteen, and spoke every
-//! T/20; between pairs the library's own pings (after 3T/40 of silence)
-//! fill in, so the session now speaks about every 3T/40 to T/9. A pair
-//! every `Q/2` would speak a little less (the pings still fill in) for a
-//! lead of only `T - 3Q/2`, too little for that second try.
+//! a late ping loop and uneven delivery. Renewals are syncs every
+//! timeout/20, so in steady state the deadline stays about 0.57 timeout
+//! ahead of the last renewal: time for the client to notice a silent
+//! member (elect gives the library a connection timeout of timeout/5) and
+//! to move to another, even past a second frozen one. Counting from the last
+//! answered renewal, as elect did before (and as the member's answer seems
+//! to allow), is what CURATOR-460 did in another form; the test below
+//! replays the follower's note being lost and finds that rule unsafe.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -83,12 +64,9 @@ use super::recipe::Mutation;
 use crate::clock::BootInstant;
 use crate::leadership::deadline_after;
 
-/// Renewals kept: enough to span `Q` at the renewal cadence (about six),
-/// with room for renewals that are answered late or retried.
+/// Renewals kept: enough to span `Q` at the renewal cadence, with room for
+/// renewals that are answered late.
 const KEPT: usize = 64;
-
-/// Renewal pairs per `Q`: each pair proves the one this many before it.
-const PAIRS_PER_SETTLE: u32 = 3;
 
 /// `Q` for a session of `timeout`: a third of it (see the module doc).
 pub fn settle_for(timeout: Duration) -> Duration {
@@ -165,12 +143,6 @@ pub struct SessionLease {
     answered: VecDeque<(BootInstant, BootInstant)>,
     /// The latest instant at which the leader provably touched the session.
     proven: Option<BootInstant>,
-    /// Whether the last answered renewal opened a pair (its second is due
-    /// at once).
-    pair_open: bool,
-    /// When the last [`PAIRS_PER_SETTLE`] whole pairs' answers arrived,
-    /// the latest last.
-    pairs_answered: [Option<BootInstant>; PAIRS_PER_SETTLE as usize],
 }
 
 impl SessionLease {
@@ -183,8 +155,6 @@ impl SessionLease {
             settle: settle_for(timeout),
             answered: VecDeque::new(),
             proven: Some(handshake),
-            pair_open: false,
-            pairs_answered: [None; PAIRS_PER_SETTLE as usize],
         }
     }
 
@@ -195,31 +165,9 @@ impl SessionLease {
         self
     }
 
-    /// When the next renewal is due (see "When renewals are sent" in the
-    /// module doc): at once to close a pair, else `Q` after the pair three
-    /// back was answered and `Q/3` after the last; at once for the first.
-    pub fn next_renewal(&self, now: BootInstant) -> BootInstant {
-        if self.pair_open {
-            return now;
-        }
-        let [proved, .., last] = self.pairs_answered;
-        let due = [
-            last.map(|at| at + self.settle / PAIRS_PER_SETTLE),
-            proved.map(|at| at + self.settle),
-        ];
-        due.into_iter().flatten().max().unwrap_or(now)
-    }
-
-    /// How soon a renewal that failed (an error, or no answer) is tried
-    /// again; it opens a new pair.
-    pub fn retry_after(&self) -> Duration {
+    /// How often a session syncs to keep its lease proven.
+    pub fn renew_every(&self) -> Duration {
         self.timeout / 20
-    }
-
-    /// A renewal was given up, or failed: the pair it was part of is
-    /// broken, and the next renewal opens a new one.
-    pub fn missed(&mut self) {
-        self.pair_open = false;
     }
 
     /// `Q`: how long before the second-latest answered renewal was sent a
@@ -246,12 +194,6 @@ impl SessionLease {
         self.answered.push_back((sent, answered));
         if self.answered.len() > KEPT {
             self.answered.pop_front();
-        }
-        if std::mem::take(&mut self.pair_open) {
-            self.pairs_answered.rotate_left(1);
-            self.pairs_answered[PAIRS_PER_SETTLE as usize - 1] = Some(answered);
-        } else {
-            self.pair_open = true;
         }
     }
 
@@ -294,11 +236,9 @@ mod tests {
     fn a_renewal_counts_once_a_later_one_is_settle_younger_and_another_answered() {
         let start = BootInstant::now();
         let mut lease = SessionLease::new(T, start);
-        // The rule does not lean on the cadence; here, a renewal every
-        // T/20, as elect sent them before it sent pairs.
-        let step = T / 20;
+        let step = lease.renew_every();
         let at = |n: u32| start + step * n;
-        // Settle = T/3 is 6.67 steps.
+        // Renewals every T/20; settle = T/3 is 6.67 steps.
         for n in 1..=8 {
             lease.renewed(at(n), at(n));
         }
@@ -312,97 +252,9 @@ mod tests {
             lease.renewed(at(n), at(n));
         }
         assert_eq!(lease.proven(), Some(at(32)));
-        // At that cadence the deadline is ~0.57 T ahead of the last send.
+        // In steady state the deadline is ~0.57 T ahead of the last send.
         let ahead = lease.deadline().unwrap() - at(40);
         assert!(ahead > T / 2 && ahead < T * 6 / 10, "{ahead:?}");
-    }
-
-    /// The keeper's loop with answers `rtt` after each send, renewals sent
-    /// when the lease asks: how far ahead of the clock the deadline stays
-    /// at the least, just before each answer moves it, and how many
-    /// renewals a session timeout takes, over `sessions` timeouts.
-    fn steady_state(rtt: Duration, sessions: u32) -> (Duration, usize) {
-        let start = BootInstant::now();
-        let mut lease = SessionLease::new(T, start);
-        let mut now = start;
-        let mut least = T;
-        let mut renewals = 0;
-        while now < start + T * sessions {
-            let sent = lease.next_renewal(now).max(now);
-            let answered = sent + rtt;
-            // Warm up for a session first: the handshake's bound counts
-            // until then.
-            if sent > start + T {
-                least = least.min(
-                    lease
-                        .deadline()
-                        .unwrap()
-                        .saturating_duration_since(answered),
-                );
-                renewals += 1;
-            }
-            lease.renewed(sent, answered);
-            now = answered;
-        }
-        (least, renewals / (sessions as usize - 1))
-    }
-
-    #[test]
-    fn paired_renewals_keep_the_deadline_as_far_ahead_as_a_sync_every_twentieth() {
-        let margin = crate::leadership::safety_margin(T);
-        for rtt in [Duration::from_micros(200), Duration::from_millis(5), T / 40] {
-            let (least, per_session) = steady_state(rtt, 20);
-            // A pair every Q/3 plus its round trips, each proving the pair
-            // three before: the deadline stays at least T - 4Q/3 (a few
-            // round trips less) ahead, as with a sync every T/20.
-            let at_twentieths = T * 11 / 20;
-            assert!(
-                least + margin + rtt * 12 >= at_twentieths
-                    && least + margin <= T - settle_for(T) * 4 / 3,
-                "{rtt:?}: {least:?}"
-            );
-            // Nine pairs a session (fewer when answers are slow), where a
-            // renewal every T/20 took twenty.
-            assert!((12..=18).contains(&per_session), "{rtt:?}: {per_session}");
-        }
-    }
-
-    #[test]
-    fn a_pair_is_closed_at_once_and_a_missed_renewal_opens_a_new_one() {
-        let start = BootInstant::now();
-        let mut lease = SessionLease::new(T, start);
-        let ms = Duration::from_millis;
-        let q = settle_for(T);
-        // Three pairs, each answered in a millisecond, each second sent as
-        // its first is answered, each pair Q/3 after the last.
-        let mut now = start;
-        let mut ends = Vec::new();
-        for _ in 0..3 {
-            let first = lease.next_renewal(now);
-            assert!(first >= now);
-            lease.renewed(first, first + ms(1));
-            assert_eq!(lease.next_renewal(first + ms(1)), first + ms(1));
-            lease.renewed(first + ms(1), first + ms(2));
-            now = first + ms(2);
-            ends.push(now);
-        }
-        assert_eq!(ends[1], ends[0] + q / 3 + ms(2));
-        // The fourth pair proves the first: Q after its answer.
-        let fourth = lease.next_renewal(now);
-        assert_eq!(fourth, (now + q / 3).max(ends[0] + q));
-        // Its first is answered, its second fails: the pair is broken, and
-        // the next renewal opens a new one, when the fourth was due.
-        lease.renewed(fourth, fourth + ms(1));
-        lease.missed();
-        let retry = fourth + ms(1) + lease.retry_after();
-        assert_eq!(lease.next_renewal(retry), fourth);
-        lease.renewed(retry, retry + ms(1));
-        lease.renewed(retry + ms(1), retry + ms(2));
-        assert_eq!(lease.proven(), Some(ends[0] - ms(1)));
-        assert_eq!(
-            lease.next_renewal(retry + ms(2)),
-            (retry + ms(2) + q / 3).max(ends[1] + q)
-        );
     }
 
     /// A small world in microseconds: a ZooKeeper leader pinging one
@@ -418,10 +270,10 @@ mod tests {
         /// The ping loop's lateness and each hop's delay, at most.
         late: u64,
         hop: u64,
-        /// The client sends its next sync at any moment within T/20 of an
-        /// answer, not when the lease asks for it: the lease's rule must
-        /// not lean on the cadence, and this gives a sync chain room to
-        /// outrun the pings.
+        /// The client sends its next sync at any moment within a renewal
+        /// period of an answer, not a period after it: the lease's rule
+        /// must not lean on the cadence, and this gives a sync chain
+        /// room to outrun the pings.
         eager: bool,
     }
 
@@ -534,12 +386,12 @@ mod tests {
                     }
                     Event::Answered { .. } => {
                         let every = self.timeout / 20;
-                        let due = if self.eager {
-                            now
-                        } else {
-                            production_next(&answered, self.timeout, now)
-                        };
-                        push(&mut queue, due + self.random(every), Event::ClientSends);
+                        let wait = if self.eager { 0 } else { every };
+                        push(
+                            &mut queue,
+                            now + wait + self.random(every),
+                            Event::ClientSends,
+                        );
                     }
                 }
             }
@@ -572,19 +424,6 @@ mod tests {
             .as_micros() as u64;
         // The handshake (at 0) is not part of this world.
         (proven > 0).then(|| proven - 1)
-    }
-
-    /// When the production lease, fed `answered`, sends its next renewal
-    /// after an answer at `now` (microseconds, as the rule's times).
-    fn production_next(answered: &[(u64, u64)], timeout: u64, now: u64) -> u64 {
-        let base = BootInstant::now();
-        let mut lease = SessionLease::new(Duration::from_micros(timeout), base);
-        let at = |t: u64| base + Duration::from_micros(t);
-        for &(sent, got) in answered {
-            lease.renewed(at(sent), at(got));
-        }
-        let next = lease.next_renewal(at(now));
-        next.saturating_duration_since(base).as_micros() as u64
     }
 
     /// The rule elect had before: the last answered renewal.
@@ -632,24 +471,18 @@ mod tests {
     /// time of T/6 from one of T/8; this world's microseconds can. A `Q`
     /// shorter than the ping interval (tick/2, T/4 at the shortest
     /// session) lets a renewal count whose touch no ping carried yet.
-    /// With eager syncs, and at the production cadence too: a pair's
-    /// second follows its first at once, so a chain of three syncs can be
-    /// shorter than a ping interval (with a sync every T/20, as elect sent
-    /// them before, only a `Q` of T/12 or less showed there).
+    /// Only with eager syncs: at the production cadence a chain of three
+    /// syncs takes longer than a ping interval, and only a `Q` of T/12
+    /// or less shows.
     #[test]
     fn a_settle_shorter_than_the_ping_interval_is_unsafe() {
         let sixth: Rule = |answered, timeout| with_settle(answered, timeout, timeout / 6);
-        for eager in [false, true] {
-            let unsafe_worlds = worlds()
-                .filter(|w| w.timeout == w.tick * 2)
-                .map(|w| World { eager, ..w })
-                .filter_map(|mut w| (w.run(w.timeout * 20, sixth) < 0).then_some(()))
-                .count();
-            assert!(
-                unsafe_worlds > 0,
-                "a settle of T/6 must be shown unsafe (eager syncs: {eager})"
-            );
-        }
+        let unsafe_worlds = worlds()
+            .filter(|w| w.timeout == w.tick * 2)
+            .map(|w| World { eager: true, ..w })
+            .filter_map(|mut w| (w.run(w.timeout * 20, sixth) < 0).then_some(()))
+            .count();
+        assert!(unsafe_worlds > 0, "a settle of T/6 must be shown unsafe");
     }
 
     #[test]

@@ -175,9 +175,8 @@ impl Stint {
 
     /// The stint a session of `timeout` runs, as the driver and the model
     /// checker both build it (one source for its timing): a failed watch or
-    /// read is tried again as soon as the session keeper tries a failed
-    /// sync again (`timeout / 20`,
-    /// [`SessionLease::retry_after`](crate::backend::zk::lease::SessionLease::retry_after)),
+    /// read is tried again at the session keeper's cadence (`timeout / 20`,
+    /// [`SessionLease::renew_every`](crate::backend::zk::lease::SessionLease::renew_every)),
     /// and after a lapse the lease must prove the session alive a quarter
     /// of the session ahead before we lead again: a leader that comes back
     /// then holds office for a while, instead of flapping at every late
