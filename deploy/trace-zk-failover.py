@@ -24,12 +24,13 @@ logged at the level the lab runs them with.)
 
 Needs Debian's python3-kazoo (under /usr/bin/python3). Usage:
 
-  /usr/bin/python3 deploy/trace-zk-failover.py [--elect target/release/elect] [--trials 10] [--ttl 2s]
+  /usr/bin/python3 deploy/trace-zk-failover.py [--elect target/release/elect] [--trials 10] [--ttl 2s] [--seed 1]
 """
 
 import argparse
 import json
 import os
+import random
 import re
 import select
 import signal
@@ -110,7 +111,7 @@ def elect_trial(args, endpoints, lab, n):
     successor = subprocess.Popen([args.elect, *common, "--id", "b"], stdout=subprocess.PIPE,
                                  stderr=log, text=True, env=env)
     line_with(successor, r'"leader":"a"', 30)
-    time.sleep(args.settle)
+    settle(args)
     killed = time.time()
     leader.send_signal(signal.SIGKILL)
     _, elected = line_with(successor, r'"event":"elected"', 60)
@@ -140,7 +141,7 @@ def floor_trial(args, endpoints, lab, n, sync_every=0.0):
     watcher = subprocess.Popen([args.python, "-c", WATCHER, endpoints, path],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line_with(watcher, r"^watching", 30)
-    time.sleep(args.settle)
+    settle(args)
     killed = time.time()
     holder.send_signal(signal.SIGKILL)
     line, _ = line_with(watcher, r"^deleted", 60)
@@ -148,6 +149,15 @@ def floor_trial(args, endpoints, lab, n, sync_every=0.0):
     watcher.wait()
     holder.wait()
     return {"kill_to_deleted": deleted - killed}
+
+
+def settle(args):
+    """Waits `--settle`, then a random instant within a TTL: killed at a
+    fixed time after the start, every holder would die at the same point
+    of its renewal cycle and of the servers' expiry ticks, and the trials
+    would measure that one point (as `elect compare`'s failover did until
+    it drew its kills the same way)."""
+    time.sleep(args.settle + args.random.uniform(0, parse_seconds(args.ttl)))
 
 
 def parse_seconds(text):
@@ -162,8 +172,11 @@ def main():
     p.add_argument("--trials", type=int, default=10)
     p.add_argument("--ttl", default="2s")
     p.add_argument("--settle", type=float, default=1.0,
-                   help="seconds between the successor's start and the kill")
+                   help="seconds between the successor's start and the kill, "
+                        "before a random instant within a TTL")
+    p.add_argument("--seed", type=int, default=1, help="seeds the kills' random instants")
     args = p.parse_args()
+    args.random = random.Random(args.seed)
     lab = tempfile.mkdtemp(prefix="trace-zk-")
     endpoints = lab_up(args.elect, lab)
     rows = {"elect": [], "floor": [], "floor-synced": []}
