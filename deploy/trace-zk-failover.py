@@ -32,14 +32,14 @@ import json
 import os
 import random
 import re
-import select
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
+
+from tracelab import lab_down, line_with, logged_at, zk_lab_up
 
 HOLDER = r"""
 import sys, time
@@ -78,27 +78,6 @@ gone.wait()
 """
 
 
-def lab_up(elect, lab):
-    out = subprocess.run(
-        [elect, "lab", "up", "--zk", "3", "--dir", lab, "--format", "env"],
-        check=True, capture_output=True, text=True,
-    ).stdout
-    match = re.search(r"ELECT_ZK_ENDPOINTS='?([^'\n]+)", out)
-    return match.group(1)
-
-
-def line_with(proc, pattern, within):
-    """The first stdout line of `proc` matching `pattern`, and when it came."""
-    until = time.time() + within
-    while time.time() < until:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.05)
-        if ready:
-            line = proc.stdout.readline()
-            if re.search(pattern, line):
-                return line, time.time()
-    raise TimeoutError(pattern)
-
-
 def elect_trial(args, endpoints, lab, n):
     env = dict(os.environ, RUST_LOG="elect=debug")
     election = f"/trace-{os.getpid()}-{n}"
@@ -120,13 +99,7 @@ def elect_trial(args, endpoints, lab, n):
     leader.wait()
     log.seek(0)
     # The successor's view of its predecessor's deletion, from its debug lines.
-    woke = None
-    for line in log:
-        if re.search(r"predecessor|deleted|woke", line) and (m := re.match(r"(\S+Z)", line)):
-            at = datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp()
-            if at >= killed:
-                woke = at
-                break
+    woke = logged_at(log, r"predecessor|deleted|woke", killed)
     return {"kill_to_woken": woke and woke - killed,
             "kill_to_elected": elected - killed}
 
@@ -178,7 +151,7 @@ def main():
     args = p.parse_args()
     args.random = random.Random(args.seed)
     lab = tempfile.mkdtemp(prefix="trace-zk-")
-    endpoints = lab_up(args.elect, lab)
+    endpoints = zk_lab_up(args.elect, lab)
     rows = {"elect": [], "floor": [], "floor-synced": []}
     synced = lambda a, e, l, n: floor_trial(a, e, l, n, parse_seconds(a.ttl) / 20)
     try:
@@ -189,7 +162,7 @@ def main():
                 rows[name].append(row)
                 print(name, json.dumps({k: v and round(v * 1000, 1) for k, v in row.items()}), flush=True)
     finally:
-        subprocess.run([args.elect, "lab", "down", "--dir", lab], capture_output=True)
+        lab_down(args.elect, lab)
     for name, trials in rows.items():
         for key in trials[0]:
             values = [t[key] * 1000 for t in trials if t[key] is not None]

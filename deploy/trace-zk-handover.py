@@ -33,8 +33,6 @@ default).
 
 import argparse
 import os
-import re
-import select
 import shutil
 import signal
 import statistics
@@ -42,7 +40,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
+
+from tracelab import lab_down, line_with, logged_at, zk_lab_up
 
 WARM_UP = 10
 
@@ -70,33 +69,14 @@ zk.stop()
 """
 
 
-def lab_up(elect, lab):
-    out = subprocess.run(
-        [elect, "lab", "up", "--etcd", "0", "--zk", "3", "--dir", lab, "--format", "env"],
-        check=True, capture_output=True, text=True,
-    ).stdout
-    return re.search(r"ELECT_ZK_ENDPOINTS='?([^'\n]+)", out).group(1)
-
-
-def line_with(proc, pattern, within=30):
-    """When the first stdout line of `proc` matching `pattern` came."""
-    until = time.time() + within
-    while time.time() < until:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.05)
-        if ready and re.search(pattern, proc.stdout.readline()):
-            return time.time()
-    raise TimeoutError(pattern)
-
-
-def logged_at(log, pattern, after):
-    """When `log` first said `pattern` at or after `after`."""
+def logged(log, pattern, after):
+    """When `log` said `pattern`, at or after `after` (a millisecond's
+    slack for the two clocks' readings)."""
     with open(log) as lines:
-        for line in lines:
-            if re.search(pattern, line) and (m := re.match(r"(\S+Z)", line)):
-                at = datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp()
-                if at >= after - 0.001:
-                    return at
-    raise LookupError(f"{pattern} in {log}")
+        at = logged_at(lines, pattern, after, slack=0.001)
+    if at is None:
+        raise LookupError(f"{pattern} in {log}")
+    return at
 
 
 class Candidates:
@@ -106,15 +86,20 @@ class Candidates:
         self.started = 0
 
     def start(self):
+        """A new candidate, returned once it is queued: its first line
+        names the leader, and it follows the election only once its znode
+        exists."""
         name = f"c{self.started}"
         self.started += 1
         log = os.path.join(self.logs, f"{name}.log")
-        proc = subprocess.Popen(
-            [self.args.elect, "campaign", "--backend", "zk", "--endpoints", self.endpoints,
-             "--election", self.election, "--ttl", "2s", "--format", "json", "--id", name],
-            stdout=subprocess.PIPE, stderr=open(log, "w"), text=True,
-            env=dict(os.environ, RUST_LOG=LOG))
+        with open(log, "w") as stderr:
+            proc = subprocess.Popen(
+                [self.args.elect, "campaign", "--backend", "zk", "--endpoints", self.endpoints,
+                 "--election", self.election, "--ttl", "2s", "--format", "json", "--id", name],
+                stdout=subprocess.PIPE, stderr=stderr, text=True,
+                env=dict(os.environ, RUST_LOG=LOG))
         proc.log = log
+        line_with(proc, r'"leader":"c')
         return proc
 
 
@@ -124,12 +109,12 @@ def trial(queue, candidates, gap):
     leader, successor = queue.pop(0), queue[0]
     signalled = time.time()
     leader.send_signal(signal.SIGTERM)
-    read = line_with(successor, r'"event":"elected"')
+    _, read = line_with(successor, r'"event":"elected"')
     leader.wait()
-    resigning = logged_at(leader.log, "SIGTERM: resigning", signalled)
-    deleted = logged_at(leader.log, "deleted ", signalled)
-    woke = logged_at(successor.log, "woke: predecessor", signalled)
-    elected = logged_at(successor.log, "elected token", signalled)
+    resigning = logged(leader.log, "SIGTERM: resigning", signalled)
+    deleted = logged(leader.log, "deleted ", signalled)
+    woke = logged(successor.log, "woke: predecessor", signalled)
+    elected = logged(successor.log, "elected token", signalled)
     queue.append(candidates.start())
     return [1000 * d for d in (resigning - signalled, deleted - resigning, woke - deleted,
                                elected - woke, read - elected, read - signalled)]
@@ -140,20 +125,17 @@ def main():
     p.add_argument("--elect", default="target/release/elect")
     p.add_argument("--trials", type=int, default=60)
     p.add_argument("--gap", type=float, default=0.3,
-                   help="seconds between a candidate's start and the next handover")
+                   help="seconds between a candidate's joining and the next handover")
     p.add_argument("--python", default="/usr/bin/python3", help="a python3 with kazoo")
     args = p.parse_args()
     lab = tempfile.mkdtemp(prefix="trace-zk-handover-")
     logs = tempfile.mkdtemp(prefix="trace-zk-handover-logs-")
-    endpoints = lab_up(args.elect, lab)
+    endpoints = zk_lab_up(args.elect, lab)
     candidates = Candidates(args, endpoints, logs)
     queue = []
     try:
-        queue.append(candidates.start())
-        line_with(queue[0], r'"event":"elected"')
-        for _ in range(2):
+        for _ in range(3):
             queue.append(candidates.start())
-            line_with(queue[-1], r'"leader":"c0"')
         rows = [trial(queue, candidates, args.gap) for _ in range(args.trials)][WARM_UP:]
         bare = subprocess.run([args.python, "-c", BARE_DELETES, endpoints, str(args.trials),
                                str(args.gap)], check=True, capture_output=True, text=True)
@@ -163,7 +145,7 @@ def main():
             proc.send_signal(signal.SIGTERM)
         for proc in queue:
             proc.wait()
-        subprocess.run([args.elect, "lab", "down", "--dir", lab], capture_output=True)
+        lab_down(args.elect, lab)
         shutil.rmtree(logs, ignore_errors=True)
     for i, step in enumerate(STEPS):
         values = [row[i] for row in rows]
