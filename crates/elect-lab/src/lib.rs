@@ -340,7 +340,8 @@ impl Lab {
     /// Reads back a lab [`Lab::save`]d: still detached, so dropping it
     /// leaves it running; [`Lab::down`] takes it down.
     pub fn load(path: &Path) -> Result<Lab> {
-        let text = std::fs::read_to_string(path)?;
+        let text = elect::input::read_regular_text(path, 16 * elect::input::MAX_SMALL_FILE)
+            .map_err(|e| Error::State(e.to_string()))?;
         let mut lab: Lab = serde_json::from_str(&text)
             .map_err(|e| Error::State(format!("{} is not a lab's state: {e}", path.display())))?;
         lab.detached = true;

@@ -18,6 +18,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::error::{Error, Result};
+use crate::input::MAX_SMALL_FILE;
 
 /// A certificate chain and its key, as PEM.
 type PemIdentity = (Arc<[u8]>, Arc<[u8]>);
@@ -52,8 +53,8 @@ impl Tls {
     /// certificate without its key.
     pub fn from_files(cacert: &Path, cert: Option<&Path>, key: Option<&Path>) -> Result<Tls> {
         let read = |field: &'static str, path: &Path| {
-            std::fs::read(path)
-                .map_err(|e| Error::config(field, format!("{}: {e}", path.display())))
+            crate::input::read_regular(path, MAX_SMALL_FILE)
+                .map_err(|e| Error::config(field, e.to_string()))
         };
         let ca = read("cacert", cacert)?;
         let identity = match (cert, key) {
@@ -72,8 +73,7 @@ impl Tls {
 
     /// The same from PEM text in memory: `ca`, and `(cert, key)`.
     pub fn from_pem(ca: Vec<u8>, identity: Option<(Vec<u8>, Vec<u8>)>) -> Result<Tls> {
-        let cas = certificates(&ca);
-        if cas.is_empty() {
+        if certificates(&ca).is_empty() {
             return Err(Error::config("cacert", "holds no PEM certificate"));
         }
         if let Some((cert, key)) = &identity {
@@ -84,12 +84,40 @@ impl Tls {
                 return Err(Error::config("key", "holds no PEM private key"));
             }
         }
-        Ok(Tls {
+        let tls = Tls {
             ca: ca.into(),
             identity: identity.map(|(c, k)| (c.into(), k.into())),
             server_name: None,
             source: "PEM in memory".into(),
-        })
+        };
+        // What a handshake would find much later, blamed on the network:
+        // a PEM block around junk, a key that is not the certificate's.
+        tls.roots()?;
+        tls.certified_key()?;
+        Ok(tls)
+    }
+
+    /// Our certificate and key as rustls takes them, checked: the
+    /// certificate parses as X.509 and the key is its own (`None`
+    /// without a client certificate).
+    fn certified_key(&self) -> Result<Option<rustls::sign::CertifiedKey>> {
+        let Some((cert, key)) = &self.identity else {
+            return Ok(None);
+        };
+        let chain = certificates(cert);
+        let key = PrivateKeyDer::from_pem_slice(key)
+            .map_err(|_| Error::config("key", "holds no PEM private key"))?;
+        rustls::sign::CertifiedKey::from_der(chain, key, &crypto_provider())
+            .map(Some)
+            .map_err(|e| match e {
+                rustls::Error::InconsistentKeys(_) => {
+                    Error::config("key", "is not the private key of the certificate in --cert")
+                }
+                rustls::Error::InvalidCertificate(e) => {
+                    Error::config("cert", format!("not an X.509 certificate: {e}"))
+                }
+                other => Error::config("key", format!("cannot be used: {other}")),
+            })
     }
 
     /// Checks the servers' certificates against `name` instead of the host
@@ -184,8 +212,8 @@ impl Password {
     /// Errors: [`Error::Config`] naming `password_file` when it cannot be
     /// read or is empty.
     pub fn from_file(path: &Path) -> Result<Password> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::config("password_file", format!("{}: {e}", path.display())))?;
+        let text = crate::input::read_regular_text(path, MAX_SMALL_FILE)
+            .map_err(|e| Error::config("password_file", e.to_string()))?;
         let line = text.lines().next().unwrap_or("");
         if line.is_empty() {
             return Err(Error::config(
@@ -284,5 +312,30 @@ mod tests {
             "key"
         );
         assert!(User::new("a:b", Password::new("p")).is_err());
+        // A PEM block around junk, and a key that is not the certificate's.
+        let junk = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".to_vec();
+        assert_eq!(err(Tls::from_pem(junk.clone(), None)), "cacert");
+        let leaf = rcgen::generate_simple_self_signed(vec!["leaf".into()]).unwrap();
+        let other = rcgen::generate_simple_self_signed(vec!["other".into()]).unwrap();
+        let (leaf_pem, other_key) = (
+            leaf.cert.pem().into_bytes(),
+            other.signing_key.serialize_pem(),
+        );
+        assert_eq!(
+            err(Tls::from_pem(
+                ca.cert.pem().into_bytes(),
+                Some((junk, leaf.signing_key.serialize_pem().into_bytes()))
+            )),
+            "cert"
+        );
+        assert_eq!(
+            err(Tls::from_pem(
+                ca.cert.pem().into_bytes(),
+                Some((leaf_pem.clone(), other_key.into_bytes()))
+            )),
+            "key"
+        );
+        let key = leaf.signing_key.serialize_pem().into_bytes();
+        assert!(Tls::from_pem(ca.cert.pem().into_bytes(), Some((leaf_pem, key))).is_ok());
     }
 }

@@ -119,6 +119,7 @@ pub mod counters;
 pub mod credentials;
 pub mod error;
 pub mod export;
+pub mod input;
 pub mod leadership;
 pub mod periodic;
 pub mod supervise;

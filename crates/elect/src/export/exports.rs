@@ -39,11 +39,17 @@ impl Exports {
     /// Prepares the exporters of `output` for the election `ctx` names.
     ///
     /// # Errors
-    /// The HTTP address cannot be bound.
+    /// [`Error::Config`](crate::Error::Config) naming `leader_file` when
+    /// the leader file's path is not one elect may replace (see
+    /// [`crate::input::check_writable_file`]); the HTTP address cannot be
+    /// bound.
     ///
     /// # Cancel safety
     /// Cancel safe: nothing is left behind.
     pub async fn prepare(ctx: Context, output: OutputConfig) -> crate::Result<Exports> {
+        if let Some(path) = &output.leader_file {
+            super::leader_file::check(path)?;
+        }
         #[cfg(feature = "http")]
         let listener = match output.http {
             Some(addr) => Some(http::bind(addr).await?),

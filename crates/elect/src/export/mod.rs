@@ -20,6 +20,7 @@ mod view;
 
 pub use exporter::{OutputConfig, run};
 pub use exports::{Exports, Running};
+pub use leader_file::check as check_leader_file;
 #[cfg(feature = "metrics")]
 pub use metrics::Metrics;
 #[cfg(not(feature = "metrics"))]

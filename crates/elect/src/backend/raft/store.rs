@@ -123,15 +123,39 @@ impl Store {
     /// (the core then stays quiet for one election timeout), the default
     /// on a fresh data dir.
     ///
-    /// Errors: the files exist but hold no readable state.
+    /// Errors: [`Error::Config`] naming `data_dir` when the directory is
+    /// not one, or its files exist but hold no readable state (a torn or
+    /// foreign file: elect does not guess a term and vote).
     pub fn load(&self, own_id: &str) -> Result<Option<HardState>> {
         let Some(dir) = &self.dir else {
             return Ok(None);
         };
-        let failed =
-            |path: &Path, e: std::io::Error| Error::io(format!("reading {}", path.display()), e);
+        let failed = |path: &Path, e: &dyn std::fmt::Display| {
+            Error::config(
+                "data_dir",
+                format!(
+                    "{} holds no readable Raft state ({e}); move it away to start this \
+                     peer afresh, which it must not do while a vote it gave may still count",
+                    path.display()
+                ),
+            )
+        };
+        if let Ok(meta) = std::fs::metadata(dir)
+            && !meta.is_dir()
+        {
+            return Err(Error::config(
+                "data_dir",
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        // Two slots, or an earlier version's small JSON.
+        let read = |path: &Path| match crate::input::read_regular(path, 64 * SLOT as u64) {
+            Ok(bytes) => Ok(bytes),
+            Err(crate::input::FileError::Open { source, .. }) => Err(source),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        };
         let path = dir.join(FILE);
-        match std::fs::read(&path) {
+        match read(&path) {
             Ok(bytes) => {
                 let newest = bytes
                     .chunks(SLOT)
@@ -139,22 +163,22 @@ impl Store {
                     .max_by_key(|(seq, _)| *seq);
                 match newest {
                     Some((_, stored)) => Ok(Some(stored.into_hard(own_id))),
-                    None => Err(failed(&path, std::io::Error::other("no whole slot"))),
+                    None => Err(failed(&path, &"no whole slot")),
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let legacy = dir.join(LEGACY);
-                match std::fs::read(&legacy) {
+                match read(&legacy) {
                     Ok(bytes) => serde_json::from_slice::<Stored>(&bytes)
                         .map(|stored| Some(stored.into_hard(own_id)))
-                        .map_err(|e| failed(&legacy, std::io::Error::other(e))),
+                        .map_err(|e| failed(&legacy, &e)),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                         Ok(Some(HardState::default()))
                     }
-                    Err(e) => Err(failed(&legacy, e)),
+                    Err(e) => Err(failed(&legacy, &e)),
                 }
             }
-            Err(e) => Err(failed(&path, e)),
+            Err(e) => Err(failed(&path, &e)),
         }
     }
 
