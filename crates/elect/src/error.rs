@@ -28,14 +28,17 @@ pub enum Error {
         reason: String,
     },
 
-    /// The coordination service did not answer within the connect timeout.
-    #[error("cannot reach {backend} at {endpoints} within {}: {detail}", humantime::format_duration(*.timeout))]
+    /// The coordination service did not answer within the connect timeout
+    /// (or refused at once: every server said no, which waiting would not
+    /// change).
+    #[error("cannot reach {backend} at {endpoints} (tried for {}): {detail}", humantime::format_duration(*.timeout))]
     Unreachable {
         /// Which backend.
         backend: Backend,
         /// The endpoints tried.
         endpoints: String,
-        /// The connect timeout.
+        /// How long it was tried: the connect timeout, or less when
+        /// every server refused at once.
         timeout: Duration,
         /// What the last attempt said.
         detail: String,

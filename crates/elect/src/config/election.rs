@@ -31,10 +31,17 @@ impl ElectionConfig {
     /// The error saying this election's service did not answer within its
     /// connect timeout.
     pub(crate) fn unreachable(&self, detail: impl std::fmt::Display) -> Error {
+        self.refused_after(self.connect_timeout, detail)
+    }
+
+    /// The error saying this election's service refused us after `tried`,
+    /// before the connect timeout ran out.
+    pub(crate) fn refused_after(&self, tried: Duration, detail: impl std::fmt::Display) -> Error {
         Error::Unreachable {
             backend: self.backend(),
             endpoints: self.service.to_string(),
-            timeout: self.connect_timeout,
+            // Whole milliseconds: "tried for 10ms", not its nanoseconds.
+            timeout: Duration::from_millis(tried.as_millis() as u64),
             detail: detail.to_string(),
         }
     }
@@ -152,11 +159,18 @@ impl ElectionConfig {
     /// Errors: [`Error::Config`] naming `connect_timeout` below 10 ms or
     /// above 24 h.
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Result<Self> {
+        let shown = humantime::format_duration(timeout);
         if timeout < Duration::from_millis(10) {
-            return Err(Error::config("connect_timeout", "must be at least 10ms"));
+            return Err(Error::config(
+                "connect_timeout",
+                format!("{shown}: must be at least 10ms"),
+            ));
         }
         if timeout > MAX_DURATION {
-            return Err(Error::config("connect_timeout", "must be at most 24h"));
+            return Err(Error::config(
+                "connect_timeout",
+                format!("{shown}: must be at most 24h"),
+            ));
         }
         self.connect_timeout = timeout;
         Ok(self)
@@ -178,7 +192,16 @@ impl ElectionConfig {
                 ),
             ));
         }
-        self.data_dir = Some(dir.as_ref().to_owned());
+        let dir = dir.as_ref();
+        if let Ok(meta) = std::fs::metadata(dir)
+            && !meta.is_dir()
+        {
+            return Err(Error::config(
+                "data_dir",
+                format!("{} exists and is not a directory", dir.display()),
+            ));
+        }
+        self.data_dir = Some(dir.to_owned());
         Ok(self)
     }
 

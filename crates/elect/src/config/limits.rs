@@ -51,7 +51,14 @@ pub(crate) fn zk_ttl(ttl: Duration) -> Result<Duration> {
         "is too short for a ZooKeeper session",
     )?;
     if ttl > Duration::from_secs(i32::MAX as u64 / 1000) {
-        return Err(Error::config("ttl", "is too long for a ZooKeeper session"));
+        return Err(Error::config(
+            "ttl",
+            format!(
+                "{} is too long for a ZooKeeper session (at most {}s)",
+                humantime::format_duration(ttl),
+                i32::MAX / 1000
+            ),
+        ));
     }
     Ok(ttl)
 }
@@ -107,7 +114,10 @@ pub(crate) fn etcd_ttl(ttl: Duration) -> Result<Duration> {
     if ttl.as_secs() > ETCD_MAX_TTL_SECS {
         return Err(Error::config(
             "ttl",
-            format!("is above etcd's maximum lease TTL of {ETCD_MAX_TTL_SECS}s"),
+            format!(
+                "{} is above etcd's maximum lease TTL of {ETCD_MAX_TTL_SECS}s",
+                humantime::format_duration(ttl)
+            ),
         ));
     }
     if ttl.subsec_nanos() != 0 {

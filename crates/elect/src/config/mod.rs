@@ -37,9 +37,12 @@
 //! # Ok::<(), elect::Error>(())
 //! ```
 
+mod duration;
 mod election;
 mod limits;
 mod service;
+
+pub use duration::parse_duration;
 
 pub use election::{DEFAULT_CONNECT_TIMEOUT, ElectionConfig, default_id};
 pub use limits::ETCD_MAX_TTL_SECS;

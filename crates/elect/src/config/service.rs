@@ -255,6 +255,57 @@ impl fmt::Display for RaftPeers {
 /// environment variables and file names of operators' scripts.
 pub const MAX_ID_BYTES: usize = 1024;
 
+/// Checks one `host:port` of any backend's endpoints: the host a DNS
+/// name (letters, digits, `-`, `.`, `_`), an IPv4 address, or an IPv6
+/// address in brackets (`[::1]:2379`); the port from 1 to 65535. The
+/// error says what is wrong with `raw` (an IPv6 address without its
+/// brackets, a scheme where none is taken), for a message naming the flag.
+pub(crate) fn host_port(raw: &str) -> std::result::Result<(&str, u16), String> {
+    if let Some((scheme, _)) = raw.split_once("://") {
+        return Err(format!(
+            "{raw:?} has a scheme ({scheme}://) where none is taken; write host:port"
+        ));
+    }
+    let (host, port) = raw
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{raw:?} is not host:port"))?;
+    let port = match port.parse::<u16>() {
+        Ok(p) if p > 0 => p,
+        _ if host.contains(':') && !host.starts_with('[') => {
+            return Err(format!(
+                "{raw:?} looks like an IPv6 address without a port in brackets: write \
+                 [address]:port, e.g. [::1]:2379"
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "{raw:?}: port {port:?} is not a number from 1 to 65535"
+            ));
+        }
+    };
+    if let Some(inner) = host.strip_prefix('[') {
+        let ok = inner
+            .strip_suffix(']')
+            .is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok());
+        if !ok {
+            return Err(format!(
+                "{raw:?}: {host:?} is not an IPv6 address in brackets"
+            ));
+        }
+    } else if host.contains(':') {
+        return Err(format!(
+            "{raw:?}: an IPv6 address goes in brackets: write [{host}]:{port}"
+        ));
+    } else if host.is_empty()
+        || !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+    {
+        return Err(format!("{raw:?} has no valid host before the port"));
+    }
+    Ok((host, port))
+}
+
 /// Checks `host:port,...` (an `http://` or `https://` scheme is accepted)
 /// and returns URLs, `http://` unless `https://` was given.
 fn etcd_endpoints(entries: Vec<&str>) -> Result<Vec<String>> {
@@ -265,32 +316,19 @@ fn etcd_endpoints(entries: Vec<&str>) -> Result<Vec<String>> {
             let text = entries.join(",");
             return Err(Error::config(FLAG, format!("empty entry in {text:?}")));
         }
-        let (scheme, hostport) = match raw.strip_prefix("https://") {
-            Some(rest) => ("https", rest),
-            None => ("http", raw.strip_prefix("http://").unwrap_or(raw)),
-        };
-        let hostport = hostport.strip_suffix('/').unwrap_or(hostport);
-        let (host, port) = hostport
-            .rsplit_once(':')
-            .ok_or_else(|| Error::config(FLAG, format!("{raw:?} is not host:port")))?;
-        let host_ok = !host.is_empty()
-            && !host.contains(['/', ' ', '@', '?', '#'])
-            && (host.starts_with('[') == host.ends_with(']'));
-        if !host_ok {
-            return Err(Error::config(
-                FLAG,
-                format!("{raw:?} has no valid host before the port"),
-            ));
-        }
-        match port.parse::<u16>() {
-            Ok(p) if p > 0 => {}
-            _ => {
+        let (scheme, hostport) = match raw.split_once("://") {
+            Some(("https", rest)) => ("https", rest),
+            Some(("http", rest)) => ("http", rest),
+            Some((other, _)) => {
                 return Err(Error::config(
                     FLAG,
-                    format!("{raw:?}: port {port:?} is not a number from 1 to 65535"),
+                    format!("{raw:?}: the scheme {other}:// is not http:// or https://"),
                 ));
             }
-        }
+            None => ("http", raw),
+        };
+        let hostport = hostport.strip_suffix('/').unwrap_or(hostport);
+        let (host, port) = host_port(hostport).map_err(|why| Error::config(FLAG, why))?;
         let url = format!("{scheme}://{host}:{port}");
         if urls.contains(&url) {
             return Err(Error::config(FLAG, format!("{raw:?} is listed twice")));
@@ -303,30 +341,27 @@ fn etcd_endpoints(entries: Vec<&str>) -> Result<Vec<String>> {
 /// Checks a ZooKeeper connect string `host:port,...[/chroot]`.
 fn zk_connect_string(text: &str) -> Result<String> {
     const FLAG: &str = "endpoints";
+    if let Some((scheme, _)) = text.split_once("://") {
+        return Err(Error::config(
+            FLAG,
+            format!(
+                "{text:?}: a ZooKeeper connect string takes no scheme ({scheme}://): \
+                 host:port,...[/chroot] (TLS comes with --cacert)"
+            ),
+        ));
+    }
     let (hosts, chroot) = match text.find('/') {
         Some(i) => (&text[..i], Some(&text[i..])),
         None => (text, None),
     };
     let mut seen = std::collections::BTreeSet::new();
+    let mut members = Vec::new();
     for hostport in hosts.split(',').map(str::trim) {
         if !seen.insert(hostport) {
             return Err(Error::config(FLAG, format!("{hostport:?} is listed twice")));
         }
-        let (host, port) = hostport
-            .rsplit_once(':')
-            .ok_or_else(|| Error::config(FLAG, format!("{hostport:?} is not host:port")))?;
-        if host.is_empty() || host.contains([' ', '@']) {
-            return Err(Error::config(
-                FLAG,
-                format!("{hostport:?} has no valid host"),
-            ));
-        }
-        if !matches!(port.parse::<u16>(), Ok(p) if p > 0) {
-            return Err(Error::config(
-                FLAG,
-                format!("{hostport:?}: port {port:?} is not a number from 1 to 65535"),
-            ));
-        }
+        host_port(hostport).map_err(|why| Error::config(FLAG, why))?;
+        members.push(hostport);
     }
     if let Some(chroot) = chroot
         && chroot != "/"
@@ -336,7 +371,10 @@ fn zk_connect_string(text: &str) -> Result<String> {
             other => other,
         })?;
     }
-    Ok(text.trim().to_owned())
+    // The members as checked, without the blanks around them that the
+    // client library would take as part of a host name (found by
+    // tests/parsers_fuzz.rs); a chroot is a znode path, blanks included.
+    Ok(members.join(",") + chroot.unwrap_or(""))
 }
 
 /// Checks a ZooKeeper election path: absolute, no trailing `/`, no empty,
@@ -399,18 +437,7 @@ fn raft_peers(entries: Vec<(String, Option<(&str, &str)>)>) -> Result<Vec<RaftPe
             .ok_or_else(|| {
                 Error::config(FLAG, format!("{entry:?} has an empty or invalid peer id"))
             })?;
-        let (host, port) = addr
-            .rsplit_once(':')
-            .ok_or_else(|| Error::config(FLAG, format!("{entry:?}: {addr:?} is not host:port")))?;
-        if host.is_empty()
-            || host.contains([' ', '/', '=', ','])
-            || !matches!(port.parse::<u16>(), Ok(p) if p > 0)
-        {
-            return Err(Error::config(
-                FLAG,
-                format!("{entry:?}: {addr:?} is not host:port"),
-            ));
-        }
+        host_port(addr).map_err(|why| Error::config(FLAG, format!("{entry:?}: {why}")))?;
         if !seen.insert(id.clone()) {
             return Err(Error::config(FLAG, format!("peer id {id:?} appears twice")));
         }
@@ -495,6 +522,12 @@ pub(super) mod tests {
             "a:1,,b:2",
             "https://h",
             "h/x:1",
+            "::1:2379",
+            "[::1:2379",
+            "[nope]:1",
+            "ftp://x:1",
+            "a b:1",
+            "u@h:1",
         ] {
             let err = etcd_endpoints(bad).expect_err(bad);
             assert_eq!(flag_of(err), "endpoints", "{bad}");
@@ -519,8 +552,21 @@ pub(super) mod tests {
     #[test]
     fn zk_connect_strings() {
         assert!(zk_connect_string("a:2181,b:2181/apps/x").is_ok());
+        assert_eq!(
+            zk_connect_string(" a:2181 , b:2181/apps/x y").unwrap(),
+            "a:2181,b:2181/apps/x y"
+        );
         assert!(zk_connect_string("a:2181/").is_ok());
-        for bad in ["a", "a:0", "a:2181//x", "a:2181/x/", ":1"] {
+        for bad in [
+            "a",
+            "a:0",
+            "a:2181//x",
+            "a:2181/x/",
+            ":1",
+            "ftp://x",
+            "::1:2181",
+            "127.0.0.1",
+        ] {
             assert_eq!(
                 flag_of(zk_connect_string(bad).unwrap_err()),
                 "endpoints",

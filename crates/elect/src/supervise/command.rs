@@ -56,7 +56,10 @@ impl ChildConfig {
     /// Errors: [`Error::Config`] naming `grace` above 24 h.
     pub fn with_grace(mut self, grace: Duration) -> Result<Self> {
         if grace > MAX_DURATION {
-            return Err(Error::config("grace", "must be at most 24h"));
+            return Err(Error::config(
+                "grace",
+                format!("{}: must be at most 24h", humantime::format_duration(grace)),
+            ));
         }
         self.grace = grace;
         Ok(self)

@@ -130,7 +130,8 @@ pub(super) async fn first_contact(cfg: &ElectionConfig) -> Result<Opened> {
     let connector = connector(cfg)?;
     // The library's own wait for one server: the connection timeout.
     let silent = cfg.ttl / 5;
-    let deadline = tokio::time::Instant::now() + cfg.connect_timeout;
+    let started = tokio::time::Instant::now();
+    let deadline = started + cfg.connect_timeout;
     let mut last = None;
     loop {
         let attempt = tokio::time::Instant::now();
@@ -143,7 +144,15 @@ pub(super) async fn first_contact(cfg: &ElectionConfig) -> Result<Opened> {
                 debug!("no session yet ({e}); trying again within --connect-timeout");
                 last = Some(e);
             }
-            Ok(Err(e)) => return Err(contact_failed(cfg, e)),
+            Ok(Err(e)) => {
+                return Err(match connect_failed(cfg, e) {
+                    e @ Error::Tls { .. } => e,
+                    e => cfg.refused_after(
+                        started.elapsed(),
+                        format!("every server refused at once ({e})"),
+                    ),
+                });
+            }
             Err(_) => {
                 return Err(match last {
                     Some(e) => contact_failed(cfg, e),
