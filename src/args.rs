@@ -58,11 +58,16 @@ pub struct ElectionArgs {
     /// seconds up to 9000000000s; zk: requested session timeout; raft:
     /// election timeout, 10ms to 24h) [default: 10s for etcd and zk, 1s for
     /// raft].
-    #[arg(long, env = "ELECT_TTL")]
+    #[arg(long, env = "ELECT_TTL", allow_hyphen_values = true)]
     pub ttl: Option<String>,
 
     /// How long to wait for the first answer of the service (10ms to 24h).
-    #[arg(long, env = "ELECT_CONNECT_TIMEOUT", default_value = "5s")]
+    #[arg(
+        long,
+        env = "ELECT_CONNECT_TIMEOUT",
+        default_value = "5s",
+        allow_hyphen_values = true
+    )]
     pub connect_timeout: String,
 
     /// Talk TLS, trusting the CA certificates in this PEM file (etcd:
@@ -163,6 +168,9 @@ impl From<FormatArg> for Format {
 impl ExportArgs {
     /// The exporters' configuration.
     pub fn output(&self, format: FormatArg) -> Result<OutputConfig> {
+        if let Some(path) = &self.leader_file {
+            elect::export::check_leader_file(path)?;
+        }
         Ok(OutputConfig {
             format: format.into(),
             leader_file: self.leader_file.clone(),

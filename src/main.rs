@@ -52,10 +52,20 @@ fn main() -> ExitCode {
     match validated.command.execute() {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("elect: {}", message(&e));
-            let code = e
-                .downcast_ref::<elect::Error>()
-                .map_or(1, elect::Error::exit_code);
+            match e.downcast_ref::<elect::Error>() {
+                // Found at run time (a data directory's torn state), but
+                // still the user's input: named by its flag.
+                Some(elect::Error::Config { field, reason }) => {
+                    eprintln!("elect: {}: {reason}", usage::flag_of_field(field));
+                }
+                _ => eprintln!("elect: {}", message(&e)),
+            }
+            let code = if e.downcast_ref::<usage::UsageError>().is_some() {
+                i32::from(USAGE)
+            } else {
+                e.downcast_ref::<elect::Error>()
+                    .map_or(1, elect::Error::exit_code)
+            };
             ExitCode::from(code as u8)
         }
     }

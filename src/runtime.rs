@@ -72,6 +72,26 @@ pub fn shutdown_signals() -> anyhow::Result<mpsc::UnboundedReceiver<Signal>> {
     signals(&SHUTDOWN_SIGNALS)
 }
 
+/// `connecting` (a first contact with the service, which may wait out the
+/// whole connect timeout), unless a shutdown signal comes first: then
+/// the signal, and the attempt is dropped. A user's Ctrl-C or a
+/// supervisor's stop is obeyed at once, not after the connect timeout.
+/// The library's first contacts are cancel safe: nothing is held yet but
+/// what the service ends by itself (see `elect::backend::campaign`).
+pub async fn unless_stopped<T>(
+    shutdown: &mut mpsc::UnboundedReceiver<Signal>,
+    connecting: impl Future<Output = T>,
+) -> std::result::Result<T, Signal> {
+    tokio::select! {
+        done = connecting => Ok(done),
+        sig = shutdown.recv() => {
+            let sig = sig.unwrap_or(Signal::SIGTERM);
+            tracing::info!("{sig} while connecting: stopping, nothing was held");
+            Err(sig)
+        }
+    }
+}
+
 /// `wanted` signals, as one stream.
 pub fn signals(wanted: &[(SignalKind, Signal)]) -> anyhow::Result<mpsc::UnboundedReceiver<Signal>> {
     let (tx, rx) = mpsc::unbounded_channel();

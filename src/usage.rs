@@ -25,13 +25,16 @@ impl UsageError {
     }
 }
 
+/// The flag of the library's configuration field `field`.
+pub fn flag_of_field(field: &str) -> String {
+    format!("--{}", field.replace('_', "-"))
+}
+
 /// The library names a configuration field; the user typed its flag.
 impl From<elect::Error> for UsageError {
     fn from(e: elect::Error) -> Self {
         match e {
-            elect::Error::Config { field, reason } => {
-                UsageError::new(format!("--{}", field.replace('_', "-")), reason)
-            }
+            elect::Error::Config { field, reason } => UsageError::new(flag_of_field(field), reason),
             other => UsageError::new("elect", other.to_string()),
         }
     }
@@ -39,18 +42,10 @@ impl From<elect::Error> for UsageError {
 
 pub type Result<T> = std::result::Result<T, UsageError>;
 
-/// Parses `10s`, `1500ms`, `1m30s`, or a bare number of seconds.
+/// Parses `10s`, `1500ms`, `1m30s`, or a bare number of seconds (see
+/// [`elect::config::parse_duration`]), the error naming `flag`.
 pub fn parse_duration(flag: &str, text: &str) -> Result<Duration> {
-    let text = text.trim();
-    if let Ok(secs) = text.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    humantime::parse_duration(text).map_err(|e| {
-        UsageError::new(
-            flag,
-            format!("{text:?} is not a duration like 10s or 500ms ({e})"),
-        )
-    })
+    elect::config::parse_duration(text).map_err(|why| UsageError::new(flag, why))
 }
 
 /// Where a flag's value came from, when not from its default.

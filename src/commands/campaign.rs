@@ -9,7 +9,7 @@ use elect::export::{Exports, OutputConfig};
 use elect::work::WorkWatch;
 
 use crate::args::{CandidateArgs, ElectionArgs, ExportArgs, FormatArgs};
-use crate::runtime::{context, on_workers, resign, shutdown_signals};
+use crate::runtime::{context, on_workers, resign, shutdown_signals, unless_stopped};
 use crate::usage::Result;
 
 #[derive(Debug, Args)]
@@ -50,7 +50,15 @@ async fn campaign(Request { election, output }: Request) -> anyhow::Result<u8> {
     let mut shutdown = shutdown_signals()?;
     let exports = Exports::prepare(context(&election), output).await?;
     // No work runs under our leadership: nothing for a successor to wait for.
-    let campaign = backend::campaign(&election, WorkWatch::none()).await?;
+    let Ok(campaign) = unless_stopped(
+        &mut shutdown,
+        backend::campaign(&election, WorkWatch::none()),
+    )
+    .await
+    else {
+        return Ok(0);
+    };
+    let campaign = campaign?;
     let running = exports.start(campaign.leadership());
     let mut leadership = campaign.leadership();
     tokio::select! {

@@ -70,6 +70,7 @@ impl Demo {
     }
 
     fn start_peer(&mut self, i: usize) -> anyhow::Result<()> {
+        // Checked by `check_log_filter` before the demo started.
         let log = std::env::var("ELECT_DEMO_LOG").unwrap_or_else(|_| "error".into());
         self.peers
             .start(
@@ -184,5 +185,26 @@ impl Demo {
         self.watch(Duration::from_secs(1))?;
         println!("\n==> stopping every peer");
         Ok(())
+    }
+}
+
+/// Checks ELECT_DEMO_LOG, the peers' log filter (as RUST_LOG takes it),
+/// before any peer starts: a filter the peers would refuse leaves the
+/// demo without its peers' logs, silently.
+pub fn check_log_filter() -> crate::usage::Result<()> {
+    match std::env::var("ELECT_DEMO_LOG") {
+        Ok(filter) => tracing_subscriber::EnvFilter::try_new(&filter)
+            .map(drop)
+            .map_err(|e| {
+                crate::usage::UsageError::new(
+                    "ELECT_DEMO_LOG",
+                    format!("{filter:?} is not a log filter like info or elect=debug ({e})"),
+                )
+            }),
+        Err(std::env::VarError::NotPresent) => Ok(()),
+        Err(std::env::VarError::NotUnicode(_)) => Err(crate::usage::UsageError::new(
+            "ELECT_DEMO_LOG",
+            "is not UTF-8 text",
+        )),
     }
 }

@@ -348,7 +348,12 @@ fn load(state: &Path) -> anyhow::Result<Lab> {
             state.parent().unwrap_or(state).display()
         );
     }
-    Ok(Lab::load(state)?)
+    Lab::load(state).map_err(|e| match e {
+        // The state file is the user's input (a --dir that is not a lab's,
+        // a torn or hand-edited lab.json): named, and exit 2.
+        elect_lab::Error::State(why) => UsageError::new("--dir", why).into(),
+        other => other.into(),
+    })
 }
 
 fn print_lab(lab: &mut Lab, format: FormatArg) {

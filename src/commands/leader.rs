@@ -6,7 +6,7 @@ use elect::config::ElectionConfig;
 use elect::export::{Format, lines};
 
 use crate::args::{ElectionArgs, FormatArgs};
-use crate::runtime::{context, on_workers};
+use crate::runtime::{context, on_workers, shutdown_signals, unless_stopped};
 use crate::usage::Result;
 
 /// The exit code when no one leads.
@@ -41,7 +41,13 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
 }
 
 async fn leader(Request { election, format }: Request) -> anyhow::Result<u8> {
-    let snapshot = backend::leader(&election).await?;
+    let mut shutdown = shutdown_signals()?;
+    let snapshot = match unless_stopped(&mut shutdown, backend::leader(&election)).await {
+        Ok(snapshot) => snapshot?,
+        // No answer to give: the shell's convention for a command a
+        // signal ended.
+        Err(sig) => return Ok(128 + sig as u8),
+    };
     let event = snapshot.event_since(&elect::Leadership::unknown());
     match format {
         Format::Text => {

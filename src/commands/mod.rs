@@ -120,11 +120,84 @@ impl Command {
 /// errors and exits), then validates them.
 pub fn parse() -> Result<Validated> {
     let args = options_after_subcommand(std::env::args_os().collect());
-    let matches = Cli::command().get_matches_from(args);
+    let matches = match Cli::command().try_get_matches_from(&args) {
+        Ok(matches) => matches,
+        Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8 => {
+            return Err(not_utf8(&args));
+        }
+        Err(e) => e.exit(),
+    };
     validate(&matches)
 }
 
+/// clap's "invalid UTF-8 was detected in one or more arguments", with
+/// the flag named: the one written as `--flag=VALUE`, or before the value.
+fn not_utf8(args: &[OsString]) -> crate::usage::UsageError {
+    let at = args.iter().position(|a| a.to_str().is_none());
+    let flag = at.and_then(|i| {
+        let bytes = args[i].as_encoded_bytes();
+        let inline = bytes
+            .starts_with(b"--")
+            .then(|| bytes.iter().position(|&b| b == b'='))
+            .flatten()
+            .and_then(|eq| std::str::from_utf8(&bytes[..eq]).ok());
+        let before = i
+            .checked_sub(1)
+            .and_then(|j| args[j].to_str())
+            .filter(|a| a.starts_with('-'));
+        inline.or(before).map(str::to_owned)
+    });
+    crate::usage::UsageError::new(
+        flag.unwrap_or_else(|| "argument".into()),
+        "is not UTF-8 text; only file paths and the command of `run` may be any bytes",
+    )
+}
+
 fn validate(matches: &ArgMatches) -> Result<Validated> {
+    let (name, sub) = matches.subcommand().expect("clap requires a subcommand");
+    validate_command(matches).map_err(|e| from_variable(e, name, sub))
+}
+
+/// A refused value that came from its environment variable is named by
+/// both, flag and variable: a user who typed no `--ttl` must learn that
+/// ELECT_TTL was the culprit.
+fn from_variable(
+    mut e: crate::usage::UsageError,
+    name: &str,
+    sub: &ArgMatches,
+) -> crate::usage::UsageError {
+    let cli = Cli::command();
+    let Some(command) = cli.find_subcommand(name) else {
+        return e;
+    };
+    // Nested subcommands (`lab up`) declare their own flags.
+    let (command, sub) = match sub.subcommand() {
+        Some((nested, nested_matches)) => match command.find_subcommand(nested) {
+            Some(c) => (c, nested_matches),
+            None => (command, sub),
+        },
+        None => (command, sub),
+    };
+    let Some(long) = e.flag.strip_prefix("--") else {
+        return e;
+    };
+    let from_env = command.get_arguments().find_map(|a| {
+        (a.get_long() == Some(long))
+            .then(|| {
+                a.get_env()
+                    .map(|env| (a.get_id().as_str().to_owned(), env.to_owned()))
+            })
+            .flatten()
+    });
+    if let Some((id, env)) = from_env
+        && crate::usage::source(sub, &id) == Some(clap::parser::ValueSource::EnvVariable)
+    {
+        e.flag = format!("{} (from {})", e.flag, env.to_string_lossy());
+    }
+    e
+}
+
+fn validate_command(matches: &ArgMatches) -> Result<Validated> {
     let cli = Cli::from_arg_matches(matches).unwrap_or_else(|e| e.exit());
     let (name, sub) = matches.subcommand().expect("clap requires a subcommand");
     let mut warnings = ignored_environment(name);
@@ -133,7 +206,10 @@ fn validate(matches: &ArgMatches) -> Result<Validated> {
         CommandArgs::Observe(args) => Command::Observe(args.validate()?),
         CommandArgs::Leader(args) => Command::Leader(args.validate()?),
         CommandArgs::Run(args) => Command::Run(args.validate(sub, &mut warnings)?),
-        CommandArgs::Demo => Command::Demo,
+        CommandArgs::Demo => {
+            demo::check_log_filter()?;
+            Command::Demo
+        }
         CommandArgs::Lab(args) => Command::Lab(args.validate()?),
         CommandArgs::Compare(args) => Command::Compare(args.validate(&mut warnings)?),
         CommandArgs::Simulate(args) => Command::Simulate(args.validate()?),

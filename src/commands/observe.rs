@@ -6,7 +6,7 @@ use elect::config::ElectionConfig;
 use elect::export::{Exports, OutputConfig};
 
 use crate::args::{ElectionArgs, ExportArgs, FormatArgs};
-use crate::runtime::{context, on_workers, shutdown_signals};
+use crate::runtime::{context, on_workers, shutdown_signals, unless_stopped};
 use crate::usage::Result;
 
 #[derive(Debug, Args)]
@@ -42,7 +42,10 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
 async fn observe(Request { election, output }: Request) -> anyhow::Result<u8> {
     let mut shutdown = shutdown_signals()?;
     let exports = Exports::prepare(context(&election), output).await?;
-    let observation = backend::observe(&election).await?;
+    let Ok(observation) = unless_stopped(&mut shutdown, backend::observe(&election)).await else {
+        return Ok(0);
+    };
+    let observation = observation?;
     let running = exports.start(observation.leadership());
     shutdown.recv().await;
     drop(observation);

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::args::{CandidateArgs, ElectionArgs, ExportArgs, FormatArgs};
-use crate::runtime::{SHUTDOWN_SIGNALS, context, on_workers, resign, signals};
+use crate::runtime::{SHUTDOWN_SIGNALS, context, on_workers, resign, signals, unless_stopped};
 use crate::usage::{Result, UsageError, parse_duration};
 
 #[derive(Debug, Args)]
@@ -34,7 +34,12 @@ pub struct RunArgs {
 
     /// Time between SIGTERM and SIGKILL when leadership is lost or elect is
     /// stopped (at most 24h); never extends past the leadership deadline.
-    #[arg(long, env = "ELECT_GRACE", default_value = "5s")]
+    #[arg(
+        long,
+        env = "ELECT_GRACE",
+        default_value = "5s",
+        allow_hyphen_values = true
+    )]
     grace: String,
 
     /// Whether the command is started again when it exits while this
@@ -62,10 +67,17 @@ pub struct RunArgs {
     /// or one whose leader dies, is run again by the next candidate within
     /// the period. Periods start at multiples of PERIOD since the Unix
     /// epoch (UTC). etcd and ZooKeeper only; implies --exit-on-loss.
-    #[arg(long, env = "ELECT_ONCE", value_name = "PERIOD")]
+    #[arg(
+        long,
+        env = "ELECT_ONCE",
+        value_name = "PERIOD",
+        allow_hyphen_values = true
+    )]
     once: Option<String>,
 
-    /// The command and its arguments (any bytes, passed as they are).
+    /// The command and its arguments (any bytes, passed as they are). The
+    /// command must resolve before the campaign starts: a path to an
+    /// executable file, or a name found on PATH.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<OsString>,
 }
@@ -136,12 +148,16 @@ impl RunArgs {
             .once
             .map(|text| once_period(&text, &election, self.restart))
             .transpose()?;
+        let program = self.command.first().cloned();
         let child = ChildConfig::new(self.command)
             .map_err(|_| UsageError::new("CMD", "the command to run is empty"))?
             .with_grace(grace)?
             .with_restart(self.restart.into())
             .with_exit_on_loss(self.exit_on_loss || once.is_some())
             .with_containment(self.contain.into());
+        if let Some(program) = program {
+            resolve_program(&program)?;
+        }
         Ok(Request {
             election,
             output,
@@ -151,10 +167,41 @@ impl RunArgs {
     }
 }
 
+/// Checks, before campaigning, that CMD names a program that can be
+/// started: a path to an executable file, or a name found on PATH as
+/// `execvp` would find it. A typo is then exit 2 at once, not a failure
+/// found only after winning an election.
+fn resolve_program(program: &std::ffi::OsStr) -> Result<()> {
+    use nix::unistd::{AccessFlags, access};
+    let runnable = |path: &std::path::Path| {
+        path.metadata().is_ok_and(|m| m.is_file()) && access(path, AccessFlags::X_OK).is_ok()
+    };
+    let shown = program.to_string_lossy();
+    if program.as_encoded_bytes().contains(&b'/') {
+        let path = std::path::Path::new(program);
+        return match path.metadata() {
+            Err(e) => Err(UsageError::new("CMD", format!("{shown}: {e}"))),
+            Ok(m) if !m.is_file() => Err(UsageError::new("CMD", format!("{shown} is not a file"))),
+            Ok(_) if !runnable(path) => {
+                Err(UsageError::new("CMD", format!("{shown} is not executable")))
+            }
+            Ok(_) => Ok(()),
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    if std::env::split_paths(&path).any(|dir| runnable(&dir.join(program))) {
+        return Ok(());
+    }
+    Err(UsageError::new(
+        "CMD",
+        format!("{shown:?} is not an executable found on PATH"),
+    ))
+}
+
 /// `--once`'s period, checked against what else was asked.
 fn once_period(text: &str, election: &ElectionConfig, restart: RestartArg) -> Result<Duration> {
     let length = parse_duration("--once", text)?;
-    Period::check_length(length).map_err(|e| UsageError::new("--once", e.to_string()))?;
+    Period::check_length(length).map_err(UsageError::from)?;
     if election.backend() == Backend::Raft {
         return Err(UsageError::new(
             "--once",
@@ -273,8 +320,16 @@ async fn run_while_leading(
                 .duration_since(std::time::UNIX_EPOCH)
                 .ok()
                 .map(|d| d.as_secs());
-            let records = CompletionRecords::open(&election).await?;
-            if records.completed(&period).await? {
+            let Ok(records) =
+                unless_stopped(&mut shutdown, CompletionRecords::open(&election)).await
+            else {
+                return Ok(0);
+            };
+            let records = records?;
+            let Ok(done) = unless_stopped(&mut shutdown, records.completed(&period)).await else {
+                return Ok(0);
+            };
+            if done? {
                 info!("{period} is done already: not running the command");
                 return Ok(0);
             }
@@ -283,7 +338,12 @@ async fn run_while_leading(
         None => None,
     };
     let (work, work_watch) = elect::work::channel();
-    let campaign = backend::campaign(&election, work_watch).await?;
+    let Ok(campaign) =
+        unless_stopped(&mut shutdown, backend::campaign(&election, work_watch)).await
+    else {
+        return Ok(0);
+    };
+    let campaign = campaign?;
     let running = exports.start(campaign.leadership());
     if let Some((period, records)) = &periodic {
         let turn = periodic_turn(&campaign.leadership(), &mut shutdown, period, records).await?;

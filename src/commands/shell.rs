@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::usage::UsageError;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 
@@ -49,6 +50,11 @@ pub fn completions(shell: Shell, mut cmd: clap::Command) -> anyhow::Result<u8> {
 /// Writes a man page for `elect` and for each of its subcommands, at every
 /// depth, into `out`; prints the paths written.
 pub fn man(out: &Path, mut cmd: clap::Command) -> anyhow::Result<u8> {
+    if out.exists() && !out.is_dir() {
+        return Err(
+            UsageError::new("--out", format!("{} is not a directory", out.display())).into(),
+        );
+    }
     std::fs::create_dir_all(out).with_context(|| format!("--out: creating {}", out.display()))?;
     let mut written = Vec::new();
     write_pages(&mut cmd, "elect", out, &mut written)?;
@@ -68,6 +74,9 @@ fn write_pages(
     let mut page = cmd.clone().name(name.to_owned());
     page.build();
     let path = out.join(format!("{name}.1"));
+    // Never through a FIFO (the write would block) or over a device.
+    elect::input::check_writable_file(&path)
+        .map_err(|e| UsageError::new("--out", e.to_string()))?;
     let mut text = Vec::new();
     clap_mangen::Man::new(page)
         .render(&mut text)

@@ -34,7 +34,8 @@ pub struct SimulateArgs {
     #[arg(long, value_enum, default_value = "worst")]
     pub case: CaseArg,
 
-    /// Runs to average (with --case random, each its own draw).
+    /// Runs to average (with --case random, each its own draw), 1 to
+    /// 100000.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
 
@@ -66,7 +67,7 @@ pub struct SimulateArgs {
 
     /// Run at each of these sizes (e.g. 4,8,16,...,1024) instead of
     /// --nodes.
-    #[arg(long, value_name = "N,N,...")]
+    #[arg(long, value_name = "N,N,...", conflicts_with = "nodes")]
     pub sweep: Option<String>,
 
     /// With --sweep: draw messages and time against N, beside the
@@ -102,6 +103,10 @@ pub struct Request {
     json: bool,
 }
 
+/// The most runs one invocation averages: beyond it the mean moves by
+/// less than it can show, and the run takes hours at the larger sizes.
+const MAX_RUNS: usize = 100_000;
+
 impl SimulateArgs {
     pub fn validate(self) -> Result<Request, UsageError> {
         let algorithms = self.fault_tolerant(self.algorithms()?)?;
@@ -109,8 +114,20 @@ impl SimulateArgs {
         if self.plot.is_some() && self.sweep.is_none() {
             return Err(UsageError::new("--plot", "draws a --sweep; give one"));
         }
+        if let Some(plot) = &self.plot {
+            // Written at the end: a FIFO there would block, a device
+            // would be written over.
+            elect::input::check_writable_file(plot)
+                .map_err(|e| UsageError::new("--plot", e.to_string()))?;
+        }
         if self.runs == 0 {
             return Err(UsageError::new("--runs", "0 runs simulate nothing"));
+        }
+        if self.runs > MAX_RUNS {
+            return Err(UsageError::new(
+                "--runs",
+                format!("{}: at most {MAX_RUNS} runs", self.runs),
+            ));
         }
         Ok(Request {
             algorithms,
