@@ -27,7 +27,7 @@ pub struct CompareArgs {
     pub scenarios: Option<String>,
 
     /// The TTL per backend, e.g. etcd=2s,zk=2s,raft=150ms [default: those].
-    #[arg(long, value_name = "BACKEND=DURATION,...")]
+    #[arg(long, value_name = "BACKEND=DURATION,...", allow_hyphen_values = true)]
     pub ttl: Option<String>,
 
     /// Output: a table for people, or one JSON row per line (a

@@ -23,6 +23,38 @@ pub(crate) struct Ensembles {
     pub(crate) security: Option<elect_lab::Security>,
 }
 
+/// How long a named member may take to accept a connection.
+const REACH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Whether some member of `endpoints` (checked `host:port,...`, a
+/// ZooKeeper chroot after the list) accepts a TCP connection within
+/// [`REACH_TIMEOUT`]: a named ensemble nobody answers at fails the run at
+/// once instead of trials waiting on it one by one.
+fn accepts_connections(endpoints: &str) -> Result<(), String> {
+    use std::net::ToSocketAddrs;
+    let hosts = endpoints.split('/').next().unwrap_or(endpoints);
+    let mut last = String::from("no address");
+    for member in hosts.split(',').map(str::trim) {
+        let member = member.trim_start_matches("http://").trim_end_matches('/');
+        let addrs = match member.to_socket_addrs() {
+            Ok(a) => a,
+            Err(e) => {
+                last = format!("{member}: {e}");
+                continue;
+            }
+        };
+        for addr in addrs {
+            match std::net::TcpStream::connect_timeout(&addr, REACH_TIMEOUT) {
+                Ok(_) => return Ok(()),
+                Err(e) => last = format!("{addr}: {e}"),
+            }
+        }
+    }
+    Err(format!(
+        "no member of {endpoints} accepts connections ({last})"
+    ))
+}
+
 impl Ensembles {
     /// The ensembles `plan` names, and those it needs started: a lab of
     /// three members per backend. A backend whose ensemble cannot start
@@ -41,6 +73,14 @@ impl Ensembles {
             etcd: named(&plan.etcd_endpoints),
             zk: named(&plan.zk_endpoints),
         };
+        for (flag, given) in [
+            ("--etcd-endpoints", &plan.etcd_endpoints),
+            ("--zk-endpoints", &plan.zk_endpoints),
+        ] {
+            if let Some(endpoints) = given {
+                accepts_connections(endpoints).map_err(|why| anyhow::anyhow!("{flag}: {why}"))?;
+            }
+        }
         let mut etcd = usize::from(wants(Backend::Etcd) && plan.etcd_endpoints.is_none()) * 3;
         let mut zk = usize::from(wants(Backend::Zk) && plan.zk_endpoints.is_none()) * 3;
         if plan.mode == Mode::Processes {

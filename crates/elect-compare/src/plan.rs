@@ -123,6 +123,9 @@ impl Plan {
         let ttl = ttls(&options.ttl)?;
         check_sizes(&options, &scenarios)?;
         check_ensembles(&options)?;
+        if let Some(dir) = &options.report {
+            check_report(dir)?;
+        }
         Ok(Plan {
             backends,
             scenarios,
@@ -251,6 +254,37 @@ fn check_sizes(options: &Options, scenarios: &[Scenario]) -> Result<(), PlanErro
     Ok(())
 }
 
+/// `--report DIR` can be written, checked before a run of many minutes
+/// rather than after it: an existing, writable directory, or a path
+/// whose parent is one (the directory is made at the end).
+fn check_report(dir: &std::path::Path) -> Result<(), PlanError> {
+    use nix::unistd::{AccessFlags, access};
+    let writable = |d: &std::path::Path| access(d, AccessFlags::W_OK | AccessFlags::X_OK).is_ok();
+    let refuse = |why: String| {
+        Err(PlanError::new(
+            "--report",
+            format!("{}: {why}", dir.display()),
+        ))
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => refuse("exists and is not a directory".into()),
+        Ok(_) if !writable(dir) => refuse("is not writable".into()),
+        Ok(_) => Ok(()),
+        Err(_) => {
+            let parent = match dir.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => std::path::Path::new("."),
+            };
+            match std::fs::metadata(parent) {
+                Ok(m) if m.is_dir() && writable(parent) => Ok(()),
+                Ok(m) if m.is_dir() => refuse(format!("{} is not writable", parent.display())),
+                Ok(_) => refuse(format!("{} is not a directory", parent.display())),
+                Err(e) => refuse(format!("{}: {e}", parent.display())),
+            }
+        }
+    }
+}
+
 /// Ensembles the user names: plain `host:port` lists, never with
 /// `--secure` (which starts a secured lab of its own).
 fn check_ensembles(options: &Options) -> Result<(), PlanError> {
@@ -267,6 +301,19 @@ fn check_ensembles(options: &Options) -> Result<(), PlanError> {
                 flag,
                 "TLS endpoints are not supported by compare yet",
             ));
+        }
+        // The library's own checks, as `--endpoints` has them.
+        let parsed = if flag == "--etcd-endpoints" {
+            elect::config::EtcdEndpoints::parse(v).map(drop)
+        } else {
+            elect::config::ZkEnsemble::parse(v).map(drop)
+        };
+        if let Err(e) = parsed {
+            let reason = match e {
+                elect::Error::Config { reason, .. } => reason,
+                other => other.to_string(),
+            };
+            return Err(PlanError::new(flag, reason));
         }
         if options.secure {
             return Err(PlanError::new(
@@ -331,7 +378,7 @@ mod tests {
             f(&mut o);
             o
         };
-        let cases: [(Change, &str); 8] = [
+        let cases: [(Change, &str); 13] = [
             (
                 |o| o.ttl = vec![(Backend::Etcd, Duration::from_millis(1500))],
                 "--ttl",
@@ -348,6 +395,20 @@ mod tests {
                 |o| o.zk_endpoints = Some("a:2181,,b:2181".into()),
                 "--zk-endpoints",
             ),
+            (
+                |o| o.zk_endpoints = Some("127.0.0.1".into()),
+                "--zk-endpoints",
+            ),
+            (
+                |o| o.etcd_endpoints = Some("ftp://x".into()),
+                "--etcd-endpoints",
+            ),
+            (
+                |o| o.etcd_endpoints = Some("127.0.0.1:99999".into()),
+                "--etcd-endpoints",
+            ),
+            (|o| o.report = Some("/dev/null/r".into()), "--report"),
+            (|o| o.report = Some("/nonexistent/dir/r".into()), "--report"),
             (
                 |o| {
                     o.secure = true;
