@@ -283,6 +283,26 @@ pub struct History {
     pub end: Option<End>,
 }
 
+/// A history's files as text, for [`History::parse`]; `service.jsonl`
+/// and `end.json` may be missing.
+#[derive(Debug, Clone, Default)]
+pub struct Texts {
+    /// `meta.json`.
+    pub meta: String,
+    /// `store.jsonl`.
+    pub store: String,
+    /// `procs.jsonl`.
+    pub procs: String,
+    /// `lines.jsonl`.
+    pub lines: String,
+    /// `faults.jsonl`.
+    pub faults: String,
+    /// `service.jsonl`, when recorded.
+    pub service: Option<String>,
+    /// `end.json`, when the soak ended cleanly.
+    pub end: Option<String>,
+}
+
 /// Why a history could not be read.
 #[derive(Debug)]
 pub struct ReadError(pub String);
@@ -298,29 +318,57 @@ impl std::error::Error for ReadError {}
 impl History {
     /// Reads the history in `dir`. `end.json` may be missing (a soak that
     /// was killed); every other file must be there and parse.
+    ///
+    /// A history is judged whole or not at all: a file cut mid-line, a
+    /// line that does not parse, a file that is not a regular file of at
+    /// most [`MAX_FILE_BYTES`], is refused, naming the file and line. A
+    /// judge that convicted on a torn record would report violations that
+    /// never happened.
     pub fn read(dir: &Path) -> Result<History, ReadError> {
-        let text = |name: &str| {
-            std::fs::read_to_string(dir.join(name))
-                .map_err(|e| ReadError(format!("{}: {e}", dir.join(name).display())))
+        let text = |name: &str| read_text(&dir.join(name));
+        // Files that histories of earlier versions, or of a killed soak,
+        // lack: absent is allowed, unreadable is not.
+        let optional = |name: &str| match read_text(&dir.join(name)) {
+            Ok(t) => Ok(Some(t)),
+            Err(_) if std::fs::symlink_metadata(dir.join(name)).is_err() => Ok(None),
+            Err(e) => Err(e),
         };
-        let meta: Meta = serde_json::from_str(&text("meta.json")?)
-            .map_err(|e| ReadError(format!("{}: {e}", dir.join("meta.json").display())))?;
-        let end = match std::fs::read_to_string(dir.join("end.json")) {
-            Ok(t) => Some(
-                serde_json::from_str(&t)
-                    .map_err(|e| ReadError(format!("{}: {e}", dir.join("end.json").display())))?,
-            ),
-            Err(_) => None,
+        History::parse(
+            dir,
+            &Texts {
+                meta: text("meta.json")?,
+                store: text("store.jsonl")?,
+                procs: text("procs.jsonl")?,
+                lines: text("lines.jsonl")?,
+                faults: text("faults.jsonl")?,
+                service: optional("service.jsonl")?,
+                end: optional("end.json")?,
+            },
+        )
+    }
+
+    /// The history whose files hold `texts`, as [`History::read`] judges
+    /// them whole; `dir` only names them in errors.
+    ///
+    /// Errors: a file that does not parse whole, naming it and its line.
+    pub fn parse(dir: &Path, texts: &Texts) -> Result<History, ReadError> {
+        let whole = |name: &str, e: serde_json::Error| {
+            ReadError(format!("{}: {e}", dir.join(name).display()))
+        };
+        let meta: Meta = serde_json::from_str(&texts.meta).map_err(|e| whole("meta.json", e))?;
+        let end = match &texts.end {
+            Some(t) => Some(serde_json::from_str(t).map_err(|e| whole("end.json", e))?),
+            None => None,
         };
         Ok(History {
             meta,
-            store: jsonl(dir, "store.jsonl", &text("store.jsonl")?)?,
-            procs: jsonl(dir, "procs.jsonl", &text("procs.jsonl")?)?,
-            lines: jsonl(dir, "lines.jsonl", &text("lines.jsonl")?)?,
-            faults: jsonl(dir, "faults.jsonl", &text("faults.jsonl")?)?,
-            service: match std::fs::read_to_string(dir.join("service.jsonl")) {
-                Ok(t) => jsonl(dir, "service.jsonl", &t)?,
-                Err(_) => Vec::new(),
+            store: jsonl(dir, "store.jsonl", &texts.store)?,
+            procs: jsonl(dir, "procs.jsonl", &texts.procs)?,
+            lines: jsonl(dir, "lines.jsonl", &texts.lines)?,
+            faults: jsonl(dir, "faults.jsonl", &texts.faults)?,
+            service: match &texts.service {
+                Some(t) => jsonl(dir, "service.jsonl", t)?,
+                None => Vec::new(),
             },
             end,
         })
@@ -332,27 +380,102 @@ impl History {
     }
 }
 
-/// Lines of JSON; a torn last line (the recorder was killed mid-write) is
-/// dropped, any other bad line is an error.
+/// The most of one history file the judge reads (an hour's soak
+/// records well under a gigabyte).
+pub const MAX_FILE_BYTES: u64 = 4 << 30;
+
+/// A history file's text. The judge imports nothing of the code it
+/// judges, so this is its own checked open, the twin of the library's
+/// `elect::input::read_regular`: opened without blocking (a FIFO), a
+/// regular file only (not `/dev/zero`), bounded.
+fn read_text(path: &Path) -> Result<String, ReadError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let failed = |why: String| ReadError(format!("{}: {why}", path.display()));
+    // O_NONBLOCK | O_NOCTTY on Linux.
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(0o4000 | 0o400)
+        .open(path)
+        .map_err(|e| failed(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| failed(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(failed("not a regular file".into()));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(failed(format!("larger than {MAX_FILE_BYTES} bytes")));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| failed(e.to_string()))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(failed(format!("larger than {MAX_FILE_BYTES} bytes")));
+    }
+    String::from_utf8(bytes).map_err(|e| failed(format!("not UTF-8 text ({e})")))
+}
+
+/// Lines of JSON, every one whole: a file that does not end with a line
+/// end was cut mid-write (a recorder killed, a copy truncated), and a
+/// line that does not parse is not a record; both are refused, naming
+/// the file and line, rather than judged without them.
 fn jsonl<T: serde::de::DeserializeOwned>(
     dir: &Path,
     name: &str,
     text: &str,
 ) -> Result<Vec<T>, ReadError> {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let path = dir.join(name);
+    let lines: Vec<&str> = text.lines().collect();
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err(ReadError(format!(
+            "{} line {}: cut mid-line (no line end): the history is not whole, and is not judged",
+            path.display(),
+            lines.len()
+        )));
+    }
     let mut out = Vec::with_capacity(lines.len());
     for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
         match serde_json::from_str(line) {
             Ok(v) => out.push(v),
-            Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => {}
             Err(e) => {
                 return Err(ReadError(format!(
-                    "{} line {}: {e}",
-                    dir.join(name).display(),
+                    "{} line {}: {e}: the history is not whole, and is not judged",
+                    path.display(),
                     i + 1
                 )));
             }
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod reading {
+    use super::*;
+
+    #[test]
+    fn torn_or_garbled_lines_are_refused_naming_file_and_line() {
+        let dir = Path::new("/h");
+        let ok: Vec<serde_json::Value> = jsonl(dir, "f.jsonl", "{}\n{}\n").unwrap();
+        assert_eq!(ok.len(), 2);
+        assert!(
+            jsonl::<serde_json::Value>(dir, "f.jsonl", "")
+                .unwrap()
+                .is_empty()
+        );
+        let torn = jsonl::<serde_json::Value>(dir, "f.jsonl", "{}\n{\"k\":").unwrap_err();
+        assert!(
+            torn.0.starts_with("/h/f.jsonl line 2: cut mid-line"),
+            "{torn}"
+        );
+        let whole_but_cut = jsonl::<serde_json::Value>(dir, "f.jsonl", "{}\n{}").unwrap_err();
+        assert!(whole_but_cut.0.contains("line 2"), "{whole_but_cut}");
+        let garbled = jsonl::<serde_json::Value>(dir, "f.jsonl", "{}\nnope\n{}\n").unwrap_err();
+        assert!(garbled.0.starts_with("/h/f.jsonl line 2: "), "{garbled}");
+        let special = read_text(Path::new("/dev/zero")).unwrap_err();
+        assert!(special.0.contains("not a regular file"), "{special}");
+    }
 }

@@ -107,7 +107,7 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Outcome,
     if let Some(lab) = lab {
         stop_ensembles(lab, dir, progress);
     }
-    let outcome = check(&history, dir)?;
+    let outcome = check(&History::read(&history)?, dir)?;
     Ok(outcome)
 }
 
@@ -316,13 +316,13 @@ fn probe(
     )
 }
 
-/// Judges the history in `history` and writes the report into `report`.
+/// Judges the history `h` (read whole with `History::read`) and writes
+/// the report into `report`.
 ///
-/// Errors: the history cannot be read.
-pub fn check(history: &Path, report: &Path) -> Result<Outcome, Error> {
-    let h = History::read(history)?;
-    let judgement = elect_judge::judge(&h);
-    elect_judge::report::write(report, &judgement, &h)?;
+/// Errors: the report cannot be written.
+pub fn check(h: &History, report: &Path) -> Result<Outcome, Error> {
+    let judgement = elect_judge::judge(h);
+    elect_judge::report::write(report, &judgement, h)?;
     Ok(Outcome {
         judgement,
         report: report.to_owned(),

@@ -18,7 +18,7 @@ pub struct SoakArgs {
     backend: Vec<String>,
 
     /// How long faults are dealt (at least 30s), e.g. 1h.
-    #[arg(long, default_value = "10m")]
+    #[arg(long, default_value = "10m", allow_hyphen_values = true)]
     duration: String,
 
     /// The seed every fault is drawn from [default: one drawn now, and
@@ -70,8 +70,8 @@ pub struct SoakArgs {
 #[derive(Debug)]
 pub enum Request {
     Soak(Box<Options>),
-    /// The history, and where its report goes.
-    Check(PathBuf, PathBuf),
+    /// The history read whole, its directory, and where its report goes.
+    Check(Box<elect_judge::history::History>, PathBuf, PathBuf),
 }
 
 impl SoakArgs {
@@ -98,7 +98,11 @@ impl SoakArgs {
                     history.clone()
                 }
             });
-            return Ok(Request::Check(history, report));
+            // Read whole now: a torn or garbled history is bad input
+            // (exit 2, naming its file and line), never judged.
+            let read = elect_judge::history::History::read(&history)
+                .map_err(|e| UsageError::new("--check", e.to_string()))?;
+            return Ok(Request::Check(Box::new(read), history, report));
         }
         let bin = std::env::current_exe().map_err(|e| {
             UsageError::new("elect", format!("finding elect's own executable: {e}"))
@@ -110,8 +114,10 @@ impl SoakArgs {
         };
         let options = match self.schedule {
             Some(path) => {
-                let s = Schedule::read(&path)
-                    .map_err(|e| UsageError::new("--schedule", e.to_string()))?;
+                let s = Schedule::read(&path).map_err(|e| match e {
+                    elect_soak::Error::Input { flag, why } => UsageError::new(flag, why),
+                    other => UsageError::new("--schedule", other.to_string()),
+                })?;
                 Options {
                     backends: s.backends,
                     duration: std::time::Duration::from_micros(s.duration),
@@ -171,9 +177,13 @@ fn drawn_seed() -> u64 {
 /// Runs the request; the exit code: 0 when every check held,
 /// [`elect_compare::SAFETY_FAILED`] when any failed.
 pub fn run(request: Request) -> anyhow::Result<u8> {
-    let outcome = match request {
-        Request::Check(history, report) => elect_soak::check(&history, &report)?,
-        Request::Soak(options) => elect_soak::run(&options, &mut |line| eprintln!("{line}"))?,
+    let (outcome, history) = match request {
+        Request::Check(read, history, report) => (elect_soak::check(&read, &report)?, history),
+        Request::Soak(options) => {
+            let outcome = elect_soak::run(&options, &mut |line| eprintln!("{line}"))?;
+            let history = outcome.report.join("history");
+            (outcome, history)
+        }
     };
     let j = &outcome.judgement;
     println!("{}", elect_judge::report::headline(j));
@@ -195,10 +205,17 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
             }
         }
     }
+    // A history written before schedules were recorded, or copied
+    // without it, has none to replay.
+    let schedule = history.join("schedule.json");
+    let replay = if schedule.is_file() {
+        format!("; replay with --schedule {}", schedule.display())
+    } else {
+        String::new()
+    };
     eprintln!(
-        "report: {} (report.html, report.md, verdict.json; replay with --schedule {})",
+        "report: {} (report.html, report.md, verdict.json{replay})",
         outcome.report.display(),
-        outcome.report.join("history/schedule.json").display()
     );
     Ok(if j.held {
         0
