@@ -930,6 +930,10 @@ fn cases(s: &Scratch) -> Vec<Case> {
         }
     }
     all.push(case(&["lab", "--format", "env", "down"], "--format"));
+    for action in ["up", "status", "down"] {
+        all.push(case(&["lab", "--dir", "/dev/null", action], "--dir"));
+        all.push(case(&["lab", "--dir", garbage.as_str(), action], "--dir"));
+    }
 
     // compare and simulate.
     for (args, flag) in [

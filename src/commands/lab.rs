@@ -180,6 +180,14 @@ impl LabArgs {
         let dir = self.dir.clone().unwrap_or_else(|| {
             std::env::temp_dir().join(format!("elect-lab-{}", unsafe { libc::getuid() }))
         });
+        if let Ok(meta) = std::fs::metadata(&dir)
+            && !meta.is_dir()
+        {
+            return Err(UsageError::new(
+                "--dir",
+                format!("{} exists and is not a directory", dir.display()),
+            ));
+        }
         if let LabAction::Soak(soak) = self.action {
             if self.format != FormatArg::Text {
                 return Err(UsageError::new(
