@@ -6,7 +6,7 @@ use elect::config::ElectionConfig;
 use elect::export::{Format, lines};
 
 use crate::args::{ElectionArgs, FormatArgs};
-use crate::runtime::{context, on_workers, shutdown_signals, unless_stopped};
+use crate::runtime::{SHUTDOWN_SIGNALS, context, on_workers, signals, unless_stopped};
 use crate::usage::Result;
 
 /// The exit code when no one leads.
@@ -41,7 +41,13 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
 }
 
 async fn leader(Request { election, format }: Request) -> anyhow::Result<u8> {
-    let mut shutdown = shutdown_signals()?;
+    // A one-shot read: Ctrl-Z may suspend it as any command (the
+    // election commands resign instead), so SIGTSTP is not among these.
+    let stops: Vec<_> = SHUTDOWN_SIGNALS
+        .into_iter()
+        .filter(|&(_, sig)| sig != nix::sys::signal::Signal::SIGTSTP)
+        .collect();
+    let mut shutdown = signals(&stops)?;
     let snapshot = match unless_stopped(&mut shutdown, backend::leader(&election)).await {
         Ok(snapshot) => snapshot?,
         // No answer to give: the shell's convention for a command a
