@@ -208,7 +208,14 @@ impl RaftPeers {
             .split(',')
             .filter(|_| !text.trim().is_empty())
             .map(str::trim)
-            .map(|entry| (entry.to_owned(), entry.split_once('=')));
+            // Blanks around '=' are no part of an id or an address
+            // ("a = h:1"; found by tests/parsers_fuzz.rs).
+            .map(|entry| {
+                let parts = entry
+                    .split_once('=')
+                    .map(|(id, addr)| (id.trim(), addr.trim()));
+                (entry.to_owned(), parts)
+            });
         Ok(RaftPeers {
             peers: raft_peers(entries.collect())?,
         })
@@ -616,6 +623,8 @@ pub(super) mod tests {
         assert_eq!(peers.ids().collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(peers.address_of("b"), Some("h:2"));
         assert_eq!(peers.address_of("c"), None);
+        let spaced = RaftPeers::parse("a = 127.0.0.1:7001 ,b= h:2").unwrap();
+        assert_eq!(spaced, peers);
         let built = RaftPeers::new([("a", "127.0.0.1:7001"), ("b", "h:2")]).unwrap();
         assert_eq!(built, peers);
         for bad in [
