@@ -1166,9 +1166,15 @@ fn signals_during_the_connect_wait_end_the_command_at_once() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // Long enough for the handlers to be in place and the first
-        // attempt to be refused.
-        std::thread::sleep(Duration::from_millis(500));
+        // Once the handler is in place (a signal before it would end the
+        // process by its default action, which proves nothing), and the
+        // first attempt has been refused.
+        let handled = Instant::now();
+        while !catches(child.id(), sig) {
+            assert!(handled.elapsed() < PROMPTLY, "{tail:?} never caught {sig}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(300));
         let sent = Instant::now();
         kill(Pid::from_raw(child.id() as i32), sig).unwrap();
         let status = loop {
@@ -1195,6 +1201,17 @@ fn signals_during_the_connect_wait_end_the_command_at_once() {
             "{tail:?} took {took:?} after {sig}"
         );
     }
+}
+
+/// Whether process `pid` has a handler for `sig` (`SigCgt` in its
+/// status).
+fn catches(pid: u32, sig: nix::sys::signal::Signal) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (sig as i32 - 1)) != 0)
 }
 
 /// The exit-codes page lists every code the binary gives, and says what
