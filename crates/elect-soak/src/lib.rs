@@ -28,13 +28,13 @@ pub mod record;
 pub mod rng;
 pub mod run;
 pub mod sampler;
+pub mod schedule;
 pub mod scripts;
 pub mod store;
 pub mod world;
 
 mod end;
 
-pub use options::{
-    Backend, Error, MAX_CANDIDATES, MIN_CANDIDATES, MIN_DURATION, Options, Schedule,
-};
+pub use options::{Backend, Error, MAX_CANDIDATES, MIN_CANDIDATES, MIN_DURATION, Options};
 pub use run::{Outcome, check, run};
+pub use schedule::Schedule;

@@ -11,10 +11,11 @@ use elect_judge::{History, Judgement};
 use elect_lab::Mode;
 
 use crate::nemesis::Nemesis;
-use crate::options::{Backend, Error, LINE_SLACK, Options, SAMPLER_PERIOD, Schedule};
+use crate::options::{Backend, Error, LINE_SLACK, Options, SAMPLER_PERIOD};
 use crate::probe::Probe;
 use crate::record::Recorder;
 use crate::sampler::Sampler;
+use crate::schedule::Schedule;
 use crate::store::Store;
 use crate::world::{self, BackendWorld, Shared};
 use crate::{end, rng};
