@@ -257,6 +257,12 @@ pub struct Held {
 pub struct End {
     /// One entry per thing left behind.
     pub leftovers: Vec<Leftover>,
+    /// Keys, znodes and leases still held a second after the stop that
+    /// went within their election's TTL, with their session or lease: not
+    /// left behind. Empty in histories recorded before they were told
+    /// apart.
+    #[serde(default)]
+    pub expired: Vec<Leftover>,
 }
 
 /// A key, znode, lease or process left behind.

@@ -98,6 +98,18 @@ fn intro(s: &mut String, j: &Judgement, h: &History) {
     if !j.end_recorded {
         let _ = writeln!(s, "The end was not recorded: leftovers were not judged.\n");
     }
+    let expired = h.end.as_ref().map_or(&[][..], |e| &e.expired[..]);
+    if !expired.is_empty() {
+        let _ = writeln!(
+            s,
+            "Still held a second after the stop, gone within their election's TTL (with their session or lease, not left behind): {}.\n",
+            expired
+                .iter()
+                .map(|l| format!("{} {} of {}", l.what, l.name, l.e))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
 }
 
 /// Per election: its violations and its figures; the periodic jobs' runs.

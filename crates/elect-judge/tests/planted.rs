@@ -413,8 +413,30 @@ fn leftovers_are_refused() {
             what: "key".into(),
             name: "soak/elect/694d".into(),
         }],
+        expired: Vec::new(),
     });
     assert_eq!(kinds(&h), vec![Kind::Leftover]);
+}
+
+/// A znode that went with its session within the TTL after the stop is
+/// reported, not refused.
+#[test]
+fn what_went_with_its_session_is_not_left_behind() {
+    let mut h = clean();
+    h.end = Some(End {
+        leftovers: Vec::new(),
+        expired: vec![Leftover {
+            e: "etcd/elect".into(),
+            what: "key".into(),
+            name: "soak/elect/694d".into(),
+        }],
+    });
+    assert_eq!(kinds(&h), vec![]);
+    let j = judge(&h);
+    assert!(
+        elect_judge::report::markdown(&j, &h).contains("gone within their election's TTL"),
+        "the report says what went with its session"
+    );
 }
 
 /// A second run of a period's job 12 s after the first completed is

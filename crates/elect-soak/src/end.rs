@@ -4,6 +4,18 @@
 //! and stress-ng are its children). Another soak's are not counted. A periodic job's completion records are
 //! kept for a period past their own by design, on a lease of their own:
 //! they are not counted.
+//!
+//! A key, znode or lease still there a second after the stop is looked
+//! for again once its election's TTL has passed. What went meanwhile went
+//! with its session or lease, as the service promises: a candidate that
+//! died, or whose resignation could not reach the service, leaves exactly
+//! that, and nobody waits on it longer than a TTL. What is still there then
+//! is an orphan (etcd #21128, stolon #659: it would block every later
+//! election) and is left behind. Both are recorded; only the orphans are
+//! violations. A process is left behind at the first look: a command that
+//! outlives its candidate by a second already broke containment.
+
+use std::time::Duration;
 
 use elect_judge::history::{End, Leftover};
 
@@ -12,20 +24,63 @@ use crate::options::Backend;
 use crate::sampler::env_var;
 use crate::world::BackendWorld;
 
+/// The longest a session or lease of an election is waited for to end by
+/// itself: longer TTLs (`etcdctl elect`'s 60 s sessions) are not waited
+/// out, and what they hold counts as left behind.
+const LONGEST_EXPIRY: Duration = Duration::from_secs(10);
+
+/// Beyond the TTL: etcd scans for expired leases every 500 ms, and
+/// ZooKeeper expires sessions in tick-sized buckets.
+const EXPIRY_SLACK: Duration = Duration::from_millis(1_500);
+
 /// Waits a moment for resignations to land, then lists what soak `id`
-/// left.
+/// left; what is still held in a service then is looked for again once
+/// its election's TTL has passed (see the module's doc).
 pub fn leftovers(worlds: &[BackendWorld], id: &str) -> End {
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    let mut leftovers = Vec::new();
+    const SETTLE: Duration = Duration::from_secs(1);
+    std::thread::sleep(SETTLE);
+    let held = held(worlds);
+    let wait = held
+        .iter()
+        .filter_map(|l| ttl_of(worlds, &l.e))
+        .filter(|ttl| *ttl <= LONGEST_EXPIRY)
+        .max()
+        .map_or(Duration::ZERO, |ttl| {
+            (ttl + EXPIRY_SLACK).saturating_sub(SETTLE)
+        });
+    let (leftovers, expired) = if wait.is_zero() {
+        (held, Vec::new())
+    } else {
+        std::thread::sleep(wait);
+        let still = self::held(worlds);
+        let expired = held.into_iter().filter(|l| !still.contains(l)).collect();
+        (still, expired)
+    };
+    let mut leftovers = leftovers;
+    leftovers.extend(processes(id));
+    End { leftovers, expired }
+}
+
+/// The keys, znodes and leases of the soak's elections in their services.
+fn held(worlds: &[BackendWorld]) -> Vec<Leftover> {
+    let mut out = Vec::new();
     for w in worlds {
         match w.backend {
-            Backend::Etcd => etcd(w, &mut leftovers),
-            Backend::Zk => zk(w, &mut leftovers),
+            Backend::Etcd => etcd(w, &mut out),
+            Backend::Zk => zk(w, &mut out),
             Backend::Raft => {}
         }
     }
-    leftovers.extend(processes(id));
-    End { leftovers }
+    out
+}
+
+/// The TTL of the election whose key in the history is `key`.
+fn ttl_of(worlds: &[BackendWorld], key: &str) -> Option<Duration> {
+    worlds
+        .iter()
+        .flat_map(|w| &w.elections)
+        .find(|e| e.meta.key == key)
+        .map(|e| Duration::from_millis(e.meta.ttl_ms))
 }
 
 fn is_record(key: &[u8]) -> bool {
