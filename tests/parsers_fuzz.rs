@@ -8,9 +8,10 @@
 //! Each parser must never panic, and what it accepts must read back the
 //! same (an endpoint list shown and parsed again is the same list); a
 //! history that parses is judged without panicking. In CI each parser
-//! gets a few thousand inputs; `ELECT_FUZZ_SECS=3600 cargo nextest run
-//! --test parsers_fuzz` runs each for that long instead (the closing
-//! notes and `docs/src/development/testing.md` give the last long run).
+//! gets a few thousand inputs; `ELECT_FUZZ_SECS=3600 cargo test --release
+//! --test parsers_fuzz` runs each for that long instead (cargo's own
+//! runner: nextest ends a test after three minutes), and
+//! `docs/src/development/testing.md` gives the last long run.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
