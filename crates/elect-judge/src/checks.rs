@@ -142,6 +142,10 @@ pub struct Figures {
     pub periods_done: usize,
     pub periodic_runs: usize,
     pub periodic_reruns: usize,
+    /// Znodes left at the end that only a member diverging from the
+    /// ensemble kept (the service's findings name it): not a leftover of
+    /// the election's.
+    pub left_by_the_service: Vec<String>,
 }
 
 /// The judgement of one election.
@@ -297,7 +301,7 @@ fn judge_election(
     judging.stale_writers();
     judging.line_contradictions();
     judging.writes_and_liveness(service);
-    judging.leftovers();
+    judging.leftovers(service);
     let Judging { mut v, figures, .. } = judging;
     v.sort_by_key(|x| x.at);
     ElectionVerdict {
@@ -589,10 +593,24 @@ impl Judging<'_> {
         }
     }
 
-    /// What this election left behind after the end.
-    fn leftovers(&mut self) {
+    /// What this election left behind after the end. A znode the
+    /// service's own records show a member keeping against the ensemble
+    /// to the end (a zombie, or a divergence: see [`crate::service`]) is
+    /// the service's, not the election's: no candidate holds its session,
+    /// and a candidate that reads through that member waits behind it.
+    fn leftovers(&mut self, service: &[crate::service::Finding]) {
         if let Some(end) = &self.h.end {
             for l in end.leftovers.iter().filter(|l| l.e == self.e.key) {
+                let kept_by_the_service = l.what == "znode"
+                    && service.iter().any(|f| {
+                        f.path == l.name
+                            && matches!(f.kind.as_str(), "zombie" | "divergence")
+                            && f.to >= self.h.meta.ended
+                    });
+                if kept_by_the_service {
+                    self.figures.left_by_the_service.push(l.name.clone());
+                    continue;
+                }
                 self.v.push(violation(
                     self.h,
                     self.e,

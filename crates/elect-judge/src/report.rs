@@ -98,6 +98,23 @@ fn intro(s: &mut String, j: &Judgement, h: &History) {
     if !j.end_recorded {
         let _ = writeln!(s, "The end was not recorded: leftovers were not judged.\n");
     }
+    let kept: Vec<String> = j
+        .elections
+        .iter()
+        .flat_map(|e| {
+            e.figures
+                .left_by_the_service
+                .iter()
+                .map(move |name| format!("znode {name} of {}", e.key))
+        })
+        .collect();
+    if !kept.is_empty() {
+        let _ = writeln!(
+            s,
+            "Still there at the end, kept only by a member diverging from the ensemble (see what the service got wrong; not left behind by a candidate): {}.\n",
+            kept.join("; ")
+        );
+    }
     let expired = h.end.as_ref().map_or(&[][..], |e| &e.expired[..]);
     if !expired.is_empty() {
         let _ = writeln!(

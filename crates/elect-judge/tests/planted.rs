@@ -418,6 +418,56 @@ fn leftovers_are_refused() {
     assert_eq!(kinds(&h), vec![Kind::Leftover]);
 }
 
+/// A znode left at the end that only a member kept, its session no
+/// longer tracked by the leader (a zombie, as seed 4106 found after a
+/// rolling restart), is the service's, named in the report; the same
+/// znode with no such record is the election's leftover.
+#[test]
+fn a_znode_only_a_diverging_member_kept_is_the_service_s() {
+    let path = "/soak-once/_c_x-latch-0000000000";
+    let left = |h: &mut History| {
+        h.end = Some(End {
+            leftovers: vec![Leftover {
+                e: "etcd/elect".into(),
+                what: "znode".into(),
+                name: path.into(),
+            }],
+            expired: Vec::new(),
+        });
+    };
+    let mut h = clean();
+    left(&mut h);
+    assert_eq!(kinds(&h), vec![Kind::Leftover]);
+
+    h.service = vec![
+        ServiceRecord::Zk {
+            t: 0,
+            member: "zk-1".into(),
+            mode: "leader".into(),
+            held: vec![],
+            sessions: vec!["0x1".into()],
+        },
+        ServiceRecord::Zk {
+            t: 5 * S,
+            member: "zk-2".into(),
+            mode: "follower".into(),
+            held: vec![Held {
+                e: "etcd/elect".into(),
+                path: path.into(),
+                owner: "0x9".into(),
+            }],
+            sessions: vec![],
+        },
+    ];
+    assert_eq!(kinds(&h), vec![]);
+    let j = judge(&h);
+    assert_eq!(j.elections[0].figures.left_by_the_service, [path]);
+    assert!(
+        elect_judge::report::markdown(&j, &h).contains("kept only by a member diverging"),
+        "the report says whose it is"
+    );
+}
+
 /// A znode that went with its session within the TTL after the stop is
 /// reported, not refused.
 #[test]
