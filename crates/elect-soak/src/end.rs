@@ -39,8 +39,8 @@ const EXPIRY_SLACK: Duration = Duration::from_millis(1_500);
 pub fn leftovers(worlds: &[BackendWorld], id: &str) -> End {
     const SETTLE: Duration = Duration::from_secs(1);
     std::thread::sleep(SETTLE);
-    let held = held(worlds);
-    let wait = held
+    let first = held(worlds);
+    let wait = first
         .iter()
         .filter_map(|l| ttl_of(worlds, &l.e))
         .filter(|ttl| *ttl <= LONGEST_EXPIRY)
@@ -48,17 +48,25 @@ pub fn leftovers(worlds: &[BackendWorld], id: &str) -> End {
         .map_or(Duration::ZERO, |ttl| {
             (ttl + EXPIRY_SLACK).saturating_sub(SETTLE)
         });
-    let (leftovers, expired) = if wait.is_zero() {
-        (held, Vec::new())
-    } else {
+    let (mut leftovers, mut expired) = (first, Vec::new());
+    if !wait.is_zero() {
         std::thread::sleep(wait);
-        let still = self::held(worlds);
-        let expired = held.into_iter().filter(|l| !still.contains(l)).collect();
-        (still, expired)
-    };
-    let mut leftovers = leftovers;
+        let still = held(worlds);
+        expired = leftovers
+            .into_iter()
+            .filter(|l| !still.iter().any(|s| same(s, l)))
+            .collect();
+        leftovers = still;
+    }
     leftovers.extend(processes(id));
     End { leftovers, expired }
+}
+
+/// Whether two listings name the same thing: a lease's name carries its
+/// remaining TTL after its id, which changes between them.
+fn same(a: &Leftover, b: &Leftover) -> bool {
+    let id = |l: &Leftover| l.name.split(' ').next().unwrap_or_default().to_owned();
+    a.e == b.e && a.what == b.what && id(a) == id(b)
 }
 
 /// The keys, znodes and leases of the soak's elections in their services.
@@ -259,4 +267,37 @@ pub fn versions() -> Vec<(String, String)> {
     .into_iter()
     .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v)))
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn left(what: &str, name: &str) -> Leftover {
+        Leftover {
+            e: "etcd/elect".into(),
+            what: what.into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn a_lease_listed_twice_is_the_same_though_its_remaining_ttl_moved() {
+        let lease = |remaining: u32| {
+            left(
+                "lease",
+                &format!("694d (no keys attached; TTL(2s), remaining({remaining}s))"),
+            )
+        };
+        assert!(same(&lease(2), &lease(1)));
+        assert!(!same(
+            &lease(2),
+            &left("lease", "694e (TTL(2s), remaining(2s))")
+        ));
+        assert!(!same(&left("key", "694d"), &left("lease", "694d")));
+        assert!(same(
+            &left("znode", "/e/_c_x-latch-0000000001"),
+            &left("znode", "/e/_c_x-latch-0000000001")
+        ));
+    }
 }
