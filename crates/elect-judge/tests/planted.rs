@@ -404,15 +404,20 @@ fn a_frozen_candidate_says_nothing() {
     assert_eq!(kinds(&h), vec![]);
 }
 
+/// A `what` named `name` of the planted election, at the end.
+fn of_the_election(what: &str, name: &str) -> Leftover {
+    Leftover {
+        e: "etcd/elect".into(),
+        what: what.into(),
+        name: name.into(),
+    }
+}
+
 #[test]
 fn leftovers_are_refused() {
     let mut h = clean();
     h.end = Some(End {
-        leftovers: vec![Leftover {
-            e: "etcd/elect".into(),
-            what: "key".into(),
-            name: "soak/elect/694d".into(),
-        }],
+        leftovers: vec![of_the_election("key", "soak/elect/694d")],
         expired: Vec::new(),
     });
     assert_eq!(kinds(&h), vec![Kind::Leftover]);
@@ -425,18 +430,11 @@ fn leftovers_are_refused() {
 #[test]
 fn a_znode_only_a_diverging_member_kept_is_the_service_s() {
     let path = "/soak-once/_c_x-latch-0000000000";
-    let left = |h: &mut History| {
-        h.end = Some(End {
-            leftovers: vec![Leftover {
-                e: "etcd/elect".into(),
-                what: "znode".into(),
-                name: path.into(),
-            }],
-            expired: Vec::new(),
-        });
-    };
     let mut h = clean();
-    left(&mut h);
+    h.end = Some(End {
+        leftovers: vec![of_the_election("znode", path)],
+        expired: Vec::new(),
+    });
     assert_eq!(kinds(&h), vec![Kind::Leftover]);
 
     h.service = vec![
@@ -468,18 +466,14 @@ fn a_znode_only_a_diverging_member_kept_is_the_service_s() {
     );
 }
 
-/// A znode that went with its session within the TTL after the stop is
+/// A key that went with its lease within the TTL after the stop is
 /// reported, not refused.
 #[test]
 fn what_went_with_its_session_is_not_left_behind() {
     let mut h = clean();
     h.end = Some(End {
         leftovers: Vec::new(),
-        expired: vec![Leftover {
-            e: "etcd/elect".into(),
-            what: "key".into(),
-            name: "soak/elect/694d".into(),
-        }],
+        expired: vec![of_the_election("key", "soak/elect/694d")],
     });
     assert_eq!(kinds(&h), vec![]);
     let j = judge(&h);
