@@ -19,8 +19,9 @@
 //!    operator deleted has stopped its work before we start; a successor
 //!    handed over by its predecessor's touch (the `handover` module) finds
 //!    its marker written for it and skips 2 to 5;
-//! 6. lead until the lease deadline passes, the lease is gone, or a view at
-//!    or after our confirmation shows another leader.
+//! 6. lead until the lease deadline passes, the lease is gone, our key is
+//!    gone, or a view at or after our confirmation shows another leader,
+//!    as the [`Stint`](super::recipe::Stint) decides (`stint.rs` drives it).
 //!
 //! Losing leadership ends the candidacy: the lease is revoked once the work
 //! has stopped, and a new candidacy starts on a fresh lease.
@@ -43,6 +44,7 @@ use super::lease::Lease;
 use super::observe::View;
 use super::recipe::{Resignation, ResignationInput, ResignationNext, Touch, Transaction};
 use super::renewal::{LeaseState, Renewer};
+use super::stint::Tenure;
 use super::{transaction, turn};
 use crate::backend::backoff::Backoff;
 use crate::backend::publish::Reporter;
@@ -87,14 +89,14 @@ pub struct Candidate {
     /// One client per endpoint, for lease keepalives.
     renewers: Vec<Renewer>,
     pub(super) cfg: ElectionConfig,
-    reporter: Reporter<View>,
+    pub(super) reporter: Reporter<View>,
     work: WorkWatch,
-    resign: CancellationToken,
+    pub(super) resign: CancellationToken,
     /// The key and create revision of the current candidacy.
     current: Option<(String, i64)>,
     /// While we lead: our key and the next in line, whom a resignation
     /// hands over to.
-    leader_watch: Option<LeaderWatch>,
+    pub(super) leader_watch: Option<LeaderWatch>,
 }
 
 impl Candidate {
@@ -381,85 +383,18 @@ impl Candidate {
             Ok(confirmed_at) => confirmed_at,
             Err(outcome) => return outcome,
         };
-        let outcome = self
-            .lead(&mut lease_state, lease.id, &key, my_rev, confirmed_at)
-            .await;
+        let tenure = Tenure {
+            key: &key,
+            lease: lease.id,
+            token: my_rev,
+            confirmed_at,
+        };
+        let outcome = self.lead(&mut lease_state, tenure).await;
         if !matches!(outcome, Outcome::Resigned { .. }) {
             // Lost: nobody to hand over to.
             self.leader_watch = None;
         }
         outcome
-    }
-
-    /// Leads until something says we may not.
-    async fn lead(
-        &mut self,
-        lease_state: &mut watch::Receiver<LeaseState>,
-        lease: i64,
-        key: &str,
-        token: i64,
-        confirmed_at: i64,
-    ) -> Outcome {
-        let client = self.client.clone();
-        let mut deadline = lease_state.borrow_and_update().deadline;
-        info!(token, "elected");
-        self.reporter.leading = true;
-        self.reporter.publish(Leadership::elected(
-            self.cfg.id.clone(),
-            token as u64,
-            deadline,
-        ));
-        // Our own key is watched directly, so its deletion is acted on at
-        // the event rather than one read later through the observer; the
-        // same watch keeps who is next for our resignation.
-        let own = CandidateKey {
-            key: key.as_bytes().to_vec(),
-            id: self.cfg.id.clone(),
-            create_revision: token,
-            lease,
-        };
-        let watch =
-            LeaderWatch::start(self.client.clone(), layout::prefix(&self.cfg.election), own);
-        let mut key_gone = watch.key_gone();
-        self.leader_watch = Some(watch);
-        loop {
-            tokio::select! {
-                _ = self.resign.cancelled() => return Outcome::Resigned { led: true },
-                _ = sleep_until(deadline) => {
-                    warn_counted!("lease not renewed before the deadline; stepping down");
-                    return Outcome::Lost { led: true, deadline };
-                }
-                Ok(()) = lease_state.changed() => {
-                    let state = *lease_state.borrow_and_update();
-                    if state.expired {
-                        return Outcome::Lost { led: true, deadline: BootInstant::now() };
-                    }
-                    deadline = state.deadline;
-                    self.reporter
-                        .publish(Leadership::elected(self.cfg.id.clone(), token as u64, deadline));
-                }
-                Ok(_) = key_gone.wait_for(|gone| *gone) => {
-                    warn_counted!("our key is gone from etcd (deleted or its lease revoked)");
-                    break;
-                }
-                Ok(()) = self.reporter.view.changed() => {
-                    let view = self.reporter.view.borrow_and_update().clone();
-                    if contradicts(&view, key.as_bytes(), confirmed_at) {
-                        warn_counted!("another leader is seen; our key is gone");
-                        break;
-                    }
-                }
-            }
-        }
-        // Our key is gone. Stop the work at once, within the lease deadline;
-        // then learn whether the lease itself is gone too (revoked), in which
-        // case someone else may lead already and the work must die now.
-        self.reporter.demoted(deadline);
-        let deadline = loss_deadline(&client, lease, lease_state).await;
-        Outcome::Lost {
-            led: true,
-            deadline,
-        }
     }
 
     /// Runs one step of a candidacy, reporting the leader meanwhile and
@@ -531,40 +466,6 @@ impl Candidate {
     }
 }
 
-/// Whether `view` proves our key is no longer the leader's: it reflects a
-/// revision at or after the one at which we confirmed our key, and names a
-/// different leader (or none). Older views are ignored: they may predate us.
-fn contradicts(view: &View, own_key: &[u8], confirmed_at: i64) -> bool {
-    view.current
-        && view.revision >= confirmed_at
-        && view.leader.as_ref().is_none_or(|l| l.key != own_key)
-}
-
-/// How long the work of a leader whose key is gone may take to stop. If
-/// our lease still lives, successors of ours wait for it (see step 3), so
-/// the lease deadline bounds the work; if the lease is gone (revoked), or we
-/// cannot tell, someone else may lead already: now.
-async fn loss_deadline(
-    client: &Client,
-    lease: i64,
-    lease_state: &watch::Receiver<LeaseState>,
-) -> BootInstant {
-    let state = *lease_state.borrow();
-    let now = BootInstant::now();
-    if state.expired || state.deadline <= now {
-        return now;
-    }
-    let asked = tokio::time::timeout(
-        state.deadline - now,
-        Box::pin(client.lease_client().time_to_live(lease, None)),
-    )
-    .await;
-    match asked {
-        Ok(Ok(resp)) if resp.ttl() > 0 => state.deadline,
-        _ => BootInstant::now(),
-    }
-}
-
 /// Puts our key unless it exists (then reads it): Go's campaign txn.
 /// Returns our create revision. Retries until it succeeds.
 async fn create_key(client: &Client, key: &str, id: &str, lease: i64, patience: Duration) -> i64 {
@@ -596,39 +497,4 @@ async fn create_key(client: &Client, key: &str, id: &str, lease: i64, patience: 
         ))
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    pub(super) fn view(key: Option<&str>, revision: i64) -> View {
-        View {
-            leader: key.map(|k| CandidateKey {
-                key: k.as_bytes().to_vec(),
-                id: "x".into(),
-                create_revision: 1,
-                lease: 1,
-            }),
-            current: true,
-            revision,
-        }
-    }
-
-    #[test]
-    fn only_newer_views_contradict() {
-        assert!(
-            !contradicts(&view(Some("e/1"), 10), b"e/2", 11),
-            "older view"
-        );
-        assert!(contradicts(&view(Some("e/1"), 11), b"e/2", 11));
-        assert!(contradicts(&view(None, 12), b"e/2", 11));
-        assert!(!contradicts(&view(Some("e/2"), 12), b"e/2", 11));
-        let mut stale = view(None, 20);
-        stale.current = false;
-        assert!(
-            !contradicts(&stale, b"e/2", 11),
-            "a broken watch proves nothing"
-        );
-    }
 }

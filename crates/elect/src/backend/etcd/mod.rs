@@ -9,7 +9,8 @@
 //!   where the local leadership deadline comes from.
 //! - [`observe`]: who leads, from a fresh read plus a watch on one key.
 //! - [`campaign`]: create our key, wait for our predecessor only, confirm,
-//!   lead until the deadline or a contradiction, resign.
+//!   lead (`stint.rs`, driving [`recipe::Stint`]) until the deadline or a
+//!   contradiction, resign.
 //! - [`handover`]: a resigning leader hands over to the next in line in
 //!   its resignation's transaction, so the successor needs no read.
 //! - [`recipe`]: every decision of a candidacy (our turn, taking office,
@@ -37,6 +38,7 @@ pub mod periodic;
 pub mod recipe;
 mod renewal;
 pub(crate) mod session;
+mod stint;
 pub mod tenure;
 mod transaction;
 mod turn;

@@ -29,9 +29,15 @@
 //!   the term read before it and the one read linearizably after it must
 //!   be the same.
 //!
-//! Invariant, in every state: the client's deadline, in global time, is
-//! never after the server's expiry. Teeth, each a rule of the recipe
-//! switched off: counting from the answer's arrival instead of the ping's
+//! The leader's stint (`recipe::Stint`), driven unchanged, is handed
+//! every deadline the renewal proves and polled at each step of the
+//! client's clock.
+//!
+//! Invariants, in every state: the client's deadline, in global time, is
+//! never after the server's expiry, and the stint does not lead once the
+//! lease may have expired. Teeth, each a rule of the recipes
+//! switched off: a stint that leads on past its deadline, counting from
+//! the answer's arrival instead of the ping's
 //! send, or crediting a late answer to the ping that is out, is caught;
 //! without the leadership check, renewing without the term proof, or
 //! reading the terms without comparing them, is caught.
@@ -43,7 +49,8 @@ use stateright::{Checker, Model, Property};
 use crate::backend::model_check::breadth_first;
 
 use crate::backend::etcd::recipe::{
-    Grant, Mutation, Renewal, RenewalInput, RenewalNext, RenewalRequest,
+    Grant, Mutation, Renewal, RenewalInput, RenewalNext, RenewalRequest, Stint, StintInput,
+    StintNext,
 };
 use crate::backend::recipe::Recipe;
 use crate::clock::BootInstant;
@@ -75,6 +82,10 @@ struct World {
     given_up: u32,
     /// The client's deadline, in global ns.
     deadline: u64,
+    /// The leader's stint, the production recipe, fed the renewal's
+    /// deadlines; and whether it leads, as it last said.
+    stint: Stint,
+    leading: bool,
     /// The server's expiry, in global ns.
     expiry: u64,
     leader_changes: u8,
@@ -138,18 +149,42 @@ impl World {
     /// ours (the latest of all, as `keep_alive` keeps it); a ping it
     /// sends is on its way.
     fn drive(&mut self) {
+        let now = self.client_now();
         loop {
-            match self.renewal.poll(self.client_now()) {
-                RenewalNext::Renewed { deadline } => {
-                    let deadline = self.client_global(deadline.as_nanos());
+            match self.renewal.poll(now) {
+                RenewalNext::Renewed { deadline: local } => {
+                    let deadline = self.client_global(local.as_nanos());
                     self.deadline = self.deadline.max(deadline);
+                    self.stint.input(now, StintInput::Renewed(local));
                 }
                 RenewalNext::Send { request, .. } => {
                     self.out = true;
                     self.request = Some(request);
+                    break;
+                }
+                RenewalNext::Wait(_) => break,
+                RenewalNext::LeaseGone => {
+                    self.stint.input(now, StintInput::LeaseEnded);
+                    break;
+                }
+            }
+        }
+        self.lead();
+    }
+
+    /// Does what the stint says at the client's now: whether we lead.
+    fn lead(&mut self) {
+        let now = self.client_now();
+        loop {
+            match self.stint.poll(now) {
+                StintNext::Lead { .. } => self.leading = true,
+                StintNext::Demoted { .. } => self.leading = false,
+                StintNext::Ended(_) => {
+                    self.leading = false;
                     return;
                 }
-                RenewalNext::Wait(_) | RenewalNext::LeaseGone => return,
+                StintNext::Wait(_) => return,
+                StintNext::Send(request) => unreachable!("{request:?}: our key is never lost here"),
             }
         }
     }
@@ -187,6 +222,8 @@ impl Model for Lease {
                     answer: None,
                     given_up: 0,
                     deadline: 0,
+                    stint: Stint::new(1, grant.deadline).mutated(self.mutation),
+                    leading: false,
                     expiry: 0,
                     leader_changes: 0,
                     term: 1,
@@ -284,6 +321,9 @@ impl Model for Lease {
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
             Property::always(NEVER_PAST_EXPIRY, |_, w: &World| w.deadline <= w.expiry),
+            Property::always(NOBODY_LEADS_PAST_EXPIRY, |_, w: &World| {
+                !w.leading || step_ns(w.now) < w.expiry
+            }),
             Property::sometimes("the lease is renewed past the grant", |_, w: &World| {
                 w.deadline > step_ns(12)
             }),
@@ -333,6 +373,7 @@ impl Lease {
 }
 
 const NEVER_PAST_EXPIRY: &str = "the deadline is never after the expiry";
+const NOBODY_LEADS_PAST_EXPIRY: &str = "nobody leads once the lease may have expired";
 
 /// The bounds CI checks: two pings given up, and 7 s of model time (2.3
 /// TTL), or 5 s (1.7 TTL) where each ping is proven (three requests each,
@@ -412,19 +453,34 @@ fn counting_from_the_answer_or_crediting_a_late_answer_is_caught() {
     }
 }
 
+/// A stint that leads on past its deadline is caught: the lease expires
+/// while it leads.
+#[test]
+fn leading_past_the_deadline_is_caught() {
+    caught_breaking(
+        bounded(Servers::Checked, Some(Mutation::LeadPastDeadline)),
+        "leading past the deadline",
+        NOBODY_LEADS_PAST_EXPIRY,
+    );
+}
+
 /// Checks `model` until the deadline's safety property breaks
 /// (breadth-first, so on a short trace), and says in how many steps.
 fn caught(model: Lease, what: &str) {
-    let finish = stateright::HasDiscoveries::AnyOf([NEVER_PAST_EXPIRY].into());
+    caught_breaking(model, what, NEVER_PAST_EXPIRY);
+}
+
+fn caught_breaking(model: Lease, what: &str, property: &'static str) {
+    let finish = stateright::HasDiscoveries::AnyOf([property].into());
     let checker = breadth_first(
         model.checker().finish_when(finish),
         &format!("etcd deadline model, {what}"),
     );
     let path = checker
-        .discovery(NEVER_PAST_EXPIRY)
+        .discovery(property)
         .unwrap_or_else(|| panic!("{what} must be caught"));
     eprintln!(
-        "{what}: caught ({NEVER_PAST_EXPIRY}) in {} steps: {:?}",
+        "{what}: caught ({property}) in {} steps: {:?}",
         path.clone().into_actions().len(),
         path.into_actions()
     );

@@ -3,7 +3,8 @@
 //! beside it, checked rather than only argued. Every decision is the
 //! production recipes' (`recipe`), driven unchanged: the wait for our
 //! turn (`WaitForTurn`), the way to office (`TakeOffice`), the leader's
-//! following of its next in line (`NextInLine`) and the release
+//! stint (`Stint`: when it stops leading, and by when its work must stop)
+//! and its following of its next in line (`NextInLine`), and the release
 //! (`Resignation`). The model answers their requests from the key space
 //! and hands them the watches' events, as `campaign.rs` and `handover.rs`
 //! do; what is modelled is etcd (the key space, its revisions, leases,
@@ -47,7 +48,13 @@
 //! deletes one key by hand, any key. A lease lapses only after its
 //! holder's work has stopped (the local deadline comes first:
 //! `model::deadline` checks that rule), and a candidate past its
-//! lease's end never starts to lead, for its deadline has passed.
+//! lease's end never starts to lead, for its deadline has passed. A
+//! leader's deadline may pass (`DeadlinePasses`): its stint is polled at
+//! the deadline, and a stint that leads on past it finds its lease
+//! expired right after. A leader whose key is gone while its lease lives
+//! is told by its stint to stop its work by the deadline, not at once:
+//! the work runs on (`Lost { working }`) until it stops, and only then is
+//! the lease revoked or released.
 //!
 //! Invariants, in every state: at most one candidate's work runs, and
 //! nobody starts to lead while a key older than its own is left.
@@ -61,7 +68,7 @@
 //!
 //! Teeth, each a rule of the production recipes switched off
 //! ([`Mutation`]): leading without a tenure marker, a release sent before
-//! the work stopped (overlap); a next in line that is not the oldest
+//! the work stopped, a stint that leads on past its deadline (overlap); a next in line that is not the oldest
 //! younger key, a touch without its guard, a deletion of the predecessor
 //! taken as our turn without a read (out of order). The recipe's wait for
 //! a predecessor's lease has no counterexample where tenure markers are
@@ -103,14 +110,16 @@ use crate::backend::etcd::layout::{self, CandidateKey, ELECT_LEASE_TAG, Ours};
 use crate::backend::etcd::recipe::{
     Answer, Claim, ClaimAnswer, Compare, KeyEvent, Mutation, NextInLine, NextInLineInput,
     NextInLineNext, OfficeInput, OfficeNext, Op, OpResult, Pick, Resignation, ResignationInput,
-    ResignationNext, TakeOffice, Transaction, Turn, TurnCheck, TurnInput, TurnNext, TurnRequest,
-    WaitForTurn,
+    ResignationNext, Stint, StintEnd, StintInput, StintNext, StintRequest, TakeOffice, Transaction,
+    Turn, TurnCheck, TurnInput, TurnNext, TurnRequest, WaitForTurn,
 };
 use crate::backend::recipe::Recipe;
 use crate::clock::BootInstant;
 
-/// The recipes here keep no time: every instant is this one.
+/// The recipes here keep no time: every instant is this one, but for a
+/// leader's deadline, which is `DEADLINE` until it passes.
 const NOW: BootInstant = BootInstant::from_nanos(0);
+const DEADLINE: BootInstant = BootInstant::from_nanos(1_000_000_000);
 
 /// What `recipe` asks for now, without changing it: the model's actions
 /// only look.
@@ -458,10 +467,13 @@ enum Phase {
         mine: u8,
         working: bool,
     },
-    /// The candidacy is lost and its work stopped; what remains is the
-    /// revoke or the marker, then a new candidacy.
+    /// The candidacy is lost; once its work has stopped (`working` until
+    /// then: a leader whose key is gone while its lease lives may work
+    /// until its deadline), what remains is the revoke or the marker, then
+    /// a new candidacy.
     Lost {
         mine: u8,
+        working: bool,
     },
     Done,
 }
@@ -476,6 +488,7 @@ struct Candidate {
     turn: Option<WaitForTurn>,
     office: Option<TakeOffice>,
     line: Option<NextInLine>,
+    stint: Option<Stint>,
     resignation: Option<Resignation>,
 }
 
@@ -484,6 +497,7 @@ impl Candidate {
         matches!(
             self.phase,
             Phase::Leading { .. }
+                | Phase::Lost { working: true, .. }
                 | Phase::Releasing { working: true, .. }
                 | Phase::Released { working: true, .. }
         )
@@ -852,15 +866,22 @@ impl Election {
         let office = c.office.as_mut().expect("on the way to office");
         office.input(NOW, input);
         match peek(office) {
-            OfficeNext::Lead { .. } => {
+            OfficeNext::Lead { confirmed_at } => {
                 let own = Self::own_key(c, mine).candidate();
                 c.line = Some(NextInLine::new(own).mutated(self.mutation()));
+                let mut stint = Stint::new(confirmed_at, DEADLINE).mutated(self.mutation());
+                let lead = stint.poll(NOW);
+                debug_assert!(matches!(lead, StintNext::Lead { .. }), "{lead:?}");
+                c.stint = Some(stint);
                 c.office = None;
                 c.phase = Phase::Leading { mine, watch: None };
             }
             OfficeNext::Vanished => {
                 c.office = None;
-                c.phase = Phase::Lost { mine };
+                c.phase = Phase::Lost {
+                    mine,
+                    working: false,
+                };
             }
             _ => {}
         }
@@ -869,9 +890,52 @@ impl Election {
     /// Candidate `i`'s candidacy is lost: its work stopped with it.
     fn lose(w: &mut World, i: usize, mine: u8) {
         let c = &mut w.candidates[i];
-        c.phase = Phase::Lost { mine };
+        c.phase = Phase::Lost {
+            mine,
+            working: false,
+        };
         c.office = None;
         c.line = None;
+        c.stint = None;
+    }
+
+    /// Hands candidate `i`'s stint `input` at `now` and does what it then
+    /// says: asked whether the lease lives, the store answers; ended, the
+    /// candidacy is lost, its work stopped now or (`stop_by` ahead) still
+    /// stopping. A stint that leads on leaves the candidate leading.
+    fn drive_stint(w: &mut World, i: usize, now: BootInstant, input: Option<StintInput>) {
+        let Phase::Leading { mine, .. } = w.candidates[i].phase else {
+            return;
+        };
+        let lease = w.candidates[i].lease;
+        let ended = w.store().ended[lease as usize];
+        let Some(mut stint) = w.candidates[i].stint.take() else {
+            return;
+        };
+        if let Some(input) = input {
+            stint.input(now, input);
+        }
+        loop {
+            match stint.poll(now) {
+                StintNext::Lead { .. } | StintNext::Demoted { .. } => {}
+                StintNext::Send(StintRequest::AskLease) => {
+                    stint.input(now, StintInput::LeaseLives(Some(!ended)));
+                }
+                StintNext::Wait(_) => {
+                    w.candidates[i].stint = Some(stint);
+                    return;
+                }
+                StintNext::Ended(StintEnd::Lost { stop_by, .. }) if stop_by > now => {
+                    Self::lose(w, i, mine);
+                    w.candidates[i].phase = Phase::Lost {
+                        mine,
+                        working: true,
+                    };
+                    return;
+                }
+                StintNext::Ended(_) => return Self::lose(w, i, mine),
+            }
+        }
     }
 
     /// A candidate that has just decided to lead: past its lease's end
@@ -911,6 +975,7 @@ impl Model for Election {
                 turn: None,
                 office: None,
                 line: None,
+                stint: None,
                 resignation: None,
             })
             .collect();
@@ -1027,7 +1092,8 @@ impl Model for Election {
                                 actions.push(Action::LeaderCompacted(i));
                             }
                         }
-                        NextInLineNext::OwnKeyGone => unreachable!("leading on a key that is gone"),
+                        // Led on by a stint whose rule is off.
+                        NextInLineNext::OwnKeyGone => {}
                     }
                     if room {
                         actions.push(Action::Resign(i));
@@ -1053,6 +1119,7 @@ impl Model for Election {
                         actions.push(Action::Revoke(i));
                     }
                 }
+                Phase::Lost { working: true, .. } => actions.push(Action::StopWork(i)),
                 Phase::Lost { .. } if room => actions.push(Action::Recover(i)),
                 _ => {}
             }
@@ -1280,7 +1347,7 @@ impl Model for Election {
                 let gone = peek(line) == NextInLineNext::OwnKeyGone;
                 c.phase = Phase::Leading { mine, watch: None };
                 if gone {
-                    Self::lose(&mut w, i, mine);
+                    Self::drive_stint(&mut w, i, NOW, Some(StintInput::OwnKeyGone));
                 }
             }
             Action::LeaderWatch(i) => {
@@ -1309,7 +1376,7 @@ impl Model for Election {
                     }),
                 };
                 if gone {
-                    Self::lose(&mut w, i, mine);
+                    Self::drive_stint(&mut w, i, NOW, Some(StintInput::OwnKeyGone));
                 }
             }
             Action::Resign(i) => {
@@ -1317,6 +1384,11 @@ impl Model for Election {
                 let Phase::Leading { mine, .. } = c.phase else {
                     return None;
                 };
+                let mut stint = c.stint.take()?;
+                stint.input(NOW, StintInput::Resign);
+                if stint.poll(NOW) != StintNext::Ended(StintEnd::Resigned) {
+                    return None;
+                }
                 let successor = c.line.take()?.successor();
                 // The work runs until it is stopped.
                 c.resignation = Some(Resignation::new(successor, true).mutated(self.mutation()));
@@ -1362,9 +1434,9 @@ impl Model for Election {
             Action::StopWork(i) => {
                 let c = &mut w.candidates[i];
                 match &mut c.phase {
-                    Phase::Releasing { working, .. } | Phase::Released { working, .. } => {
-                        *working = false
-                    }
+                    Phase::Releasing { working, .. }
+                    | Phase::Released { working, .. }
+                    | Phase::Lost { working, .. } => *working = false,
                     _ => return None,
                 }
                 if let Some(resignation) = &mut c.resignation {
@@ -1372,15 +1444,26 @@ impl Model for Election {
                 }
             }
             Action::DeadlinePasses(i) => {
-                let Phase::Leading { mine, .. } = w.candidates[i].phase else {
+                let c = &w.candidates[i];
+                let Phase::Leading { .. } = c.phase else {
                     return None;
                 };
+                let lease = c.lease;
                 w.lapses += 1;
-                Self::lose(&mut w, i, mine);
+                Self::drive_stint(&mut w, i, DEADLINE, None);
+                if matches!(w.candidates[i].phase, Phase::Leading { .. }) {
+                    // Led on past the deadline (the rule off): the lease's
+                    // expiry may come right after it.
+                    w.end_lease(lease);
+                }
             }
             Action::Recover(i) => {
                 let c = w.candidates[i].clone();
-                let Phase::Lost { mine } = c.phase else {
+                let Phase::Lost {
+                    mine,
+                    working: false,
+                } = c.phase
+                else {
                     return None;
                 };
                 match self.leases {
@@ -1596,9 +1679,9 @@ fn check_model(model: Election) -> impl Checker<Election> {
     // A mutation is done once it is caught; the production rules are
     // checked in every state within the bounds.
     let finish = match model.rule {
-        Rule::Production | Rule::AnyMember | Rule::Recipe(Mutation::NoLeaseWait) => {
-            HasDiscoveries::All
-        }
+        Rule::Production
+        | Rule::AnyMember
+        | Rule::Recipe(Mutation::NoLeaseWait | Mutation::KeyLossIgnored) => HasDiscoveries::All,
         _ => HasDiscoveries::AnyFailures,
     };
     let label = format!(
@@ -1756,6 +1839,26 @@ fn a_race_that_never_ends_is_still_safe() {
     );
     checker.assert_no_discovery(ONE_AT_A_TIME);
     checker.assert_no_discovery(IN_ORDER);
+}
+
+/// A leader's step-down when its key is gone is not a safety rule (the
+/// safety page's second table): while its lease lives, its tenure marker
+/// lives with it, and every successor waits for that marker or for the
+/// lease; so a stint that leads on without its key (`KeyLossIgnored`)
+/// breaks neither property, any key deleted by hand included. It leads on
+/// only until its deadline, where it steps down: the rule is what makes a
+/// key deleted by hand end a leadership at once.
+#[test]
+fn a_leader_that_leads_on_without_its_key_is_still_safe() {
+    for leases in [Leases::Own, Leases::Session] {
+        let checker = check(
+            Rule::Recipe(Mutation::KeyLossIgnored),
+            leases,
+            HandDeletes::Any,
+        );
+        checker.assert_no_discovery(ONE_AT_A_TIME);
+        checker.assert_no_discovery(IN_ORDER);
+    }
 }
 
 #[test]
@@ -1939,6 +2042,13 @@ fn each_rule_has_teeth() {
             Leases::Own,
             HandDeletes::None,
             IN_ORDER,
+        ),
+        // The lease may expire right after the deadline a leader ignores.
+        (
+            Rule::Recipe(Mutation::LeadPastDeadline),
+            Leases::Own,
+            HandDeletes::None,
+            ONE_AT_A_TIME,
         ),
     ] {
         let checker = check(rule, leases, hand_deletes);

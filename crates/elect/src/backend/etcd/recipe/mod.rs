@@ -13,8 +13,10 @@
 //!   (or our key is gone);
 //! - [`TakeOffice`]: from our turn to leading: the tenure claim, or the
 //!   wait for a predecessor's lease, or a read of our key back;
-//! - [`NextInLine`] (`handover.rs`): while we lead, who is next in line, whom a
-//!   resignation hands over to;
+//! - [`Stint`]: leading, until the deadline the renewal proves, the
+//!   lease's end, our key's loss, or resignation;
+//! - [`NextInLine`] (`handover.rs`): beside the stint, who is next in
+//!   line, whom a resignation hands over to, and whether our key is gone;
 //! - [`Resignation`] (`handover.rs`): what the release writes, and not before the work
 //!   started under our leadership has stopped.
 //!
@@ -31,6 +33,7 @@ mod handover;
 mod mutation;
 mod office;
 mod renewal;
+mod stint;
 mod turn;
 mod txn;
 
@@ -43,6 +46,7 @@ pub use handover::{
 pub use mutation::Mutation;
 pub use office::{Claim, OfficeInput, OfficeNext, TakeOffice};
 pub use renewal::{Grant, Renewal, RenewalInput, RenewalNext, RenewalRequest};
+pub use stint::{Demotion, Stint, StintEnd, StintInput, StintNext, StintRequest};
 pub use turn::{Turn, TurnCheck, TurnInput, TurnNext, TurnRequest, WaitForTurn};
 pub use txn::{Answer, ClaimAnswer, Compare, Op, OpResult, Transaction};
 

@@ -41,4 +41,10 @@ pub enum Mutation {
     /// read, even after the race ended (the stream reported our own key
     /// gone). Not a safety rule: see the safety page's second table.
     RaceUnended,
+    /// The leader leads on past its deadline: nothing but the lease's
+    /// end or our key's loss stops it.
+    LeadPastDeadline,
+    /// The leader leads on when its key is gone or a view names another
+    /// leader. Not a safety rule: see the safety page's second table.
+    KeyLossIgnored,
 }
