@@ -66,8 +66,22 @@ impl Driver {
                     return self.linger(term).await;
                 }
             };
+            self.publish_step_down();
             self.apply(ready).await?;
             self.publish();
+        }
+    }
+
+    /// Publishes at once that we no longer lead, if the step just taken
+    /// deposed us, before its new term is written: that fsync may take
+    /// seconds on a hung disk, and the supervisor and the exports must
+    /// hear of the loss first. Only a loss goes out early: a gain, and the
+    /// peers' wire status, wait until the state they rest on is durable.
+    fn publish_step_down(&self) {
+        let deposed = !self.node.status(self.now()).is_self;
+        if deposed && self.leadership.borrow().is_self {
+            let status = self.node.status(self.now());
+            crate::backend::publish::publish_if_changed(&self.leadership, self.snapshot(&status));
         }
     }
 
@@ -219,5 +233,126 @@ impl Driver {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a peer under test sent to `to`, skipping heartbeats.
+    async fn sent(outbound: &mut BTreeMap<String, mpsc::Receiver<Outgoing>>, to: &str) -> Message {
+        let queue = outbound.get_mut(to).expect("a peer");
+        loop {
+            let msg = timeout(Duration::from_secs(5), queue.recv())
+                .await
+                .expect("a message in time")
+                .expect("the driver runs")
+                .msg;
+            if !matches!(msg, Message::Heartbeat { .. }) {
+                return msg;
+            }
+        }
+    }
+
+    /// A leader deposed by a higher term says so before the new term is
+    /// on disk: here the disk never answers that write.
+    #[tokio::test]
+    async fn a_step_down_is_published_before_the_new_term_is_durable() {
+        let peers: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let config = elect_raft::Config::new("a", &peers, Duration::from_millis(300), 7);
+        let node = Node::new(
+            config,
+            Some(elect_raft::HardState::default()),
+            Duration::ZERO,
+        );
+        let (store, writes) = Persister::by_hand();
+        let (inbound_tx, inbound) = mpsc::channel(16);
+        let mut outbound_rx = BTreeMap::new();
+        let mut outbound = BTreeMap::new();
+        for peer in ["b", "c"] {
+            let (tx, rx) = mpsc::channel(64);
+            outbound.insert(peer.to_owned(), tx);
+            outbound_rx.insert(peer.to_owned(), rx);
+        }
+        let (leadership, mut leads) = watch::channel(Leadership::unknown());
+        let (status, _status) = watch::channel(WireStatus {
+            leader: None,
+            term: 0,
+            successors: Vec::new(),
+        });
+        let driver = Driver {
+            node,
+            store,
+            cluster: "e".into(),
+            addresses: BTreeMap::new(),
+            inbound,
+            outbound,
+            leadership,
+            status,
+            origin: BootInstant::now(),
+            resign: CancellationToken::new(),
+            tls: None,
+        };
+        // Every write is durable at once, until the test holds them.
+        let holding = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let held = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let disk = {
+            let (holding, held) = (holding.clone(), held.clone());
+            std::thread::spawn(move || {
+                for (state, done) in writes.iter() {
+                    if holding.load(std::sync::atomic::Ordering::SeqCst) {
+                        held.lock().unwrap().push((state, done));
+                    } else {
+                        let _ = done.send(Ok(()));
+                    }
+                }
+            })
+        };
+        let running = tokio::spawn(driver.run());
+
+        let Message::PreVote { term } = sent(&mut outbound_rx, "b").await else {
+            panic!("a PreVote first");
+        };
+        let granted = Message::PreVoteReply {
+            term,
+            granted: true,
+        };
+        inbound_tx.send(("b".into(), granted)).await.unwrap();
+        let Message::Vote { term, .. } = sent(&mut outbound_rx, "b").await else {
+            panic!("then a Vote");
+        };
+        let vote = Message::VoteReply {
+            term,
+            granted: true,
+        };
+        inbound_tx.send(("b".into(), vote)).await.unwrap();
+        timeout(Duration::from_secs(5), leads.wait_for(|l| l.is_self))
+            .await
+            .expect("elected in time")
+            .unwrap();
+
+        holding.store(true, std::sync::atomic::Ordering::SeqCst);
+        let deposing = Message::Vote {
+            term: term + 5,
+            transfer: true,
+        };
+        inbound_tx.send(("c".into(), deposing)).await.unwrap();
+        timeout(Duration::from_secs(5), leads.wait_for(|l| !l.is_self))
+            .await
+            .expect("the step-down published while the write hangs")
+            .unwrap();
+        // The write of the new term was asked for, and is never answered.
+        let asked = async {
+            while held.lock().unwrap().is_empty() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        timeout(Duration::from_secs(5), asked)
+            .await
+            .expect("the new term's write asked for");
+        running.abort();
+        drop(held.lock().unwrap().drain(..));
+        drop(disk);
     }
 }

@@ -241,15 +241,14 @@ pub fn slow_disk_warning(took: Duration, election_timeout: Duration) -> Option<S
 /// every write, counts it (`elect_raft_durable_write*` metrics) and warns,
 /// at most once a minute, of writes slow for T.
 pub struct Persister {
-    requests: std::sync::mpsc::Sender<(HardState, tokio::sync::oneshot::Sender<Result<()>>)>,
+    requests: std::sync::mpsc::Sender<DurableWrite>,
 }
 
 impl Persister {
     /// Starts the thread, for a peer whose election timeout is
     /// `election_timeout`; it ends when the persister is dropped.
     pub fn start(store: std::sync::Arc<Store>, election_timeout: Duration) -> Result<Persister> {
-        let (requests, queue) =
-            std::sync::mpsc::channel::<(HardState, tokio::sync::oneshot::Sender<Result<()>>)>();
+        let (requests, queue) = std::sync::mpsc::channel::<DurableWrite>();
         std::thread::Builder::new()
             .name("elect-raft-store".into())
             .spawn(move || {
@@ -292,6 +291,19 @@ impl Persister {
             queued.map_err(|_| gone())?;
             saved.await.map_err(|_| gone())?
         }
+    }
+}
+
+/// What a [`Persister`] hands its thread: a state, and where to say it is
+/// durable.
+type DurableWrite = (HardState, tokio::sync::oneshot::Sender<Result<()>>);
+
+#[cfg(test)]
+impl Persister {
+    /// A persister whose writes the test answers by hand.
+    pub fn by_hand() -> (Persister, std::sync::mpsc::Receiver<DurableWrite>) {
+        let (requests, writes) = std::sync::mpsc::channel();
+        (Persister { requests }, writes)
     }
 }
 
