@@ -1,4 +1,4 @@
-//! Sends a [`Transaction`] the recipes built (`recipe/txn.rs`) and
+//! Sends a [`Transaction`] the recipes built (`recipe/transaction.rs`) and
 //! brings back etcd's [`Answer`]: a translation one field for one field,
 //! so what the handover model evaluates is what etcd is sent.
 

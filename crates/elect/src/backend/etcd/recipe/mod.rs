@@ -22,7 +22,8 @@
 //!
 //! The transactions a claim and a release send are data too
 //! ([`Transaction`]): built and read back here, evaluated by the model as
-//! etcd would, and only translated by the driver (`transaction.rs`).
+//! etcd would, and only translated by the driver named alike (`transaction.rs` beside
+//! this folder drives `recipe/transaction.rs`).
 //!
 //! Beside them, through the whole candidacy, [`Renewal`] keeps the lease
 //! alive through one member (one per member) and says until when it surely is: the
@@ -34,10 +35,11 @@ mod mutation;
 mod office;
 mod renewal;
 mod stint;
+mod transaction;
 mod turn;
-mod txn;
 
-// Read by the model checks, in test builds only.
+// What the drivers beside this folder and the model checks (test builds
+// only) read; the mutations exist in test builds only.
 pub use handover::{
     KeyEvent, NextInLine, NextInLineInput, NextInLineNext, Pick, Resignation, ResignationInput,
     ResignationNext, Touch,
@@ -47,8 +49,8 @@ pub use mutation::Mutation;
 pub use office::{Claim, OfficeInput, OfficeNext, TakeOffice};
 pub use renewal::{Grant, Renewal, RenewalInput, RenewalNext, RenewalRequest};
 pub use stint::{Demotion, Stint, StintEnd, StintInput, StintNext, StintRequest};
+pub use transaction::{Answer, ClaimAnswer, Compare, Op, OpResult, Transaction};
 pub use turn::{Turn, TurnCheck, TurnInput, TurnNext, TurnRequest, WaitForTurn};
-pub use txn::{Answer, ClaimAnswer, Compare, Op, OpResult, Transaction};
 
 #[cfg(test)]
 mod tests {

@@ -19,7 +19,8 @@ mod mutation;
 mod stint;
 mod turn;
 
-// Read by the model checks, in test builds only.
+// What the drivers beside this folder and the model checks (test builds
+// only) read; the mutations exist in test builds only.
 #[cfg(test)]
 pub use mutation::Mutation;
 pub use stint::{Demotion, Stint, StintEnd, StintInput, StintNext, StintRequest};
