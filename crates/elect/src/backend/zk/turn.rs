@@ -117,32 +117,48 @@ pub(super) async fn wait_for_turn(
                 ours: owns(client, path).await?,
             },
             TurnNext::Wait(until) => {
-                let refresh = async {
-                    match until {
-                        Some(at) => clock::sleep_until(at).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    // Events of one session arrive in the order of the
-                    // changes: ours first, if both are ready.
-                    biased;
-                    event = async { own_watch.as_mut().expect("armed").await }, if own_watch.is_some() => {
-                        own_watch = None;
-                        TurnInput::OwnChanged { deleted: event.event_type == EventType::NodeDeleted }
-                    }
-                    event = async { predecessor_watch.as_mut().expect("armed").await }, if predecessor_watch.is_some() => {
-                        predecessor_watch = None;
-                        PROCESS.woken();
-                        debug!(event = ?event.event_type, "woke: predecessor changed");
-                        TurnInput::PredecessorChanged { deleted: event.event_type == EventType::NodeDeleted }
-                    }
-                    () = refresh => continue,
-                    Ok(()) = view.changed() => TurnInput::LeaderSeen(leader_path(&view.borrow_and_update())),
+                let watches = (&mut own_watch, &mut predecessor_watch);
+                match wait(watches, &mut view, until).await {
+                    Some(input) => input,
+                    None => continue,
                 }
             }
         };
         turn.input(now(), input);
+    }
+}
+
+/// Waits, at most `until`, for what the turn hears: our znode's watch,
+/// our predecessor's, or the leader the view names. `None`: the time
+/// came.
+async fn wait(
+    (own_watch, predecessor_watch): (&mut Option<OneShotWatch>, &mut Option<OneShotWatch>),
+    view: &mut watch::Receiver<View>,
+    until: Option<BootInstant>,
+) -> Option<TurnInput> {
+    let refresh = async {
+        match until {
+            Some(at) => clock::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    let leader_path = |view: &View| view.leader.as_ref().map(|l| l.path.clone());
+    tokio::select! {
+        // Events of one session arrive in the order of the
+        // changes: ours first, if both are ready.
+        biased;
+        event = async { own_watch.as_mut().expect("armed").await }, if own_watch.is_some() => {
+            *own_watch = None;
+            Some(TurnInput::OwnChanged { deleted: event.event_type == EventType::NodeDeleted })
+        }
+        event = async { predecessor_watch.as_mut().expect("armed").await }, if predecessor_watch.is_some() => {
+            *predecessor_watch = None;
+            PROCESS.woken();
+            debug!(event = ?event.event_type, "woke: predecessor changed");
+            Some(TurnInput::PredecessorChanged { deleted: event.event_type == EventType::NodeDeleted })
+        }
+        () = refresh => None,
+        Ok(()) = view.changed() => Some(TurnInput::LeaderSeen(leader_path(&view.borrow_and_update()))),
     }
 }
 

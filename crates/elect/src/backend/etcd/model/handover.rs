@@ -959,6 +959,674 @@ impl Election {
     }
 }
 
+/// The actions' effects, one each: `None` where the action does not
+/// apply to the state.
+impl Election {
+    fn on_create(&self, w: &mut World, i: usize) -> Option<()> {
+        let lease = w.candidates[i].lease;
+        if w.store().ended[lease as usize] {
+            // A session whose lease is gone: no more candidacies.
+            w.candidates[i].phase = Phase::Done;
+            return Some(());
+        }
+        let existing = w.store().keys[lease as usize];
+        let mine = if existing != 0 {
+            existing
+        } else {
+            w.commit(|s, rev| {
+                s.keys[lease as usize] = rev;
+                vec![Event::Created(lease)]
+            });
+            w.now()
+        };
+        w.candidates[i].phase = Phase::Turn { mine, watch: None };
+        w.candidates[i].turn = Some(WaitForTurn::new().mutated(self.mutation()));
+        Some(())
+    }
+
+    fn on_read_predecessor(&self, w: &mut World, i: usize) -> Option<()> {
+        let Phase::Turn { mine, .. } = w.candidates[i].phase else {
+            return None;
+        };
+        let input = TurnInput::Predecessor {
+            key: w.store().older_than(mine).map(Key::candidate),
+            at: w.now() as i64,
+        };
+        self.take(w, i, input);
+        Some(())
+    }
+
+    fn on_watch(&self, w: &mut World, i: usize) -> Option<()> {
+        let c = &w.candidates[i];
+        let Phase::Turn { mine, watch } = c.phase else {
+            return None;
+        };
+        let recipe = c.turn.as_ref()?;
+        // A new stream from just after the read that named the
+        // predecessor; else the one racing the read goes on.
+        let (pred, at) = match peek(recipe) {
+            TurnNext::Send(TurnRequest::Watch { predecessor, from }) => (
+                Key::of(&predecessor),
+                Pos {
+                    rev: from as u8 + 1,
+                    event: 0,
+                },
+            ),
+            _ => (Key::of(recipe.predecessor()?), watch?),
+        };
+        let (pos, woken) = next_turn_event(w, at, Self::own_key(c, mine), pred)?;
+        let reported = match woken {
+            Woken::PredecessorGone(seen) => Reported::PredecessorGone(seen as i64),
+            Woken::HandedOver => Reported::HandedOver(pos.rev as i64),
+            Woken::OwnKeyGone => Reported::OwnKeyGone,
+        };
+        w.candidates[i].phase = Phase::Turn {
+            mine,
+            watch: Some(Pos {
+                rev: pos.rev,
+                event: pos.event + 1,
+            }),
+        };
+        self.take(w, i, TurnInput::Woken(reported));
+        Some(())
+    }
+
+    fn on_read_turn(&self, w: &mut World, i: usize, member: u8) -> Option<()> {
+        let c = &w.candidates[i];
+        let Phase::Turn { mine, .. } = c.phase else {
+            return None;
+        };
+        let recipe = c.turn.as_ref()?;
+        let TurnNext::Send(TurnRequest::CheckTurn { seen }) = peek(recipe) else {
+            return None;
+        };
+        let pred = Key::of(recipe.predecessor()?);
+        // A member that had not applied the deletion: the
+        // linearizable read instead (`check_turn_locally`).
+        let applied = seen.is_some_and(|seen| member as i64 >= seen);
+        let rev = if applied || self.rule == Rule::AnyMember {
+            member
+        } else {
+            w.now()
+        };
+        let check = Self::turn_read(w, c, mine, pred, rev);
+        self.take(w, i, TurnInput::Checked(check));
+        let claims = matches!(
+            w.candidates[i].phase,
+            Phase::Office { .. } | Phase::Leading { .. }
+        );
+        if claims && rev < w.now() {
+            w.led_on_older_state = true;
+        }
+        Some(())
+    }
+
+    fn on_lease_over(&self, w: &mut World, i: usize) -> Option<()> {
+        self.answer_office(w, i, OfficeInput::LeaseEnded);
+        Some(())
+    }
+
+    fn on_read_back(&self, w: &mut World, i: usize) -> Option<()> {
+        let c = &w.candidates[i];
+        let Phase::Office { mine, .. } = c.phase else {
+            return None;
+        };
+        let read = w
+            .store()
+            .holds(Self::own_key(c, mine))
+            .then_some(mine as i64);
+        w.read_back |= read.is_some();
+        self.answer_office(w, i, OfficeInput::ReadBack(read));
+        Some(())
+    }
+
+    fn on_claim(&self, w: &mut World, i: usize) -> Option<()> {
+        let c = w.candidates[i].clone();
+        let Phase::Office { mine, .. } = c.phase else {
+            return None;
+        };
+        let own = Self::own_key(&c, mine).candidate();
+        let ours = Ours {
+            key: std::str::from_utf8(&own.key).expect("text"),
+            lease: own.lease,
+            create_revision: own.create_revision,
+        };
+        let mut txn = Transaction::claim(ELECTION, ours);
+        if self.mutation() == Some(Mutation::ClaimUnguarded) {
+            txn.when.clear();
+        }
+        let claim = match w.transact(&txn, self.markers) {
+            // The role may not write outside the election's prefix.
+            Err(Refused::PermissionDenied) => Claim::Unwritable,
+            // A put on an ended lease fails: the claim is retried
+            // until the deadline, which has passed.
+            Err(_) => {
+                Self::lose(w, i, mine);
+                return Some(());
+            }
+            Ok(answer) => match answer.claimed(ELECTION, own.lease) {
+                ClaimAnswer::KeyGone => Claim::KeyGone,
+                ClaimAnswer::Alone(at) => Claim::Ours(at),
+                // Our marker is written; the claim waits for a
+                // deletion of the others' and reads again.
+                ClaimAnswer::Others(..) => {
+                    w.candidates[i].phase = Phase::Office {
+                        mine,
+                        claimed: true,
+                    };
+                    return Some(());
+                }
+            },
+        };
+        self.answer_office(w, i, OfficeInput::Claimed(claim));
+        Some(())
+    }
+
+    fn on_leader_read(&self, w: &mut World, i: usize) -> Option<()> {
+        let c = &w.candidates[i];
+        let Phase::Leading { mine, .. } = c.phase else {
+            return None;
+        };
+        let line = c.line.as_ref()?;
+        let NextInLineNext::Read { pick } = peek(line) else {
+            return None;
+        };
+        let store = w.store();
+        let own = Key {
+            lease: c.lease,
+            create: store.keys[c.lease as usize],
+        };
+        let own = (own.create != 0).then(|| own.candidate());
+        let next = match pick {
+            Pick::Oldest => store.younger_than(mine),
+            Pick::Youngest => store.youngest_after(mine),
+        };
+        let at = w.now() as i64;
+        let c = &mut w.candidates[i];
+        let line = c.line.as_mut()?;
+        line.input(
+            NOW,
+            NextInLineInput::Read {
+                own,
+                next: next.map(Key::candidate),
+                at,
+            },
+        );
+        let gone = peek(line) == NextInLineNext::OwnKeyGone;
+        c.phase = Phase::Leading { mine, watch: None };
+        if gone {
+            Self::drive_stint(w, i, NOW, Some(StintInput::OwnKeyGone));
+        }
+        Some(())
+    }
+
+    fn on_leader_watch(&self, w: &mut World, i: usize) -> Option<()> {
+        let c = &w.candidates[i];
+        let Phase::Leading { mine, watch } = c.phase else {
+            return None;
+        };
+        let line = c.line.as_ref()?;
+        let NextInLineNext::Watch { from } = peek(line) else {
+            return None;
+        };
+        let at = watch.unwrap_or(Pos {
+            rev: from as u8 + 1,
+            event: 0,
+        });
+        let (pos, event) = next_leader_event(w, at, line)?;
+        let c = &mut w.candidates[i];
+        let line = c.line.as_mut()?;
+        line.input(NOW, NextInLineInput::Event(event));
+        let gone = peek(line) == NextInLineNext::OwnKeyGone;
+        c.phase = Phase::Leading {
+            mine,
+            watch: Some(Pos {
+                rev: pos.rev,
+                event: pos.event + 1,
+            }),
+        };
+        if gone {
+            Self::drive_stint(w, i, NOW, Some(StintInput::OwnKeyGone));
+        }
+        Some(())
+    }
+
+    fn on_resign(&self, w: &mut World, i: usize) -> Option<()> {
+        let c = &mut w.candidates[i];
+        let Phase::Leading { mine, .. } = c.phase else {
+            return None;
+        };
+        let mut stint = c.stint.take()?;
+        stint.input(NOW, StintInput::Resign);
+        if stint.poll(NOW) != StintNext::Ended(StintEnd::Resigned) {
+            return None;
+        }
+        let successor = c.line.take()?.successor();
+        // The work runs until it is stopped.
+        c.resignation = Some(Resignation::new(successor, true).mutated(self.mutation()));
+        c.phase = Phase::Releasing {
+            mine,
+            working: true,
+        };
+        Some(())
+    }
+
+    fn on_release(&self, w: &mut World, i: usize) -> Option<()> {
+        let c = w.candidates[i].clone();
+        let Phase::Releasing { mine, working } = c.phase else {
+            return None;
+        };
+        let ResignationNext::Release(touch) = peek(c.resignation.as_ref()?) else {
+            return None;
+        };
+        // Refused whole (a put bound to an ended lease, a marker
+        // the role may not write): nothing changes, and a
+        // successor waits for the lease.
+        let own = Self::own_key(&c, mine).candidate();
+        let key = std::str::from_utf8(&own.key).expect("text");
+        let release = Transaction::release(
+            ELECTION,
+            key,
+            own.create_revision,
+            own.lease,
+            touch.as_ref(),
+        );
+        let _ = w.transact(&release, self.markers);
+        let c = &mut w.candidates[i];
+        c.resignation = None;
+        c.phase = match self.leases {
+            Leases::Own => Phase::Released { mine, working },
+            Leases::Session if working => Phase::Released { mine, working },
+            Leases::Session => Phase::Done,
+        };
+        Some(())
+    }
+
+    fn on_revoke(&self, w: &mut World, i: usize) -> Option<()> {
+        let lease = w.candidates[i].lease;
+        w.end_lease(lease);
+        w.candidates[i].phase = Phase::Done;
+        Some(())
+    }
+
+    fn on_stop_work(&self, w: &mut World, i: usize) -> Option<()> {
+        let c = &mut w.candidates[i];
+        match &mut c.phase {
+            Phase::Releasing { working, .. }
+            | Phase::Released { working, .. }
+            | Phase::Lost { working, .. } => *working = false,
+            _ => return None,
+        }
+        if let Some(resignation) = &mut c.resignation {
+            resignation.input(NOW, ResignationInput::WorkStopped);
+        }
+        Some(())
+    }
+
+    fn on_deadline_passes(&self, w: &mut World, i: usize) -> Option<()> {
+        let c = &w.candidates[i];
+        let Phase::Leading { .. } = c.phase else {
+            return None;
+        };
+        let lease = c.lease;
+        w.lapses += 1;
+        Self::drive_stint(w, i, DEADLINE, None);
+        if matches!(w.candidates[i].phase, Phase::Leading { .. }) {
+            // Led on past the deadline (the rule off): the lease's
+            // expiry may come right after it.
+            w.end_lease(lease);
+        }
+        Some(())
+    }
+
+    fn on_recover(&self, w: &mut World, i: usize) -> Option<()> {
+        let c = w.candidates[i].clone();
+        let Phase::Lost {
+            mine,
+            working: false,
+        } = c.phase
+        else {
+            return None;
+        };
+        match self.leases {
+            Leases::Own => w.end_lease(c.lease),
+            // `release(lease, None)`: the key if still ours, and
+            // the marker either way.
+            Leases::Session if w.store().ended[c.lease as usize] => {}
+            Leases::Session => w.commit(|s, _| {
+                s.markers.push((mine, c.lease));
+                s.tenures.retain(|&l| l != c.lease);
+                if s.holds(Self::own_key(&c, mine)) {
+                    s.keys[c.lease as usize] = 0;
+                    vec![Event::Deleted(c.lease)]
+                } else {
+                    vec![]
+                }
+            }),
+        }
+        let again = c.candidacy + 1 < self.candidacies;
+        let cand = &mut w.candidates[i];
+        if !again {
+            cand.phase = Phase::Done;
+        } else {
+            cand.candidacy += 1;
+            if self.leases == Leases::Own {
+                cand.lease += 1;
+            }
+            cand.phase = Phase::Idle;
+        }
+        Some(())
+    }
+
+    fn on_delete_by_hand(&self, w: &mut World, lease: u8) -> Option<()> {
+        w.deletes += 1;
+        w.commit(|s, _| {
+            s.keys[lease as usize] = 0;
+            vec![Event::Deleted(lease)]
+        });
+        Some(())
+    }
+
+    fn on_lease_lapses(&self, w: &mut World, lease: u8) -> Option<()> {
+        w.lapses += 1;
+        w.end_lease(lease);
+        Some(())
+    }
+
+    fn on_watch_breaks(&self, w: &mut World, i: usize, action: Action) -> Option<()> {
+        let Phase::Turn { mine, .. } = w.candidates[i].phase else {
+            return None;
+        };
+        w.breaks += 1;
+        // The driver's next watch starts afresh, from the read
+        // the recipe asks for.
+        w.candidates[i].phase = Phase::Turn { mine, watch: None };
+        let input = match action {
+            Action::Compacted(_) => TurnInput::Woken(Reported::Cancelled),
+            _ => TurnInput::WatchBroke,
+        };
+        self.take(w, i, input);
+        Some(())
+    }
+
+    fn on_leader_watch_breaks(&self, w: &mut World, i: usize, action: Action) -> Option<()> {
+        let c = &mut w.candidates[i];
+        let Phase::Leading { mine, .. } = c.phase else {
+            return None;
+        };
+        let line = c.line.as_mut()?;
+        line.input(
+            NOW,
+            match action {
+                Action::LeaderCompacted(_) => NextInLineInput::Cancelled,
+                _ => NextInLineInput::Broke,
+            },
+        );
+        c.phase = Phase::Leading { mine, watch: None };
+        w.breaks += 1;
+        Some(())
+    }
+
+    fn on_go_create(&self, w: &mut World) -> Option<()> {
+        w.commit(|s, rev| {
+            s.keys[GO_LEASE as usize] = rev;
+            vec![Event::Created(GO_LEASE)]
+        });
+        w.go = Go::Waiting {
+            mine: w.now(),
+            on: None,
+        };
+        Some(())
+    }
+
+    fn on_go_read(&self, w: &mut World) -> Option<()> {
+        let Go::Waiting { mine, .. } = w.go else {
+            return None;
+        };
+        // Its lease gone, its session is done: it never leads.
+        if w.store().ended[GO_LEASE as usize] {
+            w.go = Go::Done;
+            return Some(());
+        }
+        w.go = match w.store().older_than(mine) {
+            None => {
+                w.go_led = true;
+                Go::Leading { mine }
+            }
+            Some(older) => Go::Waiting {
+                mine,
+                on: Some((
+                    older.lease,
+                    Pos {
+                        rev: w.now() + 1,
+                        event: 0,
+                    },
+                )),
+            },
+        };
+        Some(())
+    }
+
+    fn on_go_watch(&self, w: &mut World) -> Option<()> {
+        let Go::Waiting { mine, .. } = w.go else {
+            return None;
+        };
+        w.go = Go::Waiting { mine, on: None };
+        Some(())
+    }
+
+    fn on_go_resign(&self, w: &mut World) -> Option<()> {
+        let Go::Leading { mine } = w.go else {
+            return None;
+        };
+        // `Resign`: delete the key if it still has our create
+        // revision.
+        if w.store().keys[GO_LEASE as usize] == mine {
+            w.commit(|s, _| {
+                s.keys[GO_LEASE as usize] = 0;
+                vec![Event::Deleted(GO_LEASE)]
+            });
+        }
+        w.go = Go::Done;
+        Some(())
+    }
+}
+
+/// The actions each party may take, one function each.
+impl Election {
+    /// What candidate `i`, `c`, may do next, as its recipes say.
+    fn candidate_actions(
+        &self,
+        w: &World,
+        i: usize,
+        c: &Candidate,
+        room: bool,
+        actions: &mut Vec<Action>,
+    ) {
+        match c.phase {
+            Phase::Idle if room => actions.push(Action::Create(i)),
+            Phase::Turn { mine, watch } => self.turn_actions(w, i, c, (mine, watch), actions),
+            Phase::Office { mine, claimed } => {
+                let store = w.store();
+                match peek(c.office.as_ref().expect("on the way to office")) {
+                    OfficeNext::Claim => {
+                        let others = store.tenures.iter().any(|&l| l != c.lease);
+                        let gone = !store.holds(Self::own_key(c, mine));
+                        if (!claimed && room) || (claimed && (gone || !others)) {
+                            actions.push(Action::Claim(i));
+                        }
+                    }
+                    OfficeNext::AwaitLeaseEnd(pred) => {
+                        let pred = Key::of(&pred);
+                        if store.ended[pred.lease as usize] || store.released(pred) {
+                            actions.push(Action::LeaseOver(i));
+                        }
+                    }
+                    OfficeNext::ReadBack => actions.push(Action::ReadBack(i)),
+                    step => unreachable!("{step:?} is not a step on the way"),
+                }
+            }
+            Phase::Leading { watch, .. } => {
+                let line = c.line.as_ref().expect("a leader follows its next");
+                match peek(line) {
+                    NextInLineNext::Read { .. } => actions.push(Action::LeaderRead(i)),
+                    NextInLineNext::Watch { from } => {
+                        let at = watch.unwrap_or(Pos {
+                            rev: from as u8 + 1,
+                            event: 0,
+                        });
+                        if next_leader_event(w, at, line).is_some() {
+                            actions.push(Action::LeaderWatch(i));
+                        }
+                        if self.breaks && w.breaks < BREAKS {
+                            actions.push(Action::LeaderWatchBreaks(i));
+                            actions.push(Action::LeaderCompacted(i));
+                        }
+                    }
+                    // Led on by a stint whose rule is off.
+                    NextInLineNext::OwnKeyGone => {}
+                }
+                if room {
+                    actions.push(Action::Resign(i));
+                }
+                if w.lapses < LAPSES {
+                    actions.push(Action::DeadlinePasses(i));
+                }
+            }
+            Phase::Releasing { working, .. } => {
+                let resignation = c.resignation.as_ref().expect("resigning");
+                let sends = matches!(peek(resignation), ResignationNext::Release(_));
+                if room && sends {
+                    actions.push(Action::Release(i));
+                }
+                if working {
+                    actions.push(Action::StopWork(i));
+                }
+            }
+            Phase::Released { working, .. } => {
+                if working {
+                    actions.push(Action::StopWork(i));
+                } else if room && self.leases == Leases::Own {
+                    actions.push(Action::Revoke(i));
+                }
+            }
+            Phase::Lost { working: true, .. } => actions.push(Action::StopWork(i)),
+            Phase::Lost { .. } if room => actions.push(Action::Recover(i)),
+            _ => {}
+        }
+    }
+
+    /// What candidate `i`, `c`, waiting for its turn on its key created
+    /// at `mine`, may do: its recipe's request, and a break of its watch
+    /// where watches break (`watch`: where its stream stands).
+    fn turn_actions(
+        &self,
+        w: &World,
+        i: usize,
+        c: &Candidate,
+        (mine, watch): (u8, Option<Pos>),
+        actions: &mut Vec<Action>,
+    ) {
+        let recipe = c.turn.as_ref().expect("a turn under way");
+        let own = Self::own_key(c, mine);
+        if self.breaks && w.breaks < BREAKS {
+            match peek(recipe) {
+                TurnNext::Send(TurnRequest::Watch { .. }) => {
+                    actions.push(Action::WatchBreaks(i));
+                    actions.push(Action::Compacted(i));
+                }
+                TurnNext::Send(TurnRequest::CheckTurn { .. }) if recipe.races_the_watch() => {
+                    actions.push(Action::WatchBreaks(i));
+                }
+                _ => {}
+            }
+        }
+        match peek(recipe) {
+            TurnNext::Send(TurnRequest::FindPredecessor) => {
+                actions.push(Action::ReadPredecessor(i));
+            }
+            TurnNext::Send(TurnRequest::Watch { predecessor, from }) => {
+                let at = Pos {
+                    rev: from as u8 + 1,
+                    event: 0,
+                };
+                if next_turn_event(w, at, own, Key::of(&predecessor)).is_some() {
+                    actions.push(Action::Watch(i));
+                }
+            }
+            TurnNext::Send(TurnRequest::CheckTurn { seen }) => {
+                let pred = Key::of(recipe.predecessor().expect("a predecessor"));
+                let reports = watch.is_some_and(|at| next_turn_event(w, at, own, pred).is_some());
+                if recipe.races_the_watch() && reports {
+                    actions.push(Action::Watch(i));
+                }
+                // A member behind `seen` is not asked: the
+                // newest revision is read instead (see
+                // `ReadTurn`).
+                let from = match (self.rule, seen) {
+                    (Rule::AnyMember, _) => 0,
+                    (_, Some(seen)) => seen as u8,
+                    (_, None) => w.now(),
+                };
+                for rev in from..=w.now() {
+                    actions.push(Action::ReadTurn(i, rev));
+                }
+            }
+            TurnNext::Decided(_) => {}
+        }
+    }
+
+    /// What the environment may do: an operator's delete, a lease's
+    /// lapse.
+    fn environment_actions(&self, w: &World, room: bool, actions: &mut Vec<Action>) {
+        if room && self.hand_deletes != HandDeletes::None && w.deletes < DELETES {
+            for k in w.store().existing().filter(|k| k.lease != GO_LEASE) {
+                let a_working_leaders =
+                    w.candidates.iter().any(|c| c.lease == k.lease && c.works());
+                let deletable = match self.hand_deletes {
+                    HandDeletes::Any => true,
+                    HandDeletes::NotAWorkingLeaders => !a_working_leaders,
+                    HandDeletes::NotALeaders => {
+                        !a_working_leaders && !w.store().tenures.contains(&k.lease)
+                    }
+                    HandDeletes::None => false,
+                };
+                if deletable {
+                    actions.push(Action::DeleteByHand(k.lease));
+                }
+            }
+        }
+        if room && w.lapses < LAPSES {
+            // A lease lapses only once its holder's work has stopped.
+            for c in w.candidates.iter().filter(|c| !c.works()) {
+                if !w.store().ended[c.lease as usize] {
+                    actions.push(Action::LeaseLapses(c.lease));
+                }
+            }
+            let go_idle = matches!(w.go, Go::Waiting { .. });
+            if go_idle && !w.store().ended[GO_LEASE as usize] {
+                actions.push(Action::LeaseLapses(GO_LEASE));
+            }
+        }
+    }
+
+    /// What the Go candidate may do next.
+    fn go_actions(w: &World, room: bool, actions: &mut Vec<Action>) {
+        match w.go {
+            Go::Idle if room => actions.push(Action::GoCreate),
+            Go::Waiting { on: None, .. } => actions.push(Action::GoRead),
+            Go::Waiting {
+                on: Some((lease, at)),
+                ..
+            } if w.events_from(at).any(|(_, e)| e == Event::Deleted(lease)) => {
+                actions.push(Action::GoWatch);
+            }
+            Go::Leading { .. } if room => actions.push(Action::GoResign),
+            _ => {}
+        }
+    }
+}
+
 impl Model for Election {
     type State = World;
     type Action = Action;
@@ -1001,596 +1669,42 @@ impl Model for Election {
     fn actions(&self, w: &World, actions: &mut Vec<Action>) {
         let room = w.history.len() < self.revisions;
         for (i, c) in w.candidates.iter().enumerate() {
-            match c.phase {
-                Phase::Idle if room => actions.push(Action::Create(i)),
-                Phase::Turn { mine, watch } => {
-                    let recipe = c.turn.as_ref().expect("a turn under way");
-                    let own = Self::own_key(c, mine);
-                    if self.breaks && w.breaks < BREAKS {
-                        match peek(recipe) {
-                            TurnNext::Send(TurnRequest::Watch { .. }) => {
-                                actions.push(Action::WatchBreaks(i));
-                                actions.push(Action::Compacted(i));
-                            }
-                            TurnNext::Send(TurnRequest::CheckTurn { .. })
-                                if recipe.races_the_watch() =>
-                            {
-                                actions.push(Action::WatchBreaks(i));
-                            }
-                            _ => {}
-                        }
-                    }
-                    match peek(recipe) {
-                        TurnNext::Send(TurnRequest::FindPredecessor) => {
-                            actions.push(Action::ReadPredecessor(i));
-                        }
-                        TurnNext::Send(TurnRequest::Watch { predecessor, from }) => {
-                            let at = Pos {
-                                rev: from as u8 + 1,
-                                event: 0,
-                            };
-                            if next_turn_event(w, at, own, Key::of(&predecessor)).is_some() {
-                                actions.push(Action::Watch(i));
-                            }
-                        }
-                        TurnNext::Send(TurnRequest::CheckTurn { seen }) => {
-                            let pred = Key::of(recipe.predecessor().expect("a predecessor"));
-                            let reports =
-                                watch.is_some_and(|at| next_turn_event(w, at, own, pred).is_some());
-                            if recipe.races_the_watch() && reports {
-                                actions.push(Action::Watch(i));
-                            }
-                            // A member behind `seen` is not asked: the
-                            // newest revision is read instead (see
-                            // `ReadTurn`).
-                            let from = match (self.rule, seen) {
-                                (Rule::AnyMember, _) => 0,
-                                (_, Some(seen)) => seen as u8,
-                                (_, None) => w.now(),
-                            };
-                            for rev in from..=w.now() {
-                                actions.push(Action::ReadTurn(i, rev));
-                            }
-                        }
-                        TurnNext::Decided(_) => {}
-                    }
-                }
-                Phase::Office { mine, claimed } => {
-                    let store = w.store();
-                    match peek(c.office.as_ref().expect("on the way to office")) {
-                        OfficeNext::Claim => {
-                            let others = store.tenures.iter().any(|&l| l != c.lease);
-                            let gone = !store.holds(Self::own_key(c, mine));
-                            if (!claimed && room) || (claimed && (gone || !others)) {
-                                actions.push(Action::Claim(i));
-                            }
-                        }
-                        OfficeNext::AwaitLeaseEnd(pred) => {
-                            let pred = Key::of(&pred);
-                            if store.ended[pred.lease as usize] || store.released(pred) {
-                                actions.push(Action::LeaseOver(i));
-                            }
-                        }
-                        OfficeNext::ReadBack => actions.push(Action::ReadBack(i)),
-                        step => unreachable!("{step:?} is not a step on the way"),
-                    }
-                }
-                Phase::Leading { watch, .. } => {
-                    let line = c.line.as_ref().expect("a leader follows its next");
-                    match peek(line) {
-                        NextInLineNext::Read { .. } => actions.push(Action::LeaderRead(i)),
-                        NextInLineNext::Watch { from } => {
-                            let at = watch.unwrap_or(Pos {
-                                rev: from as u8 + 1,
-                                event: 0,
-                            });
-                            if next_leader_event(w, at, line).is_some() {
-                                actions.push(Action::LeaderWatch(i));
-                            }
-                            if self.breaks && w.breaks < BREAKS {
-                                actions.push(Action::LeaderWatchBreaks(i));
-                                actions.push(Action::LeaderCompacted(i));
-                            }
-                        }
-                        // Led on by a stint whose rule is off.
-                        NextInLineNext::OwnKeyGone => {}
-                    }
-                    if room {
-                        actions.push(Action::Resign(i));
-                    }
-                    if w.lapses < LAPSES {
-                        actions.push(Action::DeadlinePasses(i));
-                    }
-                }
-                Phase::Releasing { working, .. } => {
-                    let resignation = c.resignation.as_ref().expect("resigning");
-                    let sends = matches!(peek(resignation), ResignationNext::Release(_));
-                    if room && sends {
-                        actions.push(Action::Release(i));
-                    }
-                    if working {
-                        actions.push(Action::StopWork(i));
-                    }
-                }
-                Phase::Released { working, .. } => {
-                    if working {
-                        actions.push(Action::StopWork(i));
-                    } else if room && self.leases == Leases::Own {
-                        actions.push(Action::Revoke(i));
-                    }
-                }
-                Phase::Lost { working: true, .. } => actions.push(Action::StopWork(i)),
-                Phase::Lost { .. } if room => actions.push(Action::Recover(i)),
-                _ => {}
-            }
+            self.candidate_actions(w, i, c, room, actions);
         }
-        if room && self.hand_deletes != HandDeletes::None && w.deletes < DELETES {
-            for k in w.store().existing().filter(|k| k.lease != GO_LEASE) {
-                let a_working_leaders =
-                    w.candidates.iter().any(|c| c.lease == k.lease && c.works());
-                let deletable = match self.hand_deletes {
-                    HandDeletes::Any => true,
-                    HandDeletes::NotAWorkingLeaders => !a_working_leaders,
-                    HandDeletes::NotALeaders => {
-                        !a_working_leaders && !w.store().tenures.contains(&k.lease)
-                    }
-                    HandDeletes::None => false,
-                };
-                if deletable {
-                    actions.push(Action::DeleteByHand(k.lease));
-                }
-            }
-        }
-        if room && w.lapses < LAPSES {
-            // A lease lapses only once its holder's work has stopped.
-            for c in w.candidates.iter().filter(|c| !c.works()) {
-                if !w.store().ended[c.lease as usize] {
-                    actions.push(Action::LeaseLapses(c.lease));
-                }
-            }
-            let go_idle = matches!(w.go, Go::Waiting { .. });
-            if go_idle && !w.store().ended[GO_LEASE as usize] {
-                actions.push(Action::LeaseLapses(GO_LEASE));
-            }
-        }
-        match w.go {
-            Go::Idle if room => actions.push(Action::GoCreate),
-            Go::Waiting { on: None, .. } => actions.push(Action::GoRead),
-            Go::Waiting {
-                on: Some((lease, at)),
-                ..
-            } if w.events_from(at).any(|(_, e)| e == Event::Deleted(lease)) => {
-                actions.push(Action::GoWatch);
-            }
-            Go::Leading { .. } if room => actions.push(Action::GoResign),
-            _ => {}
-        }
+        self.environment_actions(w, room, actions);
+        Self::go_actions(w, room, actions);
     }
 
     fn next_state(&self, last: &World, action: Action) -> Option<World> {
         let mut w = last.clone();
         match action {
-            Action::Create(i) => {
-                let lease = w.candidates[i].lease;
-                if w.store().ended[lease as usize] {
-                    // A session whose lease is gone: no more candidacies.
-                    w.candidates[i].phase = Phase::Done;
-                    return Some(w);
-                }
-                let existing = w.store().keys[lease as usize];
-                let mine = if existing != 0 {
-                    existing
-                } else {
-                    w.commit(|s, rev| {
-                        s.keys[lease as usize] = rev;
-                        vec![Event::Created(lease)]
-                    });
-                    w.now()
-                };
-                w.candidates[i].phase = Phase::Turn { mine, watch: None };
-                w.candidates[i].turn = Some(WaitForTurn::new().mutated(self.mutation()));
-            }
-            Action::ReadPredecessor(i) => {
-                let Phase::Turn { mine, .. } = w.candidates[i].phase else {
-                    return None;
-                };
-                let input = TurnInput::Predecessor {
-                    key: w.store().older_than(mine).map(Key::candidate),
-                    at: w.now() as i64,
-                };
-                self.take(&mut w, i, input);
-            }
-            Action::Watch(i) => {
-                let c = &w.candidates[i];
-                let Phase::Turn { mine, watch } = c.phase else {
-                    return None;
-                };
-                let recipe = c.turn.as_ref()?;
-                // A new stream from just after the read that named the
-                // predecessor; else the one racing the read goes on.
-                let (pred, at) = match peek(recipe) {
-                    TurnNext::Send(TurnRequest::Watch { predecessor, from }) => (
-                        Key::of(&predecessor),
-                        Pos {
-                            rev: from as u8 + 1,
-                            event: 0,
-                        },
-                    ),
-                    _ => (Key::of(recipe.predecessor()?), watch?),
-                };
-                let (pos, woken) = next_turn_event(&w, at, Self::own_key(c, mine), pred)?;
-                let reported = match woken {
-                    Woken::PredecessorGone(seen) => Reported::PredecessorGone(seen as i64),
-                    Woken::HandedOver => Reported::HandedOver(pos.rev as i64),
-                    Woken::OwnKeyGone => Reported::OwnKeyGone,
-                };
-                w.candidates[i].phase = Phase::Turn {
-                    mine,
-                    watch: Some(Pos {
-                        rev: pos.rev,
-                        event: pos.event + 1,
-                    }),
-                };
-                self.take(&mut w, i, TurnInput::Woken(reported));
-            }
-            Action::ReadTurn(i, member) => {
-                let c = &w.candidates[i];
-                let Phase::Turn { mine, .. } = c.phase else {
-                    return None;
-                };
-                let recipe = c.turn.as_ref()?;
-                let TurnNext::Send(TurnRequest::CheckTurn { seen }) = peek(recipe) else {
-                    return None;
-                };
-                let pred = Key::of(recipe.predecessor()?);
-                // A member that had not applied the deletion: the
-                // linearizable read instead (`check_turn_locally`).
-                let applied = seen.is_some_and(|seen| member as i64 >= seen);
-                let rev = if applied || self.rule == Rule::AnyMember {
-                    member
-                } else {
-                    w.now()
-                };
-                let check = Self::turn_read(&w, c, mine, pred, rev);
-                self.take(&mut w, i, TurnInput::Checked(check));
-                let claims = matches!(
-                    w.candidates[i].phase,
-                    Phase::Office { .. } | Phase::Leading { .. }
-                );
-                if claims && rev < w.now() {
-                    w.led_on_older_state = true;
-                }
-            }
-            Action::LeaseOver(i) => self.answer_office(&mut w, i, OfficeInput::LeaseEnded),
-            Action::ReadBack(i) => {
-                let c = &w.candidates[i];
-                let Phase::Office { mine, .. } = c.phase else {
-                    return None;
-                };
-                let read = w
-                    .store()
-                    .holds(Self::own_key(c, mine))
-                    .then_some(mine as i64);
-                w.read_back |= read.is_some();
-                self.answer_office(&mut w, i, OfficeInput::ReadBack(read));
-            }
-            Action::Claim(i) => {
-                let c = w.candidates[i].clone();
-                let Phase::Office { mine, .. } = c.phase else {
-                    return None;
-                };
-                let own = Self::own_key(&c, mine).candidate();
-                let ours = Ours {
-                    key: std::str::from_utf8(&own.key).expect("text"),
-                    lease: own.lease,
-                    create_revision: own.create_revision,
-                };
-                let mut txn = Transaction::claim(ELECTION, ours);
-                if self.mutation() == Some(Mutation::ClaimUnguarded) {
-                    txn.when.clear();
-                }
-                let claim = match w.transact(&txn, self.markers) {
-                    // The role may not write outside the election's prefix.
-                    Err(Refused::PermissionDenied) => Claim::Unwritable,
-                    // A put on an ended lease fails: the claim is retried
-                    // until the deadline, which has passed.
-                    Err(_) => {
-                        Self::lose(&mut w, i, mine);
-                        return Some(w);
-                    }
-                    Ok(answer) => match answer.claimed(ELECTION, own.lease) {
-                        ClaimAnswer::KeyGone => Claim::KeyGone,
-                        ClaimAnswer::Alone(at) => Claim::Ours(at),
-                        // Our marker is written; the claim waits for a
-                        // deletion of the others' and reads again.
-                        ClaimAnswer::Others(..) => {
-                            w.candidates[i].phase = Phase::Office {
-                                mine,
-                                claimed: true,
-                            };
-                            return Some(w);
-                        }
-                    },
-                };
-                self.answer_office(&mut w, i, OfficeInput::Claimed(claim));
-            }
-            Action::LeaderRead(i) => {
-                let c = &w.candidates[i];
-                let Phase::Leading { mine, .. } = c.phase else {
-                    return None;
-                };
-                let line = c.line.as_ref()?;
-                let NextInLineNext::Read { pick } = peek(line) else {
-                    return None;
-                };
-                let store = w.store();
-                let own = Key {
-                    lease: c.lease,
-                    create: store.keys[c.lease as usize],
-                };
-                let own = (own.create != 0).then(|| own.candidate());
-                let next = match pick {
-                    Pick::Oldest => store.younger_than(mine),
-                    Pick::Youngest => store.youngest_after(mine),
-                };
-                let at = w.now() as i64;
-                let c = &mut w.candidates[i];
-                let line = c.line.as_mut()?;
-                line.input(
-                    NOW,
-                    NextInLineInput::Read {
-                        own,
-                        next: next.map(Key::candidate),
-                        at,
-                    },
-                );
-                let gone = peek(line) == NextInLineNext::OwnKeyGone;
-                c.phase = Phase::Leading { mine, watch: None };
-                if gone {
-                    Self::drive_stint(&mut w, i, NOW, Some(StintInput::OwnKeyGone));
-                }
-            }
-            Action::LeaderWatch(i) => {
-                let c = &w.candidates[i];
-                let Phase::Leading { mine, watch } = c.phase else {
-                    return None;
-                };
-                let line = c.line.as_ref()?;
-                let NextInLineNext::Watch { from } = peek(line) else {
-                    return None;
-                };
-                let at = watch.unwrap_or(Pos {
-                    rev: from as u8 + 1,
-                    event: 0,
-                });
-                let (pos, event) = next_leader_event(&w, at, line)?;
-                let c = &mut w.candidates[i];
-                let line = c.line.as_mut()?;
-                line.input(NOW, NextInLineInput::Event(event));
-                let gone = peek(line) == NextInLineNext::OwnKeyGone;
-                c.phase = Phase::Leading {
-                    mine,
-                    watch: Some(Pos {
-                        rev: pos.rev,
-                        event: pos.event + 1,
-                    }),
-                };
-                if gone {
-                    Self::drive_stint(&mut w, i, NOW, Some(StintInput::OwnKeyGone));
-                }
-            }
-            Action::Resign(i) => {
-                let c = &mut w.candidates[i];
-                let Phase::Leading { mine, .. } = c.phase else {
-                    return None;
-                };
-                let mut stint = c.stint.take()?;
-                stint.input(NOW, StintInput::Resign);
-                if stint.poll(NOW) != StintNext::Ended(StintEnd::Resigned) {
-                    return None;
-                }
-                let successor = c.line.take()?.successor();
-                // The work runs until it is stopped.
-                c.resignation = Some(Resignation::new(successor, true).mutated(self.mutation()));
-                c.phase = Phase::Releasing {
-                    mine,
-                    working: true,
-                };
-            }
-            Action::Release(i) => {
-                let c = w.candidates[i].clone();
-                let Phase::Releasing { mine, working } = c.phase else {
-                    return None;
-                };
-                let ResignationNext::Release(touch) = peek(c.resignation.as_ref()?) else {
-                    return None;
-                };
-                // Refused whole (a put bound to an ended lease, a marker
-                // the role may not write): nothing changes, and a
-                // successor waits for the lease.
-                let own = Self::own_key(&c, mine).candidate();
-                let key = std::str::from_utf8(&own.key).expect("text");
-                let release = Transaction::release(
-                    ELECTION,
-                    key,
-                    own.create_revision,
-                    own.lease,
-                    touch.as_ref(),
-                );
-                let _ = w.transact(&release, self.markers);
-                let c = &mut w.candidates[i];
-                c.resignation = None;
-                c.phase = match self.leases {
-                    Leases::Own => Phase::Released { mine, working },
-                    Leases::Session if working => Phase::Released { mine, working },
-                    Leases::Session => Phase::Done,
-                };
-            }
-            Action::Revoke(i) => {
-                let lease = w.candidates[i].lease;
-                w.end_lease(lease);
-                w.candidates[i].phase = Phase::Done;
-            }
-            Action::StopWork(i) => {
-                let c = &mut w.candidates[i];
-                match &mut c.phase {
-                    Phase::Releasing { working, .. }
-                    | Phase::Released { working, .. }
-                    | Phase::Lost { working, .. } => *working = false,
-                    _ => return None,
-                }
-                if let Some(resignation) = &mut c.resignation {
-                    resignation.input(NOW, ResignationInput::WorkStopped);
-                }
-            }
-            Action::DeadlinePasses(i) => {
-                let c = &w.candidates[i];
-                let Phase::Leading { .. } = c.phase else {
-                    return None;
-                };
-                let lease = c.lease;
-                w.lapses += 1;
-                Self::drive_stint(&mut w, i, DEADLINE, None);
-                if matches!(w.candidates[i].phase, Phase::Leading { .. }) {
-                    // Led on past the deadline (the rule off): the lease's
-                    // expiry may come right after it.
-                    w.end_lease(lease);
-                }
-            }
-            Action::Recover(i) => {
-                let c = w.candidates[i].clone();
-                let Phase::Lost {
-                    mine,
-                    working: false,
-                } = c.phase
-                else {
-                    return None;
-                };
-                match self.leases {
-                    Leases::Own => w.end_lease(c.lease),
-                    // `release(lease, None)`: the key if still ours, and
-                    // the marker either way.
-                    Leases::Session if w.store().ended[c.lease as usize] => {}
-                    Leases::Session => w.commit(|s, _| {
-                        s.markers.push((mine, c.lease));
-                        s.tenures.retain(|&l| l != c.lease);
-                        if s.holds(Self::own_key(&c, mine)) {
-                            s.keys[c.lease as usize] = 0;
-                            vec![Event::Deleted(c.lease)]
-                        } else {
-                            vec![]
-                        }
-                    }),
-                }
-                let again = c.candidacy + 1 < self.candidacies;
-                let cand = &mut w.candidates[i];
-                if !again {
-                    cand.phase = Phase::Done;
-                } else {
-                    cand.candidacy += 1;
-                    if self.leases == Leases::Own {
-                        cand.lease += 1;
-                    }
-                    cand.phase = Phase::Idle;
-                }
-            }
-            Action::DeleteByHand(lease) => {
-                w.deletes += 1;
-                w.commit(|s, _| {
-                    s.keys[lease as usize] = 0;
-                    vec![Event::Deleted(lease)]
-                });
-            }
-            Action::LeaseLapses(lease) => {
-                w.lapses += 1;
-                w.end_lease(lease);
-            }
+            Action::Create(i) => self.on_create(&mut w, i)?,
+            Action::ReadPredecessor(i) => self.on_read_predecessor(&mut w, i)?,
+            Action::Watch(i) => self.on_watch(&mut w, i)?,
+            Action::ReadTurn(i, member) => self.on_read_turn(&mut w, i, member)?,
+            Action::LeaseOver(i) => self.on_lease_over(&mut w, i)?,
+            Action::ReadBack(i) => self.on_read_back(&mut w, i)?,
+            Action::Claim(i) => self.on_claim(&mut w, i)?,
+            Action::LeaderRead(i) => self.on_leader_read(&mut w, i)?,
+            Action::LeaderWatch(i) => self.on_leader_watch(&mut w, i)?,
+            Action::Resign(i) => self.on_resign(&mut w, i)?,
+            Action::Release(i) => self.on_release(&mut w, i)?,
+            Action::Revoke(i) => self.on_revoke(&mut w, i)?,
+            Action::StopWork(i) => self.on_stop_work(&mut w, i)?,
+            Action::DeadlinePasses(i) => self.on_deadline_passes(&mut w, i)?,
+            Action::Recover(i) => self.on_recover(&mut w, i)?,
+            Action::DeleteByHand(lease) => self.on_delete_by_hand(&mut w, lease)?,
+            Action::LeaseLapses(lease) => self.on_lease_lapses(&mut w, lease)?,
             Action::WatchBreaks(i) | Action::Compacted(i) => {
-                let Phase::Turn { mine, .. } = w.candidates[i].phase else {
-                    return None;
-                };
-                w.breaks += 1;
-                // The driver's next watch starts afresh, from the read
-                // the recipe asks for.
-                w.candidates[i].phase = Phase::Turn { mine, watch: None };
-                let input = match action {
-                    Action::Compacted(_) => TurnInput::Woken(Reported::Cancelled),
-                    _ => TurnInput::WatchBroke,
-                };
-                self.take(&mut w, i, input);
+                self.on_watch_breaks(&mut w, i, action)?
             }
             Action::LeaderWatchBreaks(i) | Action::LeaderCompacted(i) => {
-                let c = &mut w.candidates[i];
-                let Phase::Leading { mine, .. } = c.phase else {
-                    return None;
-                };
-                let line = c.line.as_mut()?;
-                line.input(
-                    NOW,
-                    match action {
-                        Action::LeaderCompacted(_) => NextInLineInput::Cancelled,
-                        _ => NextInLineInput::Broke,
-                    },
-                );
-                c.phase = Phase::Leading { mine, watch: None };
-                w.breaks += 1;
+                self.on_leader_watch_breaks(&mut w, i, action)?
             }
-            Action::GoCreate => {
-                w.commit(|s, rev| {
-                    s.keys[GO_LEASE as usize] = rev;
-                    vec![Event::Created(GO_LEASE)]
-                });
-                w.go = Go::Waiting {
-                    mine: w.now(),
-                    on: None,
-                };
-            }
-            Action::GoRead => {
-                let Go::Waiting { mine, .. } = w.go else {
-                    return None;
-                };
-                // Its lease gone, its session is done: it never leads.
-                if w.store().ended[GO_LEASE as usize] {
-                    w.go = Go::Done;
-                    return Some(w);
-                }
-                w.go = match w.store().older_than(mine) {
-                    None => {
-                        w.go_led = true;
-                        Go::Leading { mine }
-                    }
-                    Some(older) => Go::Waiting {
-                        mine,
-                        on: Some((
-                            older.lease,
-                            Pos {
-                                rev: w.now() + 1,
-                                event: 0,
-                            },
-                        )),
-                    },
-                };
-            }
-            Action::GoWatch => {
-                let Go::Waiting { mine, .. } = w.go else {
-                    return None;
-                };
-                w.go = Go::Waiting { mine, on: None };
-            }
-            Action::GoResign => {
-                let Go::Leading { mine } = w.go else {
-                    return None;
-                };
-                // `Resign`: delete the key if it still has our create
-                // revision.
-                if w.store().keys[GO_LEASE as usize] == mine {
-                    w.commit(|s, _| {
-                        s.keys[GO_LEASE as usize] = 0;
-                        vec![Event::Deleted(GO_LEASE)]
-                    });
-                }
-                w.go = Go::Done;
-            }
+            Action::GoCreate => self.on_go_create(&mut w)?,
+            Action::GoRead => self.on_go_read(&mut w)?,
+            Action::GoWatch => self.on_go_watch(&mut w)?,
+            Action::GoResign => self.on_go_resign(&mut w)?,
         }
         for i in 0..w.candidates.len() {
             Self::settle(last, &mut w, i);

@@ -372,6 +372,42 @@ impl Session {
     }
 }
 
+/// What the client does with the next message it gets: an answer to the
+/// sync that is out proves a deadline, the handshake's validation one too
+/// (or the reconnection), our znode's watch fires.
+impl Session {
+    fn client_gets(&self, w: &mut World) {
+        match w.to_client.remove(0) {
+            ToClient::Answer(k) if w.outstanding.is_some_and(|(o, _)| o == k) => {
+                let Some((_, sent)) = w.outstanding.take() else {
+                    return;
+                };
+                let got = w.client_clock();
+                w.answered.push((sent, got));
+                if w.first_sync_after_loss.is_some_and(|first| k >= first) {
+                    w.knows_loss = true;
+                }
+                let proven = self.deadline(w);
+                w.tell_stint(Some(StintInput::Renewed(proven)));
+            }
+            ToClient::Answer(_) => {}
+            ToClient::Validated if w.created.is_none() => {
+                w.connecting = false;
+                w.created = Some(w.client_clock());
+                let proven = self.deadline(w);
+                w.tell_stint(Some(StintInput::Renewed(proven)));
+            }
+            ToClient::Validated => {
+                w.connecting = false;
+                w.tell_stint(Some(StintInput::Connected));
+            }
+            ToClient::OwnDeleted => {
+                w.tell_stint(Some(StintInput::OwnChanged { deleted: true }));
+            }
+        }
+    }
+}
+
 impl Model for Session {
     type State = World;
     type Action = Action;
@@ -509,32 +545,7 @@ impl Model for Session {
                 Down::Answer(k) => w.to_client.push(ToClient::Answer(k)),
                 Down::Validated => w.to_client.push(ToClient::Validated),
             },
-            Action::ClientGets => match w.to_client.remove(0) {
-                ToClient::Answer(k) if w.outstanding.is_some_and(|(o, _)| o == k) => {
-                    let (_, sent) = w.outstanding.take()?;
-                    let got = w.client_clock();
-                    w.answered.push((sent, got));
-                    if w.first_sync_after_loss.is_some_and(|first| k >= first) {
-                        w.knows_loss = true;
-                    }
-                    let proven = self.deadline(&w);
-                    w.tell_stint(Some(StintInput::Renewed(proven)));
-                }
-                ToClient::Answer(_) => {}
-                ToClient::Validated if w.created.is_none() => {
-                    w.connecting = false;
-                    w.created = Some(w.client_clock());
-                    let proven = self.deadline(&w);
-                    w.tell_stint(Some(StintInput::Renewed(proven)));
-                }
-                ToClient::Validated => {
-                    w.connecting = false;
-                    w.tell_stint(Some(StintInput::Connected));
-                }
-                ToClient::OwnDeleted => {
-                    w.tell_stint(Some(StintInput::OwnChanged { deleted: true }));
-                }
-            },
+            Action::ClientGets => self.client_gets(&mut w),
             Action::Ping => {
                 w.down.push(Down::Ping);
                 w.next_ping = w.now + PING_EVERY;
