@@ -2,19 +2,19 @@
 //! whole tree when leadership may be lost.
 
 use std::ffi::OsString;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{ArgMatches, Args, ValueEnum};
-use elect::backend::{self, CompletionRecords};
+use elect::Backend;
+use elect::backend;
 use elect::config::ElectionConfig;
 use elect::export::{self, Exports, OutputConfig};
-use elect::periodic::{self, Period};
+use elect::once::PeriodicJob;
+use elect::periodic::{Period, Turn};
 use elect::supervise::{self, ChildConfig, ChildEnv, Containment, Finish, Restart};
-use elect::{Backend, BootInstant, Leadership};
 use nix::sys::signal::Signal;
 use tokio::signal::unix::SignalKind;
-use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::args::{CandidateArgs, ElectionArgs, ExportArgs, FormatArgs};
@@ -219,52 +219,6 @@ fn once_period(text: &str, election: &ElectionConfig, restart: RestartArg) -> Re
     Ok(length)
 }
 
-/// Waits until this candidate leads; the token of the term, `None` when
-/// a shutdown signal or the backend's end came first.
-async fn elected(
-    mut leadership: watch::Receiver<Leadership>,
-    shutdown: &mut mpsc::UnboundedReceiver<Signal>,
-) -> Option<Option<u64>> {
-    tokio::select! {
-        led = leadership.wait_for(|l| l.leads_at(BootInstant::now())) => led.ok().map(|l| l.token),
-        sig = shutdown.recv() => {
-            info!("{sig:?} before we led: leaving");
-            None
-        }
-    }
-}
-
-/// A periodic job's turn, decided in the term that will run it: elected,
-/// read the record, and if leadership changed meanwhile (lost and won
-/// again: another leader may have run the job and written the record in
-/// between), read it again in the new term. Found by the soak (seed
-/// 4101): a candidate read "not done", lost and regained leadership while
-/// the previous leader wrote its record, and ran the job again in its
-/// second term. `None` when a shutdown signal or the backend's end came
-/// first.
-async fn periodic_turn(
-    leadership: &watch::Receiver<Leadership>,
-    shutdown: &mut mpsc::UnboundedReceiver<Signal>,
-    period: &Period,
-    records: &CompletionRecords,
-) -> anyhow::Result<Option<periodic::Turn>> {
-    loop {
-        let Some(term) = elected(leadership.clone(), shutdown).await else {
-            return Ok(None);
-        };
-        let done = records.completed(period).await?;
-        let turn = periodic::turn(period, done, SystemTime::now());
-        let still = {
-            let now = leadership.borrow();
-            now.token == term && now.leads_at(BootInstant::now())
-        };
-        if turn != periodic::Turn::Run || still {
-            return Ok(Some(turn));
-        }
-        info!("leadership changed while we read {period}'s record: reading it again");
-    }
-}
-
 pub fn run(request: Request) -> anyhow::Result<u8> {
     on_workers(run_while_leading(request))
 }
@@ -291,17 +245,18 @@ async fn run_while_leading(
         watchdog: std::env::current_exe().context("finding elect's own executable")?,
     };
     // Before anything else: a containment that does not work here is bad
-    // usage (exit 2), and nothing has been campaigned for yet.
-    let resolved = child.containment().resolve(&env.watchdog)?;
-    tracing::info!("{}", resolved.describe());
-    if !elect::supervise::real_time_allowed() {
-        tracing::warn!(
+    // usage (exit 2), and nothing has been campaigned for yet. Resolved
+    // once: supervise::run takes the level as it is.
+    let resolved = supervise::resolve(&child, &env).await?;
+    info!("{}", resolved.describe());
+    if !supervise::real_time_allowed() {
+        warn!(
             "no CAP_SYS_NICE: the watchdog cannot take a real-time priority, and on a busy \
              machine its kill at the deadline may come late (grant CAP_SYS_NICE, or \
              LimitRTPRIO=1 in a systemd unit)"
         );
     }
-    let child = child.with_containment(resolved.level.into());
+    let child = child.with_resolved(&resolved);
     let exports = Exports::prepare(
         export::Context {
             containment: Some(resolved.level.name()),
@@ -310,30 +265,18 @@ async fn run_while_leading(
         output,
     )
     .await?;
-    // One connection to the records for the whole run: the read now, the
-    // read once elected, the write after the job.
-    let periodic = match once {
+    let job = match once {
         Some(length) => {
-            let period = Period::current(length)?;
-            env.period_start = period
-                .start()
-                .duration_since(std::time::UNIX_EPOCH)
-                .ok()
-                .map(|d| d.as_secs());
-            let Ok(records) =
-                unless_stopped(&mut shutdown, CompletionRecords::open(&election)).await
+            let Ok(opened) =
+                unless_stopped(&mut shutdown, PeriodicJob::open(&election, length)).await
             else {
                 return Ok(0);
             };
-            let records = records?;
-            let Ok(done) = unless_stopped(&mut shutdown, records.completed(&period)).await else {
+            let Some(job) = opened? else {
                 return Ok(0);
             };
-            if done? {
-                info!("{period} is done already: not running the command");
-                return Ok(0);
-            }
-            Some((period, records))
+            env.period_start = job.start_secs();
+            Some(job)
         }
         None => None,
     };
@@ -345,33 +288,18 @@ async fn run_while_leading(
     };
     let campaign = campaign?;
     let running = exports.start(campaign.leadership());
-    if let Some((period, records)) = &periodic {
-        let turn = periodic_turn(&campaign.leadership(), &mut shutdown, period, records).await?;
-        if turn != Some(periodic::Turn::Run) {
-            match turn {
-                Some(periodic::Turn::AlreadyDone) => {
-                    info!("{period} was done while we waited: not running the command");
-                }
-                Some(_) => info!("{period} ended before we led: not running the command"),
-                None => {}
-            }
-            resign(campaign, running.metrics()).await?;
-            running.finish().await.context("exporter")?;
-            return Ok(0);
-        }
+    if let Some(job) = &job
+        && job.turn(&campaign.leadership(), &mut shutdown).await? != Some(Turn::Run)
+    {
+        resign(campaign, running.metrics()).await?;
+        running.finish().await.context("exporter")?;
+        return Ok(0);
     }
     let finish = supervise::run(&child, &env, campaign.leadership(), &work, &mut shutdown).await;
-    if let (Some((period, records)), Ok(Finish::Exited(0))) = (&periodic, &finish) {
-        // Before resigning: the next candidate, elected by our
-        // resignation, reads the record first thing.
-        match records.record(period).await {
-            Ok(()) => info!("{period} is recorded as done"),
-            Err(e) => warn!(
-                "the command completed but {period} could not be recorded as done ({e}): another host may run it again"
-            ),
-        }
+    if let (Some(job), Ok(finish)) = (&job, &finish) {
+        job.complete(finish).await;
     }
-    // The command's group is gone by now on every path; resigning is safe.
+    // The command's group is gone on every path; resigning is safe.
     resign(campaign, running.metrics()).await?;
     running.finish().await.context("exporter")?;
     match finish? {

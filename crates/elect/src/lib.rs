@@ -59,8 +59,9 @@
 //!   your process is frozen or killed; a host binary calls
 //!   [`supervise::dispatch_hidden`] first in `main`.
 //! - [`export`] serves the leader as stdout lines, a file, HTTP and
-//!   Prometheus metrics; [`periodic`] and the backend's
-//!   `backend::CompletionRecords` make a periodic job run once per period.
+//!   Prometheus metrics; [`once::PeriodicJob`] runs a command once per
+//!   period across hosts (`elect run --once`), on [`periodic`]'s
+//!   decisions and the backend's `backend::CompletionRecords`.
 //!
 //! # What it guarantees
 //!
@@ -121,6 +122,7 @@ pub mod error;
 pub mod export;
 pub mod input;
 pub mod leadership;
+pub mod once;
 pub mod periodic;
 pub mod supervise;
 pub mod work;

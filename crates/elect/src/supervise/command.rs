@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use super::contain::Containment;
+use super::contain::{Containment, Level, Resolved};
 use crate::clock::MAX_DURATION;
 use crate::error::{Error, Result};
 
@@ -21,6 +21,9 @@ pub struct ChildConfig {
     pub(super) restart: Restart,
     pub(super) exit_on_loss: bool,
     pub(super) containment: Containment,
+    /// The level [`resolve`](super::resolve) found for `containment`, if
+    /// the caller resolved it: [`run`](super::run()) then probes nothing.
+    pub(super) resolved: Option<Level>,
 }
 
 /// The grace unless one is set.
@@ -47,6 +50,7 @@ impl ChildConfig {
             restart: Restart::Never,
             exit_on_loss: false,
             containment: Containment::Auto,
+            resolved: None,
         })
     }
 
@@ -79,9 +83,22 @@ impl ChildConfig {
     }
 
     /// How the command's whole tree is held (see [`contain`](super::contain) for what
-    /// each level survives); [`run`](super::run()) resolves it once, at its start.
+    /// each level survives); [`run`](super::run()) resolves it once, at its
+    /// start, unless [`ChildConfig::with_resolved`] gave the level.
     pub fn with_containment(mut self, containment: Containment) -> Self {
         self.containment = containment;
+        self.resolved = None;
+        self
+    }
+
+    /// The level [`resolve`](super::resolve) found for this config's
+    /// containment: [`run`](super::run()) uses it as it is. A caller that
+    /// must know the level before campaigning (a containment that does not
+    /// work here is bad usage, before anything is held) resolves once and
+    /// hands it on, so the throwaway probe runs once.
+    pub fn with_resolved(mut self, resolved: &Resolved) -> Self {
+        self.containment = resolved.level.into();
+        self.resolved = Some(resolved.level);
         self
     }
 

@@ -68,6 +68,22 @@
 //! It reports on a [`Work`](crate::work::Work) whether the command's group
 //! is alive, so the backend can hold on to what keeps successors out until
 //! the work is gone.
+//!
+//! # Containment, resolved once
+//!
+//! [`resolve`] tries the containment asked for in a throwaway process, on
+//! a blocking thread. A caller that must refuse an unavailable level
+//! before campaigning (as `elect run` does, exit 2) resolves it first and
+//! hands the level on with [`ChildConfig::with_resolved`]; [`run`] then
+//! probes nothing. Otherwise [`run`] resolves it at its start.
+//!
+//! # Periodic jobs
+//!
+//! [`PeriodicJob`](crate::once::PeriodicJob) runs the command once per
+//! period across every host started for it (`elect run --once`), around
+//! [`run`]: opened before campaigning, its turn decided in the term that
+//! runs it, the period recorded as done before resigning. It lives above
+//! both this module and the backends, whose records it reads.
 
 pub(crate) mod child;
 mod command;
@@ -81,7 +97,7 @@ pub(crate) mod watchdog;
 pub use command::{ChildConfig, ChildEnv, DEFAULT_GRACE, Finish, Restart};
 pub use contain::{Containment, Level, Resolved};
 pub use process::real_time_allowed;
-pub use run::{forwarded, is_shutdown, restart_delay, run};
+pub use run::{forwarded, is_shutdown, resolve, restart_delay, run};
 pub use watchdog::KILL_MARGIN;
 
 use std::ffi::OsString;

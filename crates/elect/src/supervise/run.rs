@@ -12,7 +12,7 @@ use tracing::{info, warn};
 
 use super::child::{Child, Ended};
 use super::command::{ChildConfig, ChildEnv, Finish};
-use super::contain::{Containment, Level};
+use super::contain::{Containment, Level, Resolved};
 use super::watchdog::KILL_MARGIN;
 use crate::clock::{self, BootInstant};
 use crate::error::{Error, Result};
@@ -69,7 +69,8 @@ enum End {
 /// SIGTERM also mean that it is not restarted.
 ///
 /// The containment asked for is resolved first (a throwaway process tries
-/// it) and logged.
+/// it, see [`resolve`]) and logged, unless the config carries the level
+/// already ([`ChildConfig::with_resolved`]).
 ///
 /// # Errors
 /// The containment asked for does not work here ([`Error::Config`] naming
@@ -84,7 +85,16 @@ pub async fn run(
     work: &Work,
     signals: &mut mpsc::UnboundedReceiver<Signal>,
 ) -> Result<Finish> {
-    let level = resolve_containment(cfg, env).await?;
+    let level = match cfg.resolved {
+        Some(level) => level,
+        None => {
+            let resolved = resolve(cfg, env).await?;
+            if cfg.containment == Containment::Auto {
+                info!("{}", resolved.describe());
+            }
+            resolved.level
+        }
+    };
     let mut supervision = Supervision {
         cfg,
         env,
@@ -111,19 +121,22 @@ pub async fn run(
     }
 }
 
-/// Resolves the containment `cfg` asks for (a throwaway process tries
-/// it), saying what it came to where `auto` was asked.
-async fn resolve_containment(cfg: &ChildConfig, env: &ChildEnv) -> Result<Level> {
+/// Resolves the containment `cfg` asks for: a throwaway process started
+/// from `env`'s watchdog executable tries it (for `auto`, each level from
+/// the strongest), on a blocking thread, off the async workers.
+///
+/// # Errors
+/// The level asked for does not work here ([`Error::Config`] naming
+/// `contain`, with the reason).
+///
+/// # Cancel safety
+/// The probe runs to its end on its thread; dropping the future only
+/// drops its answer.
+pub async fn resolve(cfg: &ChildConfig, env: &ChildEnv) -> Result<Resolved> {
     let (containment, exe) = (cfg.containment, env.watchdog.clone());
-    let resolved = tokio::task::spawn_blocking(move || containment.resolve(&exe))
+    tokio::task::spawn_blocking(move || containment.resolve(&exe))
         .await
-        .map_err(|e| Error::io("resolving the containment", std::io::Error::other(e)))??;
-    // `elect run` resolved `auto` already and said so; a library caller
-    // hears it here.
-    if containment == Containment::Auto {
-        info!("{}", resolved.describe());
-    }
-    Ok(resolved.level)
+        .map_err(|e| Error::io("resolving the containment", std::io::Error::other(e)))?
 }
 
 /// One supervision's state across the command's runs.
