@@ -1,6 +1,6 @@
 //! `elect` with the JVM's and Python's ZooKeeper election recipes, on a
 //! real ensemble: a Curator `LeaderLatch` (Debian's libcurator-recipes-java,
-//! driven by crates/elect-compare/src/LatchDriver.java compiled here) and kazoo's
+//! driven by crates/elect-lab/src/LatchDriver.java compiled here) and kazoo's
 //! `Election` (Debian's python3-kazoo).
 
 mod support;

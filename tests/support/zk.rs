@@ -200,24 +200,13 @@ pub fn children(hosts: &str, path: &str) -> Vec<String> {
 /// Debian's Curator recipes.
 pub const CURATOR: &str = "/usr/share/java/curator-recipes.jar";
 
-/// Compiles the Curator `LeaderLatch` driver (crates/elect-compare/src/LatchDriver.java);
+/// Compiles the Curator `LeaderLatch` driver (the lab's, `elect_lab::peers`);
 /// returns the directory of its classes.
 pub fn compile_latch_driver() -> std::path::PathBuf {
     static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let out = std::env::temp_dir().join(format!("elect-curator-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&out).unwrap();
-    let status = Command::new("javac")
-        .args(["-cp", CURATOR, "-d"])
-        .arg(&out)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/crates/elect-compare/src/LatchDriver.java"
-        ))
-        .status()
-        .expect("javac");
-    assert!(status.success(), "compiling LatchDriver.java");
-    out
+    ::elect_lab::peers::compile_curator(&out).expect("compiling LatchDriver.java")
 }
 
 /// A Curator `LeaderLatch` participant `id` in `path`, authenticated with

@@ -267,16 +267,8 @@ impl<'a> Arena<'a> {
         let (endpoints, proxies) = match self.reach {
             Reach::Direct => (order.join(","), Vec::new()),
             Reach::Proxied => {
-                let host = loopback_net();
-                let proxies = order
-                    .iter()
-                    .map(|m| Proxy::start(&format!("{host}.1:0"), m))
-                    .collect::<std::io::Result<Vec<_>>>()?;
-                let list = proxies
-                    .iter()
-                    .map(|p| p.addr.clone())
-                    .collect::<Vec<_>>()
-                    .join(",");
+                let host = format!("{}.1", loopback_net());
+                let (proxies, list) = Proxy::in_front_of(&host, &order.join(","))?;
                 (list, proxies)
             }
         };

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use elect::Backend;
+use elect_lab::peers::{self, Leading, Peer};
 use elect_lab::process::{Line, Watched};
 
 /// A candidate started by [`Contender::spawn`].
@@ -18,30 +19,27 @@ pub struct Spawned {
     pub metrics: Option<String>,
 }
 
-/// Whose code campaigns.
+/// Whose code campaigns: elect, or one of the peers' tools
+/// ([`Peer`], the lab's, which the soak runs too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Implementation {
     Elect,
-    /// `etcdctl elect` (Go's `concurrency.Election`).
-    Etcdctl,
-    /// kazoo's `Election` (a lock recipe).
-    Kazoo,
-    /// Curator's `LeaderLatch` with its default error policy (leadership
-    /// given up on SUSPENDED).
-    Curator,
-    /// Curator's `LeaderLatch` with `SessionConnectionStateErrorPolicy`
-    /// (kept through SUSPENDED until LOST).
-    CuratorSession,
+    Peer(Peer),
 }
 
 impl Implementation {
     pub fn name(self) -> &'static str {
         match self {
             Implementation::Elect => "elect",
-            Implementation::Etcdctl => "etcdctl elect",
-            Implementation::Kazoo => "kazoo",
-            Implementation::Curator => "curator",
-            Implementation::CuratorSession => "curator (session policy)",
+            Implementation::Peer(peer) => peer.name(),
+        }
+    }
+
+    /// Whether it can run here; the reason and the fix when not.
+    pub fn available(self) -> Result<(), String> {
+        match self {
+            Implementation::Elect => Ok(()),
+            Implementation::Peer(peer) => peer.available(),
         }
     }
 }
@@ -53,66 +51,6 @@ pub const WAKEUPS_METRIC: &str = "elect_backend_wakeups_total";
 /// The metric an elect candidate's `--http` export counts the terms it
 /// began without a read of its own in.
 pub const LED_WITHOUT_READ_METRIC: &str = "elect_backend_led_without_read_total";
-
-/// The Curator baseline's driver, compiled at run time against Debian's
-/// libcurator-recipes-java.
-const LATCH_DRIVER: &str = include_str!("LatchDriver.java");
-const CURATOR_JAR: &str = "/usr/share/java/curator-recipes.jar";
-const KAZOO_PYTHON: &str = "/usr/bin/python3";
-
-/// Whether a baseline can run here; the reason and the fix when not.
-pub fn baseline_available(imp: Implementation) -> Result<(), String> {
-    let has = |p: &str| elect_lab::which(p).is_some();
-    match imp {
-        Implementation::Elect => Ok(()),
-        Implementation::Etcdctl if has("etcdctl") => Ok(()),
-        Implementation::Etcdctl => {
-            Err("etcdctl is not installed (apt-get install etcd-client)".into())
-        }
-        Implementation::Kazoo => {
-            let ok = Command::new(KAZOO_PYTHON)
-                .args(["-c", "import kazoo"])
-                .output()
-                .is_ok_and(|o| o.status.success());
-            if ok {
-                Ok(())
-            } else {
-                Err(format!(
-                    "kazoo is not importable by {KAZOO_PYTHON} (apt-get install python3-kazoo)"
-                ))
-            }
-        }
-        Implementation::Curator | Implementation::CuratorSession
-            if !Path::new(CURATOR_JAR).exists() =>
-        {
-            Err(format!(
-                "{CURATOR_JAR} is missing (apt-get install libcurator-recipes-java)"
-            ))
-        }
-        Implementation::Curator | Implementation::CuratorSession if !has("javac") => {
-            Err("javac is missing (apt-get install default-jdk-headless)".into())
-        }
-        Implementation::Curator | Implementation::CuratorSession => Ok(()),
-    }
-}
-
-/// Compiles the Curator driver into `dir`.
-pub fn compile_curator(dir: &Path) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
-    let source = dir.join("LatchDriver.java");
-    std::fs::write(&source, LATCH_DRIVER)?;
-    let out = Command::new("javac")
-        .args(["-cp", CURATOR_JAR, "-d"])
-        .arg(dir)
-        .arg(&source)
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "compiling the Curator driver: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(dir.to_owned())
-}
 
 /// Raft-vote peers for one compared election: ids, and each peer's view
 /// of the others' addresses (its own entry is where it listens; the others
@@ -251,39 +189,14 @@ impl Contender {
                 }
                 cmd
             }
-            Implementation::Etcdctl => {
-                let mut cmd = Command::new("etcdctl");
-                cmd.env("ETCDCTL_API", "3")
-                    .args(["--endpoints", endpoints, "elect", election, id]);
-                cmd
-            }
-            Implementation::Kazoo => {
-                let script = format!(
-                    "import signal, sys, time\nfrom kazoo.client import KazooClient\n\
-                     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n\
-                     zk = KazooClient(hosts={endpoints:?}, timeout={})\nzk.start(timeout=15)\n\
-                     zk.add_listener(lambda s: print('LOST {id}', flush=True) if s == 'LOST' else None)\n\
-                     def lead():\n    print('ELECTED {id}', flush=True)\n    while True: time.sleep(1)\n\
-                     try:\n    zk.Election({election:?}, {id:?}).run(lead)\nfinally:\n    zk.stop()\n",
-                    self.ttl.as_secs_f64()
-                );
-                let mut cmd = Command::new(KAZOO_PYTHON);
-                cmd.arg("-c").arg(script);
-                cmd
-            }
-            Implementation::Curator | Implementation::CuratorSession => {
-                let classes = self.curator_classes.as_ref().expect("compiled before use");
-                let policy = match self.imp {
-                    Implementation::CuratorSession => "session",
-                    _ => "standard",
+            Implementation::Peer(peer) => {
+                let campaign = peers::Campaign {
+                    endpoints,
+                    election,
+                    ttl: self.ttl,
+                    curator: self.curator_classes.as_deref(),
                 };
-                let mut cmd = Command::new("java");
-                cmd.args(["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp"])
-                    .arg(format!("{}:{CURATOR_JAR}", classes.display()))
-                    .args(["LatchDriver", endpoints, election, id])
-                    .arg(self.ttl.as_millis().to_string())
-                    .arg(policy);
-                cmd
+                peer.command(&campaign, Leading::Says { id })
             }
         };
         Ok(Spawned {
@@ -296,22 +209,16 @@ impl Contender {
     pub fn elected(&self, line: &Line, id: &str) -> bool {
         match self.imp {
             Implementation::Elect => line.json().is_some_and(|v| v["event"] == "elected"),
-            // etcdctl prints the key, then the proposal, once elected.
-            Implementation::Etcdctl => line.text == id,
-            Implementation::Kazoo => line.text == format!("ELECTED {id}"),
-            Implementation::Curator | Implementation::CuratorSession => line.text == "LEADER",
+            Implementation::Peer(peer) => peer.says_elected(&line.text, id),
         }
     }
 
-    /// Whether `line` from candidate `id` says it lost leadership (or, for
-    /// kazoo, which never says so, its session). `etcdctl elect` says
-    /// nothing: it exits when its session goes.
+    /// Whether `line` from candidate `id` says it lost leadership (see
+    /// [`Peer::says_lost`] for the peers).
     pub fn lost(&self, line: &Line, id: &str) -> bool {
         match self.imp {
             Implementation::Elect => line.json().is_some_and(|v| v["event"] == "demoted"),
-            Implementation::Etcdctl => false,
-            Implementation::Kazoo => line.text == format!("LOST {id}"),
-            Implementation::Curator | Implementation::CuratorSession => line.text == "NOT_LEADER",
+            Implementation::Peer(peer) => peer.says_lost(&line.text, id),
         }
     }
 

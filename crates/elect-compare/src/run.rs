@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use elect::Backend;
 
-use crate::contender::{self, Contender, Credentials, Implementation, baseline_available};
+use crate::contender::{Contender, Credentials, Implementation};
 use crate::ensembles::Ensembles;
 use crate::measure;
 use crate::plan::Plan;
@@ -18,6 +18,7 @@ use crate::report;
 use crate::row::{Row, Unavailable};
 use crate::scenario::{Scenario, Setup};
 use crate::table;
+use elect_lab::peers::{self, Peer};
 
 /// Exit code when a safety check failed: an overlap outside `freeze`, or a
 /// stale write accepted. 0 when every check held; 1 when compare itself
@@ -214,16 +215,16 @@ impl<'a> Runner<'a> {
 
     /// `imp` on `backend`, or `None` (reported) where it is not installed.
     fn contender(&mut self, backend: Backend, imp: Implementation) -> Option<Contender> {
-        if let Err(reason) = baseline_available(imp) {
+        if let Err(reason) = imp.available() {
             self.not_run(backend, imp, None, reason);
             return None;
         }
         if matches!(
             imp,
-            Implementation::Curator | Implementation::CuratorSession
+            Implementation::Peer(Peer::Curator | Peer::CuratorSession)
         ) && self.curator_classes.is_none()
         {
-            match contender::compile_curator(&self.work.join("curator")) {
+            match peers::compile_curator(&self.work.join("curator")) {
                 Ok(dir) => self.curator_classes = Some(dir),
                 Err(e) => {
                     self.not_run(backend, imp, None, format!("{e:#}"));
@@ -360,15 +361,7 @@ impl<'a> Runner<'a> {
 fn implementations(backend: Backend, baselines: bool) -> Vec<Implementation> {
     let mut out = vec![Implementation::Elect];
     if baselines {
-        match backend {
-            Backend::Etcd => out.push(Implementation::Etcdctl),
-            Backend::Zk => out.extend([
-                Implementation::Kazoo,
-                Implementation::Curator,
-                Implementation::CuratorSession,
-            ]),
-            Backend::Raft => {}
-        }
+        out.extend(Peer::on(backend).map(Implementation::Peer));
     }
     out
 }

@@ -16,6 +16,7 @@ use crate::probe::{Counters, Probe};
 use crate::progress::Progress;
 use crate::random::Xorshift;
 use elect::Backend;
+use elect_lab::peers::Peer;
 
 /// The scenarios, in the order they run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -134,14 +135,14 @@ impl Scenario {
         match (self, imp) {
             (_, Implementation::Elect) => Ok(()),
             (s, _) if s.operates() => Ok(()),
-            (_, Implementation::CuratorSession) => Err(
+            (_, Implementation::Peer(Peer::CuratorSession)) => Err(
                 "measured in the operations scenarios (member-kill, rolling-restart, service-leader-kill)",
             ),
             (Scenario::Election | Scenario::Handover, _) => Ok(()),
             (Scenario::ScaleProcesses, _) => {
                 Err("elect's candidates only (the peers' tools hand over in handover)")
             }
-            (Scenario::Failover | Scenario::FailoverNext, Implementation::Etcdctl) => {
+            (Scenario::Failover | Scenario::FailoverNext, Implementation::Peer(Peer::Etcdctl)) => {
                 Err("etcdctl elect's session TTL is fixed at 60 s")
             }
             (Scenario::Failover | Scenario::FailoverNext, _) => Ok(()),

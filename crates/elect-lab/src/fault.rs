@@ -244,6 +244,23 @@ pub struct Proxy {
 }
 
 impl Proxy {
+    /// One proxy per member of `members` (comma-separated `host:port`s),
+    /// each listening on a port of its own on `host`: a candidate's own
+    /// way to the ensemble, to cut it off with; and the list of their
+    /// addresses, in the members' order, as the candidate's endpoints.
+    pub fn in_front_of(host: &str, members: &str) -> std::io::Result<(Vec<Proxy>, String)> {
+        let proxies = members
+            .split(',')
+            .map(|m| Proxy::start(&format!("{host}:0"), m))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let endpoints = proxies
+            .iter()
+            .map(|p| p.addr.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        Ok((proxies, endpoints))
+    }
+
     /// Listens on `listen` (`host:port`) and forwards to `upstream`.
     pub fn start(listen: &str, upstream: &str) -> std::io::Result<Proxy> {
         let listener = TcpListener::bind(listen)?;

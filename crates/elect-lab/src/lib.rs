@@ -28,6 +28,7 @@ pub mod interrupt;
 pub mod kinds;
 pub mod load;
 pub mod member;
+pub mod peers;
 pub mod pki;
 pub mod poll;
 pub mod process;

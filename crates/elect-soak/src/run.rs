@@ -218,9 +218,9 @@ fn curator_for(options: &Options, dir: &Path) -> Result<Option<PathBuf>, Error> 
     if !(options.peers && options.backends.contains(&Backend::Zk)) {
         return Ok(None);
     }
-    elect_compare::contender::compile_curator(&dir.join("curator"))
+    elect_lab::peers::compile_curator(&dir.join("curator"))
         .map(Some)
-        .map_err(|e| Error::Peer(format!("{e:#}")))
+        .map_err(|e| Error::Peer(e.to_string()))
 }
 
 /// When the nemesis last dealt or refused anything: a dealing thread that

@@ -1,6 +1,6 @@
-//! What the candidates run: the writer every leader's command is, and the
-//! wrappers that put the peers' tools where users put them, around the
-//! same writer.
+//! What the candidates run: the writer every leader's command is. The
+//! peers' tools run it through their wrappers (`elect_lab::peers`), the
+//! way users put work beside them.
 //!
 //! Every command is `bash -c SCRIPT soak-ROLE` with `SOAK_ELECTION`,
 //! `SOAK_CAND` and `SOAK_STORE` in its environment: that is how the
@@ -32,74 +32,3 @@ pub const ELECT_COMMAND: &str = r#"(setsid bash -c "$SOAK_WRITE" soak-daemon </d
 
 /// The periodic job's command line.
 pub const ONCE_COMMAND: &str = r#"eval "$SOAK_ONCE""#;
-
-/// `etcdctl elect` wrapping the writer, as its users wrap a command: once
-/// it prints the key and the proposal, read the key's create revision (the
-/// token), start the writer in a session of its own, and kill it when
-/// etcdctl exits (its session expired). SIGTERM resigns (etcdctl's own
-/// handler) and kills the writer. Args: endpoints, election.
-pub const ETCDCTL: &str = r#"export ETCDCTL_API=3
-w=
-coproc ETCD { exec etcdctl --endpoints "$1" elect "$2" "$SOAK_CAND" 2>&1; }
-epid=$ETCD_PID
-trap 'kill -TERM $epid 2>/dev/null; [ -n "$w" ] && kill -KILL -- -$w 2>/dev/null; wait $epid; exit 0' TERM INT
-read -r key <&"${ETCD[0]}" || { wait $epid; exit 1; }
-read -r _ <&"${ETCD[0]}" || { wait $epid; exit 1; }
-rev=$(etcdctl --endpoints "$1" get "$key" -w json | grep -o '"create_revision":[0-9]*' | cut -d: -f2)
-[ -n "$rev" ] || { kill -TERM $epid; wait $epid; exit 1; }
-echo "ELECTED $rev"
-ELECT_FENCING_TOKEN=$rev setsid bash -c "$SOAK_WRITE" soak-writer &
-w=$!
-wait $epid
-echo "DEMOTED"
-kill -KILL -- -$w 2>/dev/null
-exit 1"#;
-
-/// kazoo's `Election` wrapping the writer, stopping it on SUSPENDED or
-/// LOST as kazoo's documentation advises; the token is the lock znode's
-/// creation zxid. Args: hosts, path, session timeout in seconds.
-pub const KAZOO: &str = r#"import os, signal, subprocess, sys, threading
-from kazoo.client import KazooClient
-hosts, path, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])
-lost = threading.Event()
-writer = None
-def on_state(state):
-    if state in ("SUSPENDED", "LOST"):
-        lost.set()
-def stop(*_):
-    raise SystemExit(0)
-signal.signal(signal.SIGTERM, stop)
-zk = KazooClient(hosts=hosts, timeout=timeout)
-zk.add_listener(on_state)
-def kill_writer():
-    global writer
-    if writer is not None:
-        try:
-            os.killpg(writer.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        writer.wait()
-        writer = None
-try:
-    zk.start(timeout=15)
-    election = zk.Election(path, os.environ["SOAK_CAND"])
-    def lead():
-        global writer
-        if lost.is_set():
-            sys.exit(1)
-        czxid = zk.exists(election.lock.path + "/" + election.lock.node).czxid
-        print("ELECTED", czxid, flush=True)
-        env = dict(os.environ, ELECT_FENCING_TOKEN=str(czxid))
-        writer = subprocess.Popen(["bash", "-c", os.environ["SOAK_WRITE"], "soak-writer"],
-                                  env=env, start_new_session=True)
-        while not lost.wait(0.05):
-            pass
-        kill_writer()
-        print("DEMOTED", flush=True)
-        sys.exit(1)
-    election.run(lead)
-finally:
-    kill_writer()
-    zk.stop()
-    zk.close()
-"#;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use elect_judge::history::ElectionMeta;
 use elect_lab::fault::Proxy;
+use elect_lab::peers::{self, Leading, Peer};
 use elect_lab::{Lab, Mode, Role, Spec, loopback_net};
 
 use crate::candidate::{Candidate, Spec as CandidateSpec};
@@ -234,16 +235,8 @@ impl Building<'_> {
     /// the endpoints it is to use.
     fn proxied(&mut self, cand: &str) -> Result<String, Error> {
         let host = format!("{}.{}", self.net, self.cuts.len() + 1);
-        let proxies = self
-            .endpoints
-            .split(',')
-            .map(|m| Proxy::start(&format!("{host}:0"), m).map(Arc::new))
-            .collect::<std::io::Result<Vec<_>>>()?;
-        let list = proxies
-            .iter()
-            .map(|p| p.addr.clone())
-            .collect::<Vec<_>>()
-            .join(",");
+        let (proxies, list) = Proxy::in_front_of(&host, &self.endpoints)?;
+        let proxies = proxies.into_iter().map(Arc::new).collect();
         self.cuts.insert(cand.to_owned(), proxies);
         Ok(list)
     }
@@ -329,26 +322,28 @@ impl Building<'_> {
     /// Curator's latch and Curator on one session on ZooKeeper.
     fn peers(&mut self) -> Result<Vec<Election>, Error> {
         let (backend, shared, ttl) = (self.backend, self.shared, self.ttl);
-        let peers: &[(&str, &str)] = match backend {
-            Backend::Etcd => &[("etcdctl", "g")],
-            _ => &[("kazoo", "k"), ("curator", "l"), ("curator-session", "s")],
-        };
         let mut elections = Vec::new();
-        for (contender, letter) in peers {
-            let key = format!("{}/{contender}", backend.name());
-            let name = self.path(&format!("soak-{contender}"));
+        for peer in Peer::on(backend) {
+            let key = format!("{}/{}", backend.name(), peer.key());
+            let name = self.path(&format!("soak-{}", peer.key()));
             let names: Vec<String> = (1..=PEER_CANDIDATES)
-                .map(|i| format!("{letter}{i}"))
+                .map(|i| format!("{}{i}", candidate_letter(peer)))
                 .collect();
             let mut candidates = Vec::new();
             for cand in &names {
                 let endpoints = self.proxied(cand)?;
-                let argv = peer_argv(contender, &endpoints, &name, ttl, shared.curator);
+                let campaign = peers::Campaign {
+                    endpoints: &endpoints,
+                    election: &name,
+                    ttl,
+                    curator: shared.curator,
+                };
+                let argv = peer.argv(&campaign, Leading::RunsWriter);
                 candidates.push(shared.start(&key, cand, argv, false, false));
             }
             // etcdctl elect has no TTL flag: its sessions last 60 s.
-            let mut meta = self.meta(&key, contender, &names, shared.options.peers_decide);
-            if *contender == "etcdctl" {
+            let mut meta = self.meta(&key, peer.key(), &names, shared.options.peers_decide);
+            if peer == Peer::Etcdctl {
                 meta.ttl_ms = 60_000;
                 meta.liveness_bound = liveness_bound(Duration::from_secs(60)).as_micros() as u64;
             }
@@ -359,6 +354,16 @@ impl Building<'_> {
             });
         }
         Ok(elections)
+    }
+}
+
+/// The first letter of a peer's candidates' names in the history.
+fn candidate_letter(peer: Peer) -> char {
+    match peer {
+        Peer::Etcdctl => 'g',
+        Peer::Kazoo => 'k',
+        Peer::Curator => 'l',
+        Peer::CuratorSession => 's',
     }
 }
 
@@ -378,54 +383,6 @@ fn run_args() -> Vec<String> {
 /// service's own recovery).
 pub fn liveness_bound(ttl: Duration) -> Duration {
     2 * ttl + Duration::from_secs(2)
-}
-
-fn peer_argv(
-    contender: &str,
-    endpoints: &str,
-    election: &str,
-    ttl: Duration,
-    curator: Option<&Path>,
-) -> Vec<String> {
-    let s = |x: &str| x.to_owned();
-    match contender {
-        "etcdctl" => vec![
-            s("bash"),
-            s("-c"),
-            s(scripts::ETCDCTL),
-            s("etcdctl-wrapper"),
-            s(endpoints),
-            s(election),
-        ],
-        "kazoo" => vec![
-            s("/usr/bin/python3"),
-            s("-c"),
-            s(scripts::KAZOO),
-            s(endpoints),
-            s(election),
-            format!("{}", ttl.as_secs_f64()),
-        ],
-        policy => {
-            let classes = curator.expect("compiled before the candidates start");
-            vec![
-                s("java"),
-                s("-XX:+UseSerialGC"),
-                s("-XX:TieredStopAtLevel=1"),
-                s("-cp"),
-                format!("{}:/usr/share/java/curator-recipes.jar", classes.display()),
-                s("LatchDriver"),
-                s(endpoints),
-                s(election),
-                s("soak"),
-                ttl.as_millis().to_string(),
-                s(if policy == "curator-session" {
-                    "session"
-                } else {
-                    "standard"
-                }),
-            ]
-        }
-    }
 }
 
 fn start_raft(shared: &Shared) -> Result<BackendWorld, Error> {
