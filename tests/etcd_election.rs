@@ -4,6 +4,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use elect_lab::fault::{Proxy, Traffic};
 use nix::sys::signal::Signal;
 use support::elect::{Proc, campaign, elect, leader_once};
 use support::etcd::Cluster;
@@ -215,6 +216,67 @@ fn a_waiting_candidate_whose_key_is_deleted_queues_again() {
     a.signal(Signal::SIGTERM);
     b.wait_event("elected", SOON);
     assert_eq!(a.wait_exit(SOON), 0);
+}
+
+/// Every watch is bounded as requests are (`WatchBounds`): a waiting
+/// candidate whose watch sits on a member that stopped answering (here
+/// cut off behind its proxy, as a pause or a partition does) finds it
+/// silent, asks for progress, gets no answer, and opens it again on
+/// another member within its connect timeout and a quarter; the
+/// connection's pings alone take 3 to 9 s. Which member serves b's turn
+/// watch is read from etcd's own gauge of watchers: the one that gained
+/// the two of its stream (its predecessor's key and its own). The leader
+/// talks to the members directly, so its resignation does not wait.
+#[test]
+fn a_waiting_candidates_watch_on_a_silent_member_is_opened_again_elsewhere() {
+    let etcd = Cluster::start();
+    let members: Vec<String> = etcd.endpoints.split(',').map(str::to_owned).collect();
+    let watchers = || -> Vec<f64> {
+        members
+            .iter()
+            .map(|m| metric(m, "etcd_debugging_mvcc_watcher_total"))
+            .collect()
+    };
+    let mut a = campaign(&etcd.endpoints, "silent-watch", "a", "10");
+    a.wait_event("elected", SOON);
+    let before = watchers();
+    let host = format!("{}.1", loopback_net());
+    let (proxies, through) = Proxy::in_front_of(&host, &etcd.endpoints).unwrap();
+    let args = [
+        "--connect-timeout",
+        "1s",
+        "campaign",
+        "--election",
+        "silent-watch",
+        "--id",
+        "b",
+        "--ttl",
+        "10",
+    ];
+    let mut b = elect("b", &through, &args);
+    wait_for_candidates(&etcd, "silent-watch", 2);
+    let serving = eventually("b's turn watch", SOON, || {
+        let now = watchers();
+        (0..members.len()).find(|&i| now[i] - before[i] >= 2.0)
+    });
+    proxies[serving].set(Traffic::Blackhole);
+    let sent = Instant::now();
+    a.signal(Signal::SIGTERM);
+    let (at, _) = b.wait_event("elected", Duration::from_secs(20));
+    let took = at - sent;
+    let said = b.stderr();
+    assert!(
+        said.contains("watching a key failed: its member did not answer a progress request"),
+        "b's turn watch was not found silent:\n{said}"
+    );
+    assert!(
+        took < Duration::from_secs(6),
+        "b led {took:?} after a resigned:\n{said}"
+    );
+    assert_eq!(a.wait_exit(SOON), 0);
+    proxies[serving].set(Traffic::Pass);
+    b.signal(Signal::SIGTERM);
+    assert_eq!(b.wait_exit(SOON), 0);
 }
 
 #[test]

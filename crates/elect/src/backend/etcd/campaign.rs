@@ -35,6 +35,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
+use super::bounds::WatchBounds;
 use super::connection::retry;
 use super::errors::etcd_error;
 use super::handover::LeaderWatch;
@@ -44,7 +45,6 @@ use super::lease::Lease;
 use super::observe::View;
 use super::recipe::{Resignation, ResignationInput, ResignationNext, Touch, Transaction};
 use super::renewal::{LeaseState, Renewer};
-use super::stint::Tenure;
 use super::{transaction, turn};
 use crate::backend::backoff::Backoff;
 use crate::backend::publish::Reporter;
@@ -70,6 +70,17 @@ pub(super) enum Outcome {
     Resigned { led: bool },
     /// The candidacy cannot go on on this lease.
     Lost { led: bool, deadline: BootInstant },
+}
+
+/// Our leadership, as the stint (`stint.rs`) leads it: the key we lead
+/// with, on which lease.
+pub(super) struct Tenure<'a> {
+    pub key: &'a str,
+    pub lease: i64,
+    /// Our key's create revision: the fencing token.
+    pub token: i64,
+    /// The revision our key was confirmed ours at.
+    pub confirmed_at: i64,
 }
 
 /// What a release's transaction did (see [`Candidate::release`]).
@@ -242,7 +253,9 @@ impl Candidate {
             return;
         }
         if expects_taker {
-            let taken = wait_for_delete(&self.client, released.marker.as_bytes(), released.at);
+            let bounds = WatchBounds::new(self.cfg.connect_timeout);
+            let marker = released.marker.as_bytes();
+            let taken = wait_for_delete(&self.client, marker, released.at, bounds);
             match tokio::time::timeout(HANDOVER_WAIT, taken).await {
                 Ok(_) => debug!("handover: the successor took the release marker"),
                 Err(_) => debug!("the successor did not take the release marker; revoking"),

@@ -31,6 +31,7 @@ use tower::Service;
 use tower::util::BoxCloneSyncService;
 use tracing::{debug, warn};
 
+use super::bounds::{SHORTEST_ATTEMPT, first_attempt};
 use super::errors::BACKEND;
 use super::layout;
 use super::renewal::{RenewalProof, Renewer};
@@ -605,9 +606,6 @@ where
     }
 }
 
-/// The shortest wait for one attempt's answer.
-const SHORTEST_ATTEMPT: Duration = Duration::from_millis(250);
-
 /// Bounds each attempt of a request that may be sent again (a read, or a
 /// transaction that changes nothing when repeated): a quarter of the
 /// connect timeout (at least 250 ms) at first, twice as long after each
@@ -627,10 +625,9 @@ pub(crate) struct Attempts {
 
 impl Attempts {
     pub(crate) fn new(connect_timeout: Duration) -> Attempts {
-        let longest = connect_timeout.max(SHORTEST_ATTEMPT);
         Attempts {
-            within: (connect_timeout / 4).clamp(SHORTEST_ATTEMPT, longest),
-            longest,
+            within: first_attempt(connect_timeout),
+            longest: connect_timeout.max(SHORTEST_ATTEMPT),
         }
     }
 

@@ -66,6 +66,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::debug;
 
+use super::bounds::WatchBounds;
 use super::errors::etcd_error;
 use super::keywatch::{next_response, open_watch};
 use super::layout::{self, CandidateKey};
@@ -87,13 +88,18 @@ pub struct LeaderWatch {
 
 impl LeaderWatch {
     /// Starts watching our key, `own`, under `prefix`, and the next in
-    /// line after it.
-    pub fn start(client: Arc<Client>, prefix: String, own: CandidateKey) -> LeaderWatch {
+    /// line after it, each watch within `bounds`.
+    pub fn start(
+        client: Arc<Client>,
+        prefix: String,
+        own: CandidateKey,
+        bounds: WatchBounds,
+    ) -> LeaderWatch {
         let (next_out, next) = watch::channel(None);
         let (gone_out, gone) = watch::channel(false);
         let mut line = NextInLine::new(own);
         let task = tokio::spawn(async move {
-            follow(&client, &prefix, &mut line, &next_out).await;
+            follow(&client, &prefix, &mut line, &next_out, bounds).await;
             next_out.send_replace(None);
             gone_out.send_replace(true);
         });
@@ -127,6 +133,7 @@ async fn follow(
     prefix: &str,
     line: &mut NextInLine,
     next_out: &watch::Sender<Option<CandidateKey>>,
+    bounds: WatchBounds,
 ) {
     let mut backoff = Backoff::new();
     loop {
@@ -142,7 +149,7 @@ async fn follow(
                 }
             }
             NextInLineNext::Watch { from } => {
-                watch_prefix(client, prefix, line, from, next_out).await
+                watch_prefix(client, prefix, line, from, next_out, bounds).await
             }
         };
         if let Err(e) = &done {
@@ -217,13 +224,15 @@ async fn watch_prefix(
     line: &mut NextInLine,
     from: i64,
     next_out: &watch::Sender<Option<CandidateKey>>,
+    bounds: WatchBounds,
 ) -> Result<()> {
     let options = WatchOptions::new()
         .with_prefix()
         .with_start_revision(from + 1);
-    let mut stream = open_watch(client, prefix, options, "watching the election").await?;
+    let what = "watching the election";
+    let mut stream = open_watch(client, prefix, options, what, bounds).await?;
     loop {
-        let resp = next_response(&mut stream, "watching the election").await?;
+        let resp = next_response(&mut stream, what, bounds).await?;
         if resp.canceled() {
             line.input(BootInstant::now(), NextInLineInput::Cancelled);
             return Ok(());

@@ -1,11 +1,11 @@
 //! Watches on single keys: until one is deleted, and the two keys a
 //! waiting candidate watches (its predecessor's and its own) on one
-//! stream.
-
-use std::collections::VecDeque;
+//! stream; each within its [`WatchBounds`].
 
 use etcd_client::{Client, EventType, WatchOptions, WatchStream};
+use std::collections::VecDeque;
 
+use super::bounds::WatchBounds;
 use super::errors::etcd_error;
 use super::layout::Ours;
 use crate::error::Result;
@@ -15,11 +15,16 @@ use crate::error::Result;
 /// again.
 ///
 /// Errors: the watch could not be made or broke. Cancel safe.
-pub async fn wait_for_delete(client: &Client, key: &[u8], rev: i64) -> Result<Option<i64>> {
+pub async fn wait_for_delete(
+    client: &Client,
+    key: &[u8],
+    rev: i64,
+    bounds: WatchBounds,
+) -> Result<Option<i64>> {
     let options = WatchOptions::new().with_start_revision(rev + 1);
-    let mut stream = open_watch(client, key, options, "watching a key").await?;
+    let mut stream = open_watch(client, key, options, "watching a key", bounds).await?;
     loop {
-        let resp = next_response(&mut stream, "watching a key").await?;
+        let resp = next_response(&mut stream, "watching a key", bounds).await?;
         if resp.canceled() {
             return Ok(None);
         }
@@ -52,6 +57,7 @@ pub enum Woken {
 /// stream from the same revision.
 pub struct TurnWatch {
     stream: WatchStream,
+    bounds: WatchBounds,
     predecessor: Vec<u8>,
     own: Vec<u8>,
     create_revision: i64,
@@ -70,16 +76,24 @@ impl TurnWatch {
         predecessor: &[u8],
         ours: Ours<'_>,
         rev: i64,
+        bounds: WatchBounds,
     ) -> Result<TurnWatch> {
         let from = || WatchOptions::new().with_start_revision(rev + 1);
-        let mut stream =
-            open_watch(client, predecessor, from(), "watching our predecessor").await?;
+        let mut stream = open_watch(
+            client,
+            predecessor,
+            from(),
+            "watching our predecessor",
+            bounds,
+        )
+        .await?;
         stream
             .watch(ours.key, Some(from()))
             .await
             .map_err(|e| etcd_error("watching our key", e))?;
         Ok(TurnWatch {
             stream,
+            bounds,
             predecessor: predecessor.to_vec(),
             own: ours.key.as_bytes().to_vec(),
             create_revision: ours.create_revision,
@@ -97,7 +111,7 @@ impl TurnWatch {
             if let Some(woken) = self.pending.pop_front() {
                 return Ok(woken);
             }
-            let resp = next_response(&mut self.stream, "watching a key").await?;
+            let resp = next_response(&mut self.stream, "watching a key", self.bounds).await?;
             if resp.canceled() {
                 self.pending.push_back(Woken::Cancelled);
                 continue;
@@ -128,30 +142,62 @@ impl TurnWatch {
     }
 }
 
-/// Opens a watch on `key` with `options`; `what` names the watch in its
-/// error.
+/// Opens a watch on `key` with `options`, within `bounds`; `what` names
+/// the watch in its error.
 pub(super) async fn open_watch(
     client: &Client,
     key: impl Into<Vec<u8>>,
     options: WatchOptions,
     what: &'static str,
+    bounds: WatchBounds,
 ) -> Result<WatchStream> {
-    Box::pin(client.watch_client().watch(key, Some(options)))
-        .await
-        .map_err(|e| etcd_error(what, e))
+    let key = key.into();
+    let opening = async move { client.watch_client().watch(key, Some(options)).await };
+    // Boxed, as every future of a watch here: a follower's future holds
+    // them (see `a_candidates_futures_stay_small`).
+    match Box::pin(tokio::time::timeout(bounds.open, opening)).await {
+        Ok(opened) => opened.map_err(|e| etcd_error(what, e)),
+        Err(_) => Err(etcd_error(
+            what,
+            format!("not opened within {:?}", bounds.open),
+        )),
+    }
 }
 
-/// The next response on a watch stream; a stream that ends is an error
-/// (`what` names the watch in it).
+/// The next response on a watch stream, within `bounds`: a stream that
+/// ends, or whose member does not answer a progress request, is an error
+/// (`what` names the watch in it). A progress answer is a response with
+/// no events, which every caller passes over.
 pub(super) async fn next_response(
     stream: &mut WatchStream,
     what: &'static str,
+    bounds: WatchBounds,
 ) -> Result<etcd_client::WatchResponse> {
-    stream
-        .message()
-        .await
-        .map_err(|e| etcd_error(what, e))?
-        .ok_or_else(|| etcd_error(what, "stream closed"))
+    let mut asked = false;
+    loop {
+        let within = if asked { bounds.answer } else { bounds.quiet };
+        match Box::pin(tokio::time::timeout(within, stream.message())).await {
+            Ok(message) => {
+                return message
+                    .map_err(|e| etcd_error(what, e))?
+                    .ok_or_else(|| etcd_error(what, "stream closed"));
+            }
+            Err(_) if asked => {
+                return Err(etcd_error(
+                    what,
+                    format!(
+                        "its member did not answer a progress request within {within:?}; opening it again"
+                    ),
+                ));
+            }
+            Err(_) => {
+                Box::pin(stream.request_progress())
+                    .await
+                    .map_err(|e| etcd_error(what, e))?;
+                asked = true;
+            }
+        }
+    }
 }
 
 /// A deletion's event carries the key's tombstone, whose modification

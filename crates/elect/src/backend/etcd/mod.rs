@@ -19,10 +19,14 @@
 //!   unchanged.
 //! - [`keywatch`]: watches on single keys (a deletion; a waiting
 //!   candidate's predecessor and own key on one stream).
+//! - `bounds`: how long a request or a watch may go unanswered; a silent
+//!   watch asks its member for progress, so one on a paused member is
+//!   found and opened again elsewhere as a request would be.
 //! - [`session`]: one lease many elections share.
 //! - [`tenure`]: the marker every leading candidacy holds, so that none
 //!   starts while another's work may still run.
 
+mod bounds;
 pub mod campaign;
 mod connection;
 mod errors;
@@ -52,6 +56,7 @@ use crate::config::ElectionConfig;
 use crate::error::Result;
 use crate::leadership::Leadership;
 use crate::work::WorkWatch;
+use bounds::WatchBounds;
 use connection::{Connections, connect, connect_reader, first_contact};
 
 /// Reads the current leader once.
@@ -75,8 +80,9 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
     let first = first_contact(cfg, || observe::read_leader(&client, &prefix)).await?;
     let (view_tx, view_rx) = watch::channel(first.clone());
     let (out, leadership) = watch::channel(first.to_leadership());
+    let bounds = WatchBounds::new(cfg.connect_timeout);
     let task = tokio::spawn(async move {
-        let follower = observe::follow(client, prefix, first, view_tx);
+        let follower = observe::follow(client, prefix, first, view_tx, bounds);
         tokio::join!(follower, publish::publish_views(view_rx, out));
     });
     Ok(Observation::new(leadership, task))
@@ -107,8 +113,9 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
         work,
         resign.clone(),
     );
+    let bounds = WatchBounds::new(cfg.connect_timeout);
     let task = tokio::spawn(async move {
-        let follower = tokio::spawn(observe::follow(client, prefix, first, view_tx));
+        let follower = tokio::spawn(observe::follow(client, prefix, first, view_tx, bounds));
         let result = candidate.run(lease).await;
         follower.abort();
         result
@@ -150,7 +157,8 @@ mod tests {
         );
         let (lease, state) = lease::Lease::ungranted();
         let renewal = lease.renewal(renewers[0].clone(), state);
-        let follower = observe::follow(client, "e/".into(), first, view_tx);
+        let bounds = WatchBounds::new(cfg.connect_timeout);
+        let follower = observe::follow(client, "e/".into(), first, view_tx, bounds);
         let run = candidate.run(lease);
         let setup = campaign(&cfg, WorkWatch::none());
 

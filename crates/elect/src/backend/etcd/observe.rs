@@ -36,6 +36,7 @@ use etcd_client::{Client, GetOptions, SortOrder, SortTarget, WatchFilterType, Wa
 use tokio::sync::watch;
 use tracing::debug;
 
+use super::bounds::WatchBounds;
 use super::errors::etcd_error;
 use super::keywatch::{next_response, open_watch};
 use super::layout::{CandidateKey, granted_by_elect};
@@ -245,6 +246,7 @@ pub async fn follow(
     prefix: String,
     first: View,
     out: watch::Sender<View>,
+    bounds: WatchBounds,
 ) {
     let mut line = Line::listed(first, Successors::new());
     let mut backoff = Backoff::new();
@@ -255,7 +257,7 @@ pub async fn follow(
     let mut broken = 0u32;
     loop {
         publish_if_changed(&out, line.view.clone());
-        match follow_line(&client, &prefix, &mut line, &out, &mut broken).await {
+        match follow_line(&client, &prefix, &mut line, &out, &mut broken, bounds).await {
             Ok(()) => {
                 backoff.reset();
                 broken = 0;
@@ -326,25 +328,28 @@ async fn follow_line(
     line: &mut Line,
     out: &watch::Sender<View>,
     broken: &mut u32,
+    bounds: WatchBounds,
 ) -> Result<()> {
     let deletions = WatchOptions::new()
         .with_prefix()
         .with_start_revision(line.listed_at + 1)
         .with_filters([WatchFilterType::NoPut]);
-    let mut deletions = open_watch(client, prefix, deletions, "watching the leader").await?;
+    let mut deletions =
+        open_watch(client, prefix, deletions, "watching the leader", bounds).await?;
     loop {
         publish_if_changed(out, line.view.clone());
         let mut extra = match line.extra_watch(prefix) {
             Some((key, options)) => {
-                Some(open_watch(client, key, options, "watching the leader's key").await?)
+                let what = "watching the leader's key";
+                Some(open_watch(client, key, options, what, bounds).await?)
             }
             None => None,
         };
         // Until the leader's key goes.
         loop {
             let resp = tokio::select! {
-                r = next_response(&mut deletions, "watching the leader") => r?,
-                r = async { next_response(extra.as_mut().expect("guarded"), "watching the leader's key").await }, if extra.is_some() => {
+                r = next_response(&mut deletions, "watching the leader", bounds) => r?,
+                r = async { next_response(extra.as_mut().expect("guarded"), "watching the leader's key", bounds).await }, if extra.is_some() => {
                     let resp = r?;
                     if resp.canceled() {
                         return Ok(());

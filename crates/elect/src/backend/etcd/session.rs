@@ -8,6 +8,7 @@ use etcd_client::Client;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::bounds::WatchBounds;
 use super::connection::{Connections, connect, first_contact};
 use super::lease::Lease;
 use super::renewal::Renewer;
@@ -68,9 +69,10 @@ impl SharedSession {
             let prefix = layout::prefix(&cfg.election);
             let first = observe::read_leader(&client, &prefix).await?;
             let (view_tx, view_rx) = watch::channel(first.clone());
+            let bounds = WatchBounds::new(cfg.connect_timeout);
             let candidate =
                 campaign::Candidate::new(client.clone(), renewers, cfg, out, view_rx, work, resign);
-            let follower = tokio::spawn(observe::follow(client, prefix, first, view_tx));
+            let follower = tokio::spawn(observe::follow(client, prefix, first, view_tx, bounds));
             let result = candidate.run_shared(lease).await;
             follower.abort();
             result

@@ -10,7 +10,8 @@ use etcd_client::Client;
 use tokio::sync::watch;
 use tracing::info;
 
-use super::campaign::{Candidate, Outcome};
+use super::bounds::WatchBounds;
+use super::campaign::{Candidate, Outcome, Tenure};
 use super::handover::LeaderWatch;
 use super::layout::{self, CandidateKey};
 use super::recipe::{Demotion, Stint, StintEnd, StintInput, StintNext, StintRequest};
@@ -19,16 +20,6 @@ use crate::backend::recipe::Recipe;
 use crate::clock::{BootInstant, sleep_until};
 use crate::counters::warn_counted;
 use crate::leadership::Leadership;
-
-/// Our leadership: the key we lead with, on which lease.
-pub(super) struct Tenure<'a> {
-    pub key: &'a str,
-    pub lease: i64,
-    /// Our key's create revision: the fencing token.
-    pub token: i64,
-    /// The revision our key was confirmed ours at.
-    pub confirmed_at: i64,
-}
 
 impl Candidate {
     /// Leads until [`Stint`] says we may not, or resignation.
@@ -48,8 +39,9 @@ impl Candidate {
             create_revision: tenure.token,
             lease: tenure.lease,
         };
-        let watch =
-            LeaderWatch::start(self.client.clone(), layout::prefix(&self.cfg.election), own);
+        let bounds = WatchBounds::new(self.cfg.connect_timeout);
+        let prefix = layout::prefix(&self.cfg.election);
+        let watch = LeaderWatch::start(self.client.clone(), prefix, own, bounds);
         let mut key_gone = watch.key_gone();
         self.leader_watch = Some(watch);
         let mut led = false;

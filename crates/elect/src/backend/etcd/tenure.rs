@@ -38,6 +38,7 @@ use tracing::{info, warn};
 
 use std::time::Duration;
 
+use super::bounds::WatchBounds;
 use super::connection::Attempts;
 use super::keywatch::{next_response, open_watch};
 use super::layout::{self, Ours};
@@ -83,7 +84,8 @@ pub async fn claim(client: &Client, election: &str, ours: Ours<'_>, patience: Du
                     );
                     waited = true;
                 }
-                if let Err(e) = wait_for_a_deletion(client, election, &others, at).await {
+                let bounds = WatchBounds::new(patience);
+                if let Err(e) = wait_for_a_deletion(client, election, &others, at, bounds).await {
                     warn_counted!("waiting for another tenure to end: {e}");
                     backoff.wait().await;
                 }
@@ -112,14 +114,16 @@ async fn wait_for_a_deletion(
     election: &str,
     others: &[Vec<u8>],
     at: i64,
+    bounds: WatchBounds,
 ) -> Result<()> {
     let options = WatchOptions::new()
         .with_prefix()
         .with_start_revision(at + 1);
     let prefix = layout::tenure_prefix(election);
-    let mut stream = open_watch(client, prefix, options, "watching the tenure markers").await?;
+    let what = "watching the tenure markers";
+    let mut stream = open_watch(client, prefix, options, what, bounds).await?;
     loop {
-        let resp = next_response(&mut stream, "watching the tenure markers").await?;
+        let resp = next_response(&mut stream, what, bounds).await?;
         if resp.canceled() {
             return Ok(());
         }

@@ -7,6 +7,7 @@ use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 use tokio::time::sleep;
 use tracing::debug;
 
+use super::bounds::WatchBounds;
 use super::connection::retry;
 use super::errors::etcd_error;
 use super::keywatch::{TurnWatch, Woken};
@@ -60,7 +61,8 @@ pub(super) async fn wait_for_turn(
                 TurnInput::Predecessor { key, at }
             }
             TurnNext::Send(TurnRequest::Watch { predecessor, from }) => {
-                watch_predecessor(client, ours, &predecessor, from, &mut watch).await
+                let bounds = WatchBounds::new(patience);
+                watch_predecessor(client, ours, &predecessor, from, bounds, &mut watch).await
             }
             TurnNext::Send(TurnRequest::CheckTurn { seen }) => {
                 let checked = check_turn_racing_the_watch(
@@ -84,12 +86,21 @@ async fn watch_predecessor(
     ours: Ours<'_>,
     predecessor: &CandidateKey,
     from: i64,
+    bounds: WatchBounds,
     watch: &mut Option<TurnWatch>,
 ) -> TurnInput {
     // Boxed: the watch stream is most of a waiting candidate's
     // future (see `a_candidates_futures_stay_small`).
     *watch = None;
-    let woken = match Box::pin(TurnWatch::open(client, &predecessor.key, ours, from)).await {
+    let woken = match Box::pin(TurnWatch::open(
+        client,
+        &predecessor.key,
+        ours,
+        from,
+        bounds,
+    ))
+    .await
+    {
         Ok(stream) => Box::pin(watch.insert(stream).next()).await,
         Err(e) => Err(e),
     };
