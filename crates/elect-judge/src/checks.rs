@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::history::{
-    ElectionMeta, FaultRecord, History, LineRecord, Micros, ProcRecord, StoreRecord,
+    ElectionMeta, FaultKind, FaultRecord, History, LineRecord, Micros, ProcRecord, StoreRecord,
 };
 
 /// What went wrong.
@@ -204,7 +204,7 @@ pub fn judge(history: &History) -> Judgement {
         *faults
             .entry(f.backend.clone())
             .or_default()
-            .entry(f.kind.clone())
+            .entry(f.kind.name().to_owned())
             .or_default() += 1;
     }
     Judgement {
@@ -333,7 +333,7 @@ impl Judging<'_> {
     /// contract.
     fn operator_window(&self, t: Micros) -> bool {
         self.faults.iter().any(|f| {
-            matches!(f.kind.as_str(), "operator-delete" | "parent-delete")
+            matches!(f.kind, FaultKind::OperatorDelete | FaultKind::ParentDelete)
                 && f.start <= t
                 && t <= f.end + self.ttl + 1_000_000
         })
@@ -495,7 +495,7 @@ impl Judging<'_> {
             let frozen: Vec<Span> = self
                 .faults
                 .iter()
-                .filter(|f| f.kind == "candidate-freeze" && f.target == cand)
+                .filter(|f| f.kind == FaultKind::CandidateFreeze && f.target == cand)
                 .map(|f| Span {
                     from: f.start,
                     to: f.end + slack,
@@ -842,7 +842,7 @@ fn cause_of(faults: &[&FaultRecord], at: Micros, ttl: Micros) -> String {
         .iter()
         .filter(|f| f.start <= at + 1_000 && at <= f.end + ttl)
         .max_by_key(|f| f.start)
-        .map_or_else(|| "none".to_owned(), |f| f.kind.clone())
+        .map_or_else(|| "none".to_owned(), |f| f.kind.name().to_owned())
 }
 
 /// Overlapping or touching spans joined, in order.

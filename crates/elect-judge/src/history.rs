@@ -179,11 +179,111 @@ pub enum LineRecord {
     },
 }
 
+/// A kind of fault the nemesis deals: typed once, here, for the runner
+/// that deals it and the judge that reads it. A history names it by
+/// [`FaultKind::name`]; a name not listed refuses the history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultKind {
+    MemberKill,
+    MemberPause,
+    MemberStall,
+    MemberStallLog,
+    MemberCut,
+    QuorumLoss,
+    RollingRestart,
+    Compaction,
+    OperatorDelete,
+    ParentDelete,
+    Load,
+    CandidateFreeze,
+    CandidateKill,
+    CandidateResign,
+    WatchdogKill,
+    GroupKill,
+    CandidateCut,
+    CandidateStall,
+}
+
+impl FaultKind {
+    /// Every kind.
+    pub const ALL: [FaultKind; 18] = [
+        FaultKind::MemberKill,
+        FaultKind::MemberPause,
+        FaultKind::MemberStall,
+        FaultKind::MemberStallLog,
+        FaultKind::MemberCut,
+        FaultKind::QuorumLoss,
+        FaultKind::RollingRestart,
+        FaultKind::Compaction,
+        FaultKind::OperatorDelete,
+        FaultKind::ParentDelete,
+        FaultKind::Load,
+        FaultKind::CandidateFreeze,
+        FaultKind::CandidateKill,
+        FaultKind::CandidateResign,
+        FaultKind::WatchdogKill,
+        FaultKind::GroupKill,
+        FaultKind::CandidateCut,
+        FaultKind::CandidateStall,
+    ];
+
+    /// Its name in a history and a schedule.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::MemberKill => "member-kill",
+            FaultKind::MemberPause => "member-pause",
+            FaultKind::MemberStall => "member-stall",
+            FaultKind::MemberStallLog => "member-stall-log",
+            FaultKind::MemberCut => "member-cut",
+            FaultKind::QuorumLoss => "quorum-loss",
+            FaultKind::RollingRestart => "rolling-restart",
+            FaultKind::Compaction => "compaction",
+            FaultKind::OperatorDelete => "operator-delete",
+            FaultKind::ParentDelete => "parent-delete",
+            FaultKind::Load => "load",
+            FaultKind::CandidateFreeze => "candidate-freeze",
+            FaultKind::CandidateKill => "candidate-kill",
+            FaultKind::CandidateResign => "candidate-resign",
+            FaultKind::WatchdogKill => "watchdog-kill",
+            FaultKind::GroupKill => "group-kill",
+            FaultKind::CandidateCut => "candidate-cut",
+            FaultKind::CandidateStall => "candidate-stall",
+        }
+    }
+
+    /// The kind called `name`.
+    pub fn parse(name: &str) -> Option<FaultKind> {
+        FaultKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for FaultKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for FaultKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<FaultKind, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        FaultKind::parse(&name).ok_or_else(|| {
+            let kinds = FaultKind::ALL.map(FaultKind::name).join(", ");
+            serde::de::Error::custom(format!("{name:?} is not a fault kind: one of {kinds}"))
+        })
+    }
+}
+
 /// A fault the nemesis dealt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FaultRecord {
-    /// Its kind, like `member-kill` or `candidate-freeze`.
-    pub kind: String,
+    /// Its kind.
+    pub kind: FaultKind,
     /// The backend it hit, or `machine` for load.
     pub backend: String,
     /// What it hit: a member, a candidate, a key, the machine.

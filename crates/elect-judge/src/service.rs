@@ -441,7 +441,7 @@ mod tests {
     fn a_member_under_a_fault_is_left_out() {
         let a = held("/e/a-0001", "0x1");
         let pause = FaultRecord {
-            kind: "member-pause".into(),
+            kind: crate::history::FaultKind::MemberPause,
             backend: "zk".into(),
             target: "zk-2".into(),
             election: None,

@@ -2,8 +2,8 @@
 //! planted violation is refused, for that reason and no other.
 
 use elect_judge::history::{
-    ElectionMeta, End, FaultRecord, Held, History, Leftover, LineRecord, Meta, ProcRecord,
-    ServiceRecord, StoreRecord,
+    ElectionMeta, End, FaultKind, FaultRecord, Held, History, Leftover, LineRecord, Meta,
+    ProcRecord, ServiceRecord, StoreRecord,
 };
 use elect_judge::{Kind, judge};
 
@@ -112,7 +112,7 @@ fn clean() -> History {
         procs: with_ticks,
         lines,
         faults: vec![FaultRecord {
-            kind: "member-kill".into(),
+            kind: FaultKind::MemberKill,
             backend: "etcd".into(),
             target: "etcd-1".into(),
             election: None,
@@ -314,7 +314,7 @@ fn a_stale_write_during_an_operators_delete_is_fenced() {
         sent: None,
     });
     h.faults.push(FaultRecord {
-        kind: "operator-delete".into(),
+        kind: FaultKind::OperatorDelete,
         backend: "etcd".into(),
         target: "the leader's key".into(),
         election: Some("etcd/elect".into()),
@@ -348,7 +348,7 @@ fn an_old_writer_accepted_after_an_announcement_is_fenced_under_an_operators_del
     assert!(kinds(&announced()).contains(&Kind::StaleAccept));
     let mut h = announced();
     h.faults.push(FaultRecord {
-        kind: "parent-delete".into(),
+        kind: FaultKind::ParentDelete,
         backend: "etcd".into(),
         target: "/soak-elect".into(),
         election: Some("etcd/elect".into()),
@@ -392,7 +392,7 @@ fn a_frozen_candidate_says_nothing() {
         text: r#"{"event":"demoted","is_self":false}"#.into(),
     });
     h.faults.push(FaultRecord {
-        kind: "candidate-freeze".into(),
+        kind: FaultKind::CandidateFreeze,
         backend: "etcd".into(),
         target: "c1".into(),
         election: Some("etcd/elect".into()),
@@ -525,7 +525,7 @@ fn a_periodic_job_run_again_after_its_record_is_refused() {
     // after the completion). The same loss on another backend excuses
     // nothing.
     let quorum_loss = |backend: &str| FaultRecord {
-        kind: "quorum-loss".into(),
+        kind: FaultKind::QuorumLoss,
         backend: backend.into(),
         target: "etcd-1,etcd-2".into(),
         election: None,

@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use elect_judge::history::{End, Leftover};
 
-use crate::nemesis::{etcdctl, kazoo};
 use crate::options::Backend;
 use crate::sampler::env_var;
+use crate::tools::{etcdctl, kazoo};
 use crate::world::BackendWorld;
 
 /// The longest a session or lease of an election is waited for to end by

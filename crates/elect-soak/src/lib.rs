@@ -31,6 +31,7 @@ pub mod sampler;
 pub mod schedule;
 pub mod scripts;
 pub mod store;
+pub mod tools;
 pub mod world;
 
 mod end;
