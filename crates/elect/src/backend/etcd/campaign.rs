@@ -48,7 +48,7 @@ use super::renewal::{LeaseState, Renewer};
 use super::{transaction, turn};
 use crate::backend::backoff::Backoff;
 use crate::backend::publish::Reporter;
-use crate::backend::recipe::Recipe;
+use crate::backend::recipe::{Heard, Io, Step, drive};
 use crate::backend_kind::Backend;
 use crate::clock::{BootInstant, sleep_until};
 use crate::config::ElectionConfig;
@@ -294,13 +294,11 @@ impl Candidate {
         ttl: Duration,
     ) -> Option<Released> {
         let mut resignation = Resignation::new(successor, self.work.is_running());
-        if resignation.poll(BootInstant::now()) == ResignationNext::AwaitWorkStopped {
-            self.wait_until_idle(ttl).await;
-            resignation.input(BootInstant::now(), ResignationInput::WorkStopped);
-        }
-        let ResignationNext::Release(touch) = resignation.poll(BootInstant::now()) else {
-            unreachable!("the work has stopped");
+        let mut io = ResignationIo {
+            candidate: self,
+            ttl,
         };
+        let touch = drive(&mut resignation, &mut io).await;
         self.release(lease, touch.as_ref(), ttl).await
     }
 
@@ -476,6 +474,44 @@ impl Candidate {
                 _ = backoff.wait() => {}
             }
         }
+    }
+}
+
+/// The resignation's I/O: the wait until the work has stopped (at most
+/// `ttl`). Its drive ends with the release it decided on, which
+/// [`Candidate::release`] sends.
+struct ResignationIo<'c> {
+    candidate: &'c mut Candidate,
+    ttl: Duration,
+}
+
+impl Io<Resignation> for ResignationIo<'_> {
+    type Request = std::convert::Infallible;
+    /// The touch the release carries, if any.
+    type Outcome = Option<Touch>;
+
+    fn step(&mut self, next: ResignationNext) -> Step<Self::Request, Option<Touch>> {
+        match next {
+            ResignationNext::AwaitWorkStopped => Step::Wait(None),
+            ResignationNext::Release(touch) => Step::Done(touch),
+        }
+    }
+
+    async fn send(
+        &mut self,
+        _: &mut Resignation,
+        request: Self::Request,
+    ) -> Heard<ResignationInput, Option<Touch>> {
+        match request {}
+    }
+
+    async fn wait(
+        &mut self,
+        _: &Resignation,
+        _: Option<BootInstant>,
+    ) -> Heard<ResignationInput, Option<Touch>> {
+        self.candidate.wait_until_idle(self.ttl).await;
+        Heard::Input(ResignationInput::WorkStopped)
     }
 }
 

@@ -72,7 +72,7 @@ use super::keywatch::{next_response, open_watch};
 use super::layout::{self, CandidateKey};
 use super::recipe::{KeyEvent, NextInLine, NextInLineInput, NextInLineNext, Pick};
 use crate::backend::backoff::Backoff;
-use crate::backend::recipe::Recipe;
+use crate::backend::recipe::{Heard, Io, Recipe, Step, drive};
 use crate::clock::BootInstant;
 use crate::counters::warn_counted;
 use crate::error::Result;
@@ -135,10 +135,48 @@ async fn follow(
     next_out: &watch::Sender<Option<CandidateKey>>,
     bounds: WatchBounds,
 ) {
-    let mut backoff = Backoff::new();
-    loop {
-        let done = match line.poll(BootInstant::now()) {
-            NextInLineNext::OwnKeyGone => return,
+    let mut io = LineIo {
+        client,
+        prefix,
+        next_out,
+        bounds,
+        backoff: Backoff::new(),
+    };
+    drive(line, &mut io).await
+}
+
+/// The next in line's I/O: one read of our key and the next, then the
+/// prefix's watch, each of whose events goes to the recipe as it comes;
+/// whom a resignation may touch published after each.
+struct LineIo<'a> {
+    client: &'a Client,
+    prefix: &'a str,
+    next_out: &'a watch::Sender<Option<CandidateKey>>,
+    bounds: WatchBounds,
+    backoff: Backoff,
+}
+
+impl Io<NextInLine> for LineIo<'_> {
+    type Request = NextInLineNext;
+    type Outcome = ();
+
+    fn step(&mut self, next: NextInLineNext) -> Step<NextInLineNext, ()> {
+        match next {
+            NextInLineNext::OwnKeyGone => Step::Done(()),
+            request => Step::Send(request),
+        }
+    }
+
+    /// Hands `line` the read's answer, or the watch's events as they
+    /// come, and publishes whom a resignation may touch; a failure is a
+    /// broken stream, read afresh after a backoff.
+    async fn send(
+        &mut self,
+        line: &mut NextInLine,
+        request: NextInLineNext,
+    ) -> Heard<NextInLineInput, ()> {
+        let (client, prefix) = (self.client, self.prefix);
+        let done = match request {
             NextInLineNext::Read { pick } => {
                 match read_own_and_next(client, prefix, line.own(), pick).await {
                     Ok((own, next, at)) => {
@@ -149,18 +187,24 @@ async fn follow(
                 }
             }
             NextInLineNext::Watch { from } => {
-                watch_prefix(client, prefix, line, from, next_out, bounds).await
+                watch_prefix(client, prefix, line, from, self.next_out, self.bounds).await
             }
+            NextInLineNext::OwnKeyGone => unreachable!("no request"),
         };
         if let Err(e) = &done {
             line.input(BootInstant::now(), NextInLineInput::Broke);
             warn_counted!("watching our key and the next in line: {e}");
         }
-        publish_next(next_out, line);
+        publish_next(self.next_out, line);
         match done {
-            Ok(()) => backoff.reset(),
-            Err(_) => backoff.wait().await,
+            Ok(()) => self.backoff.reset(),
+            Err(_) => self.backoff.wait().await,
         }
+        Heard::Nothing
+    }
+
+    async fn wait(&mut self, _: &NextInLine, _: Option<BootInstant>) -> Heard<NextInLineInput, ()> {
+        unreachable!("the next in line never waits but on its requests")
     }
 }
 

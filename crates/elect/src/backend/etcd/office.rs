@@ -17,7 +17,7 @@ use super::lease::Lease;
 use super::recipe::{OfficeInput, OfficeNext, TakeOffice, Turn};
 use super::renewal::LeaseState;
 use super::tenure;
-use crate::backend::recipe::Recipe;
+use crate::backend::recipe::{Heard, Io, Recipe, Step, drive};
 use crate::clock::BootInstant;
 use crate::counters::warn_counted;
 use crate::error::Result;
@@ -32,47 +32,92 @@ impl Candidate {
         ours: Ours<'_>,
         turn: Turn,
     ) -> std::result::Result<i64, Outcome> {
-        let client = self.client.clone();
-        let patience = self.cfg.connect_timeout;
-        let election = self.cfg.election.clone();
         let mut office = TakeOffice::new();
         office.input(BootInstant::now(), OfficeInput::Turn(turn));
-        loop {
-            let answer = match office.poll(BootInstant::now()) {
-                OfficeNext::Lead { confirmed_at } => return Ok(confirmed_at),
-                OfficeNext::Vanished => {
-                    warn_counted!("our key vanished before we could lead; campaigning again");
-                    return Err(Outcome::Lost {
-                        led: false,
-                        deadline: lease.state().deadline,
-                    });
-                }
-                OfficeNext::AwaitTurn => unreachable!("the turn was handed in"),
-                OfficeNext::AwaitLeaseEnd(pred) => {
-                    let ended = wait_for_lease_end(&client, &election, pred);
-                    self.until_lost(lease_state, ended)
-                        .await
-                        .map(|()| OfficeInput::LeaseEnded)
-                }
-                OfficeNext::Claim => {
-                    let claim = tenure::claim(&client, &election, ours, patience);
-                    self.until_lost(lease_state, claim)
-                        .await
-                        .map(OfficeInput::Claimed)
-                }
-                OfficeNext::ReadBack => {
-                    let read_back =
-                        confirm(&client, ours.key, lease.id, ours.create_revision, patience);
-                    self.until_lost(lease_state, read_back)
-                        .await
-                        .map(OfficeInput::ReadBack)
-                }
-            };
-            match answer {
-                Ok(input) => office.input(BootInstant::now(), input),
-                Err(outcome) => return Err(outcome),
+        let mut io = OfficeIo {
+            candidate: self,
+            lease_state,
+            lease,
+            ours,
+        };
+        drive(&mut office, &mut io).await
+    }
+}
+
+/// The way to office's I/O: the tenure claim, the wait for a
+/// predecessor's lease, the read of our key back, each given up when the
+/// candidacy ends meanwhile ([`Candidate::until_lost`]).
+struct OfficeIo<'c, 'l, 'o> {
+    candidate: &'c mut Candidate,
+    lease_state: &'l mut watch::Receiver<LeaseState>,
+    lease: &'l Lease,
+    ours: Ours<'o>,
+}
+
+impl Io<TakeOffice> for OfficeIo<'_, '_, '_> {
+    /// Every step on the way is a request: the step itself.
+    type Request = OfficeNext;
+    type Outcome = std::result::Result<i64, Outcome>;
+
+    fn step(&mut self, next: OfficeNext) -> Step<OfficeNext, Self::Outcome> {
+        match next {
+            OfficeNext::Lead { confirmed_at } => Step::Done(Ok(confirmed_at)),
+            OfficeNext::Vanished => {
+                warn_counted!("our key vanished before we could lead; campaigning again");
+                Step::Done(Err(Outcome::Lost {
+                    led: false,
+                    deadline: self.lease.state().deadline,
+                }))
             }
+            OfficeNext::AwaitTurn => unreachable!("the turn was handed in"),
+            request => Step::Send(request),
         }
+    }
+
+    async fn send(
+        &mut self,
+        _: &mut TakeOffice,
+        request: OfficeNext,
+    ) -> Heard<OfficeInput, Self::Outcome> {
+        let c = &mut *self.candidate;
+        let client = c.client.clone();
+        let patience = c.cfg.connect_timeout;
+        let election = c.cfg.election.clone();
+        let ours = self.ours;
+        let answer = match request {
+            OfficeNext::AwaitLeaseEnd(pred) => {
+                let ended = wait_for_lease_end(&client, &election, pred);
+                c.until_lost(self.lease_state, ended)
+                    .await
+                    .map(|()| OfficeInput::LeaseEnded)
+            }
+            OfficeNext::Claim => {
+                let claim = tenure::claim(&client, &election, ours, patience);
+                c.until_lost(self.lease_state, claim)
+                    .await
+                    .map(OfficeInput::Claimed)
+            }
+            OfficeNext::ReadBack => {
+                let lease = self.lease.id;
+                let read_back = confirm(&client, ours.key, lease, ours.create_revision, patience);
+                c.until_lost(self.lease_state, read_back)
+                    .await
+                    .map(OfficeInput::ReadBack)
+            }
+            step => unreachable!("{step:?} is no request"),
+        };
+        match answer {
+            Ok(input) => Heard::Input(input),
+            Err(outcome) => Heard::Done(Err(outcome)),
+        }
+    }
+
+    async fn wait(
+        &mut self,
+        _: &TakeOffice,
+        _: Option<BootInstant>,
+    ) -> Heard<OfficeInput, Self::Outcome> {
+        unreachable!("the way to office never waits but on its requests")
     }
 }
 

@@ -29,7 +29,7 @@ use tokio::task::JoinSet;
 use tracing::debug;
 
 use super::recipe::{Renewal, RenewalInput, RenewalNext, RenewalRequest};
-use crate::backend::recipe::Recipe;
+use crate::backend::recipe::{Heard, Io, Step, drive};
 use crate::clock::{BootInstant, sleep_until};
 use crate::counters::{PROCESS, warn_counted};
 
@@ -178,41 +178,14 @@ impl Renewing {
     pub(super) async fn run(self, granted_at: BootInstant, state: Arc<watch::Sender<LeaseState>>) {
         let proves = self.renewer.proof.is_some();
         let mut renewal = Renewal::new(self.ttl, granted_at, proves);
-        loop {
-            match renewal.poll(BootInstant::now()) {
-                RenewalNext::Wait(until) => sleep_until(until).await,
-                RenewalNext::Renewed { deadline } => {
-                    PROCESS.renewed();
-                    state.send_if_modified(|s| {
-                        let later = deadline > s.deadline;
-                        if later {
-                            s.deadline = deadline;
-                        }
-                        later
-                    });
-                }
-                RenewalNext::LeaseGone => return,
-                RenewalNext::Send {
-                    request,
-                    give_up_at,
-                } => {
-                    // Boxed: the request's future is large and lives only
-                    // for the ping, where the task waiting between pings
-                    // stays small.
-                    let answered = Box::pin(self.send(request));
-                    tokio::select! {
-                        input = answered => renewal.input(BootInstant::now(), input),
-                        () = sleep_until(give_up_at) => {
-                            debug!(member = self.member, "keepalive: no reply in time");
-                            renewal.input(BootInstant::now(), RenewalInput::GaveUp);
-                        }
-                    }
-                }
-            }
-        }
+        let mut io = RenewalIo {
+            renewing: self,
+            state,
+        };
+        drive(&mut renewal, &mut io).await
     }
 
-    async fn send(&self, request: RenewalRequest) -> RenewalInput {
+    async fn request(&self, request: RenewalRequest) -> RenewalInput {
         match request {
             RenewalRequest::ReadTerm { ping, linearizable } => {
                 let Some(proof) = self.renewer.proof.as_deref() else {
@@ -246,5 +219,64 @@ impl Renewing {
                 }
             }
         }
+    }
+}
+/// One member's renewal I/O: its pings and term reads, each given up at
+/// the instant the recipe says; the deadlines it proves, published.
+struct RenewalIo {
+    renewing: Renewing,
+    state: Arc<watch::Sender<LeaseState>>,
+}
+
+impl Io<Renewal> for RenewalIo {
+    /// A request, and when to give it up.
+    type Request = (RenewalRequest, BootInstant);
+    /// Etcd says the lease is gone.
+    type Outcome = ();
+
+    fn step(&mut self, next: RenewalNext) -> Step<Self::Request, ()> {
+        match next {
+            RenewalNext::Wait(until) => Step::Wait(Some(until)),
+            RenewalNext::Renewed { deadline } => {
+                PROCESS.renewed();
+                self.state.send_if_modified(|s| {
+                    let later = deadline > s.deadline;
+                    if later {
+                        s.deadline = deadline;
+                    }
+                    later
+                });
+                Step::Said
+            }
+            RenewalNext::LeaseGone => Step::Done(()),
+            RenewalNext::Send {
+                request,
+                give_up_at,
+            } => Step::Send((request, give_up_at)),
+        }
+    }
+
+    async fn send(
+        &mut self,
+        _: &mut Renewal,
+        (request, give_up_at): Self::Request,
+    ) -> Heard<RenewalInput, ()> {
+        // Boxed: the request's future is large and lives only for the
+        // ping, where the task waiting between pings stays small.
+        let answered = Box::pin(self.renewing.request(request));
+        Heard::Input(tokio::select! {
+            input = answered => input,
+            () = sleep_until(give_up_at) => {
+                debug!(member = self.renewing.member, "keepalive: no reply in time");
+                RenewalInput::GaveUp
+            }
+        })
+    }
+
+    async fn wait(&mut self, _: &Renewal, until: Option<BootInstant>) -> Heard<RenewalInput, ()> {
+        if let Some(until) = until {
+            sleep_until(until).await;
+        }
+        Heard::Nothing
     }
 }

@@ -16,7 +16,7 @@ use super::handover::LeaderWatch;
 use super::layout::{self, CandidateKey};
 use super::recipe::{Demotion, Stint, StintEnd, StintInput, StintNext, StintRequest};
 use super::renewal::LeaseState;
-use crate::backend::recipe::Recipe;
+use crate::backend::recipe::{Heard, Io, Step, drive};
 use crate::clock::{BootInstant, sleep_until};
 use crate::counters::warn_counted;
 use crate::leadership::Leadership;
@@ -42,55 +42,21 @@ impl Candidate {
         let bounds = WatchBounds::new(self.cfg.connect_timeout);
         let prefix = layout::prefix(&self.cfg.election);
         let watch = LeaderWatch::start(self.client.clone(), prefix, own, bounds);
-        let mut key_gone = watch.key_gone();
+        let key_gone = watch.key_gone();
         self.leader_watch = Some(watch);
-        let mut led = false;
-        loop {
-            let input = match stint.poll(BootInstant::now()) {
-                StintNext::Lead { deadline } => {
-                    if !led {
-                        info!(token = tenure.token, "elected");
-                        led = true;
-                    }
-                    self.reporter.leading = true;
-                    let us =
-                        Leadership::elected(self.cfg.id.clone(), tenure.token as u64, deadline);
-                    self.reporter.publish(us);
-                    continue;
-                }
-                StintNext::Demoted { stop_by, why } => {
-                    warn_demoted(why);
-                    self.reporter.demoted(stop_by);
-                    continue;
-                }
-                StintNext::Ended(StintEnd::Resigned) => return Outcome::Resigned { led: true },
-                StintNext::Ended(StintEnd::Lost { led, stop_by }) => {
-                    return Outcome::Lost {
-                        led,
-                        deadline: stop_by,
-                    };
-                }
-                StintNext::Send(StintRequest::AskLease) => {
-                    ask_lease(&self.client, tenure.lease, lease_state).await
-                }
-                StintNext::Wait(until) => {
-                    let key = tenure.key.as_bytes();
-                    match self
-                        .wait_leading(lease_state, &mut key_gone, key, until)
-                        .await
-                    {
-                        Some(input) => input,
-                        None => continue,
-                    }
-                }
-            };
-            stint.input(BootInstant::now(), input);
-        }
+        let mut io = StintIo {
+            candidate: self,
+            lease_state,
+            key_gone,
+            tenure,
+            led: false,
+        };
+        drive(&mut stint, &mut io).await
     }
 
     /// Waits, at most `until`, for what the stint hears: resignation, a
     /// renewal or the lease's end, our key's loss, or a view. `None`: the
-    /// time came, or nothing for the stint.
+    /// time came.
     async fn wait_leading(
         &mut self,
         lease_state: &mut watch::Receiver<LeaseState>,
@@ -125,6 +91,70 @@ impl Candidate {
                 })
             }
         }
+    }
+}
+
+/// The stint's I/O: the renewals' lease state, our key's watch, the
+/// observer's views, resignation; the reporter; the lease's time to live.
+struct StintIo<'c, 'l, 't> {
+    candidate: &'c mut Candidate,
+    lease_state: &'l mut watch::Receiver<LeaseState>,
+    /// Becomes true once the leader's watch finds our key gone.
+    key_gone: watch::Receiver<bool>,
+    tenure: Tenure<'t>,
+    /// Whether we led (the log says "elected" once).
+    led: bool,
+}
+
+impl Io<Stint> for StintIo<'_, '_, '_> {
+    type Request = StintRequest;
+    type Outcome = Outcome;
+
+    fn step(&mut self, next: StintNext) -> Step<StintRequest, Outcome> {
+        let c = &mut *self.candidate;
+        match next {
+            StintNext::Lead { deadline } => {
+                if !self.led {
+                    info!(token = self.tenure.token, "elected");
+                    self.led = true;
+                }
+                c.reporter.leading = true;
+                let token = self.tenure.token as u64;
+                c.reporter
+                    .publish(Leadership::elected(c.cfg.id.clone(), token, deadline));
+                Step::Said
+            }
+            StintNext::Demoted { stop_by, why } => {
+                warn_demoted(why);
+                c.reporter.demoted(stop_by);
+                Step::Said
+            }
+            StintNext::Ended(StintEnd::Resigned) => Step::Done(Outcome::Resigned { led: true }),
+            StintNext::Ended(StintEnd::Lost { led, stop_by }) => Step::Done(Outcome::Lost {
+                led,
+                deadline: stop_by,
+            }),
+            StintNext::Send(request) => Step::Send(request),
+            StintNext::Wait(until) => Step::Wait(until),
+        }
+    }
+
+    async fn send(&mut self, _: &mut Stint, request: StintRequest) -> Heard<StintInput, Outcome> {
+        match request {
+            StintRequest::AskLease => {
+                let lease = self.tenure.lease;
+                Heard::Input(ask_lease(&self.candidate.client, lease, self.lease_state).await)
+            }
+        }
+    }
+
+    async fn wait(&mut self, _: &Stint, until: Option<BootInstant>) -> Heard<StintInput, Outcome> {
+        let key = self.tenure.key.as_bytes();
+        let heard = self
+            .candidate
+            .wait_leading(self.lease_state, &mut self.key_gone, key, until)
+            .await;
+        heard.map_or(Heard::Nothing, Heard::Input)
     }
 }
 

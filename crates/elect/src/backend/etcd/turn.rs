@@ -13,7 +13,7 @@ use super::errors::etcd_error;
 use super::keywatch::{TurnWatch, Woken};
 use super::layout::{self, CandidateKey, Ours};
 use super::recipe::{Turn, TurnCheck, TurnInput, TurnNext, TurnRequest, WaitForTurn};
-use crate::backend::recipe::Recipe;
+use crate::backend::recipe::{Heard, Io, Recipe, Step, drive};
 use crate::clock::BootInstant;
 use crate::counters::{PROCESS, warn_counted};
 use crate::error::Result;
@@ -31,12 +31,35 @@ pub(super) async fn wait_for_turn(
     ours: Ours<'_>,
     patience: Duration,
 ) -> Turn {
-    let prefix = layout::prefix(election);
-    let mut turn = WaitForTurn::new();
-    // The stream on the predecessor's key and ours, while we wait on it.
-    let mut watch: Option<TurnWatch> = None;
-    loop {
-        let input = match turn.poll(BootInstant::now()) {
+    let mut io = TurnIo {
+        client,
+        election,
+        prefix: layout::prefix(election),
+        ours,
+        patience,
+        watch: None,
+    };
+    drive(&mut WaitForTurn::new(), &mut io).await
+}
+
+/// The turn's I/O: the read of our predecessor, its watch (with our own
+/// key's, on one stream), and the read of our turn racing that watch.
+struct TurnIo<'a> {
+    client: &'a Client,
+    election: &'a str,
+    prefix: String,
+    ours: Ours<'a>,
+    patience: Duration,
+    /// The stream on the predecessor's key and ours, while we wait on it.
+    watch: Option<TurnWatch>,
+}
+
+impl Io<WaitForTurn> for TurnIo<'_> {
+    type Request = TurnRequest;
+    type Outcome = Turn;
+
+    fn step(&mut self, next: TurnNext) -> Step<TurnRequest, Turn> {
+        match next {
             TurnNext::Decided(decided) => {
                 if let Turn::Ours {
                     released: Some(predecessor),
@@ -45,36 +68,62 @@ pub(super) async fn wait_for_turn(
                 {
                     // The predecessor revokes its lease once the marker
                     // is gone (or after a while): take it now.
-                    let marker = layout::release_marker(election, predecessor.create_revision);
-                    let client = client.clone();
+                    let marker = layout::release_marker(self.election, predecessor.create_revision);
+                    let client = self.client.clone();
                     tokio::spawn(async move {
                         let _ = client.kv_client().delete(marker, None).await;
                     });
                 }
-                return decided;
+                Step::Done(decided)
             }
-            TurnNext::Send(TurnRequest::FindPredecessor) => {
+            TurnNext::Send(request) => Step::Send(request),
+        }
+    }
+
+    async fn send(
+        &mut self,
+        turn: &mut WaitForTurn,
+        request: TurnRequest,
+    ) -> Heard<TurnInput, Turn> {
+        let (client, ours, patience) = (self.client, self.ours, self.patience);
+        let input = match request {
+            TurnRequest::FindPredecessor => {
+                let prefix = &self.prefix;
                 let (key, at) = retry("finding our predecessor", patience, || {
-                    older_key(client, &prefix, ours.create_revision)
+                    older_key(client, prefix, ours.create_revision)
                 })
                 .await;
                 TurnInput::Predecessor { key, at }
             }
-            TurnNext::Send(TurnRequest::Watch { predecessor, from }) => {
+            TurnRequest::Watch { predecessor, from } => {
                 let bounds = WatchBounds::new(patience);
-                watch_predecessor(client, ours, &predecessor, from, bounds, &mut watch).await
+                watch_predecessor(client, ours, &predecessor, from, bounds, &mut self.watch).await
             }
-            TurnNext::Send(TurnRequest::CheckTurn { seen }) => {
+            TurnRequest::CheckTurn { seen } => {
+                let (prefix, election) = (&self.prefix, self.election);
                 let checked = check_turn_racing_the_watch(
-                    client, &prefix, election, ours, patience, seen, &mut turn, &mut watch,
+                    client,
+                    prefix,
+                    election,
+                    ours,
+                    patience,
+                    seen,
+                    turn,
+                    &mut self.watch,
                 )
                 .await;
                 // Handed over meanwhile: decided already.
-                let Some(checked) = checked else { continue };
+                let Some(checked) = checked else {
+                    return Heard::Nothing;
+                };
                 checked
             }
         };
-        turn.input(BootInstant::now(), input);
+        Heard::Input(input)
+    }
+
+    async fn wait(&mut self, _: &WaitForTurn, _: Option<BootInstant>) -> Heard<TurnInput, Turn> {
+        unreachable!("the turn never waits but on its requests")
     }
 }
 

@@ -10,7 +10,7 @@ use super::campaign::{Candidacy, End};
 use super::observe::is_terminal;
 use super::recipe::{Demotion, Stint, StintEnd, StintInput, StintNext, StintRequest};
 use super::znode::{OneShotWatch, owns, watch_own};
-use crate::backend::recipe::Recipe;
+use crate::backend::recipe::{Heard, Io, Recipe, Step, drive};
 use crate::clock::{self, BootInstant};
 use crate::counters::warn_counted;
 use crate::leadership::Leadership;
@@ -24,48 +24,22 @@ impl Candidacy<'_> {
     /// alive again and our znode is still ours, we lead again with the
     /// same token.
     pub(super) async fn lead(&mut self, path: &str, token: u64) -> End {
-        let timeout = self.client.session_timeout();
-        let mut stint = Stint::for_session(timeout);
-        let mut own_watch: Option<OneShotWatch> = None;
-        let mut led = false;
+        let mut stint = Stint::for_session(self.client.session_timeout());
         let proven = *self.lease.borrow_and_update();
         if let Some(proven) = proven {
             stint.input(BootInstant::now(), StintInput::Renewed(proven));
         }
-        loop {
-            let now = BootInstant::now();
-            let input = match stint.poll(now) {
-                StintNext::Lead { deadline, current } => {
-                    self.publish_lead(token, deadline, current, &mut led);
-                    continue;
-                }
-                StintNext::Demoted { stop_by, why } => {
-                    self.publish_demotion(stop_by, why);
-                    own_watch = None;
-                    continue;
-                }
-                StintNext::Ended(StintEnd::NodeGone) => return self.after_loss(path).await,
-                StintNext::Ended(StintEnd::SessionEnded) => return End::SessionEnded,
-                StintNext::Send(StintRequest::WatchOwn) => {
-                    let (input, armed) = watch_own_by(stint.leads_until(), self.client, path).await;
-                    if armed.is_some() {
-                        own_watch = armed;
-                    }
-                    input
-                }
-                StintNext::Send(StintRequest::ConfirmOwn) => {
-                    confirm_own_by(stint.leads_until(), self.client, path).await
-                }
-                StintNext::Wait(until) => {
-                    let wake = until.unwrap_or(now + timeout);
-                    match self.wait(&stint, &mut own_watch, wake).await {
-                        Waited::Input(input) => input,
-                        Waited::Nothing => continue,
-                        Waited::Resigned => return End::Resigned,
-                    }
-                }
-            };
-            stint.input(BootInstant::now(), input);
+        let mut io = StintIo {
+            candidacy: self,
+            path,
+            token,
+            own_watch: None,
+            led: false,
+        };
+        match drive(&mut stint, &mut io).await {
+            Led::Ended(StintEnd::NodeGone) => self.after_loss(path).await,
+            Led::Ended(StintEnd::SessionEnded) => End::SessionEnded,
+            Led::Resigned => End::Resigned,
         }
     }
 
@@ -108,20 +82,20 @@ impl Candidacy<'_> {
         stint: &Stint,
         own_watch: &mut Option<OneShotWatch>,
         wake: BootInstant,
-    ) -> Waited {
+    ) -> Heard<StintInput, Led> {
         let leading = stint.leads_until().is_some();
         if !leading {
             self.reporter.show_view();
         }
         let input = tokio::select! {
-            _ = self.resign.cancelled() => return Waited::Resigned,
-            () = clock::sleep_until(wake) => return Waited::Nothing,
+            _ = self.resign.cancelled() => return Heard::Done(Led::Resigned),
+            () = clock::sleep_until(wake) => return Heard::Nothing,
             changed = self.lease.changed() => match changed {
                 Ok(()) => {
                     let proven = *self.lease.borrow_and_update();
                     match proven {
                         Some(proven) => StintInput::Renewed(proven),
-                        None => return Waited::Nothing,
+                        None => return Heard::Nothing,
                     }
                 }
                 // The session's keeper is gone with the session.
@@ -156,20 +130,75 @@ impl Candidacy<'_> {
                     StintInput::Connected
                 }
                 s if is_terminal(s) => StintInput::SessionEnded,
-                _ => return Waited::Nothing,
+                _ => return Heard::Nothing,
             },
-            Ok(()) = self.reporter.view.changed(), if !leading => return Waited::Nothing,
+            Ok(()) = self.reporter.view.changed(), if !leading => return Heard::Nothing,
         };
-        Waited::Input(input)
+        Heard::Input(input)
     }
 }
 
-/// What a wait of the stint's driver came to.
-enum Waited {
-    Input(StintInput),
-    /// Nothing for the stint: poll it again.
-    Nothing,
+/// How a stint's drive ended.
+enum Led {
+    Ended(StintEnd),
     Resigned,
+}
+
+/// The stint's I/O: our znode's watch and reads, the session's lease and
+/// state, the reporter.
+struct StintIo<'c, 'a, 'p> {
+    candidacy: &'c mut Candidacy<'a>,
+    path: &'p str,
+    token: u64,
+    /// Our znode's watch, while armed.
+    own_watch: Option<OneShotWatch>,
+    /// Whether we led in this candidacy (the log says "elected" once).
+    led: bool,
+}
+
+impl Io<Stint> for StintIo<'_, '_, '_> {
+    type Request = StintRequest;
+    type Outcome = Led;
+
+    fn step(&mut self, next: StintNext) -> Step<StintRequest, Led> {
+        match next {
+            StintNext::Lead { deadline, current } => {
+                let c = &mut *self.candidacy;
+                c.publish_lead(self.token, deadline, current, &mut self.led);
+                Step::Said
+            }
+            StintNext::Demoted { stop_by, why } => {
+                self.candidacy.publish_demotion(stop_by, why);
+                self.own_watch = None;
+                Step::Said
+            }
+            StintNext::Ended(end) => Step::Done(Led::Ended(end)),
+            StintNext::Send(request) => Step::Send(request),
+            StintNext::Wait(until) => Step::Wait(until),
+        }
+    }
+
+    async fn send(&mut self, stint: &mut Stint, request: StintRequest) -> Heard<StintInput, Led> {
+        let client = self.candidacy.client;
+        Heard::Input(match request {
+            StintRequest::WatchOwn => {
+                let (input, armed) = watch_own_by(stint.leads_until(), client, self.path).await;
+                if armed.is_some() {
+                    self.own_watch = armed;
+                }
+                input
+            }
+            StintRequest::ConfirmOwn => {
+                confirm_own_by(stint.leads_until(), client, self.path).await
+            }
+        })
+    }
+
+    async fn wait(&mut self, stint: &Stint, until: Option<BootInstant>) -> Heard<StintInput, Led> {
+        let timeout = self.candidacy.client.session_timeout();
+        let wake = until.unwrap_or(BootInstant::now() + timeout);
+        self.candidacy.wait(stint, &mut self.own_watch, wake).await
+    }
 }
 
 /// Checks our znode is ours and arms its watch (which also reads it back

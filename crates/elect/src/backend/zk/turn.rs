@@ -12,7 +12,7 @@ use super::layout::{self, Participant};
 use super::observe::{View, list_queue};
 use super::recipe::{Gone, TurnInput, TurnNext, TurnRequest, WaitForTurn};
 use super::znode::{OneShotWatch, owns, watch_own};
-use crate::backend::recipe::Recipe;
+use crate::backend::recipe::{Heard, Io, Recipe, Step, drive};
 use crate::clock::{self, BootInstant};
 use crate::counters::{PROCESS, warn_counted};
 use crate::error::Result;
@@ -43,88 +43,145 @@ pub(super) async fn wait_for_turn(
     mut view: watch::Receiver<View>,
     listed: &mut Option<oneshot::Sender<Vec<Participant>>>,
 ) -> Result<Turn> {
-    let mut share = |queue: &Vec<Participant>| {
-        if let Some(tx) = listed.take() {
-            let _ = tx.send(queue.clone());
-        }
-    };
     let own = path.rsplit('/').next().unwrap_or_default();
     let mut turn = WaitForTurn::for_session(election, own, session_timeout).created_at(proven_at);
-    let now = BootInstant::now;
-    let leader_path = |view: &View| view.leader.as_ref().map(|l| l.path.clone());
-    turn.input(
-        now(),
-        TurnInput::LeaderSeen(leader_path(&view.borrow_and_update())),
-    );
-    let mut own_watch: Option<OneShotWatch> = None;
-    let mut predecessor_watch: Option<OneShotWatch> = None;
-    loop {
-        let input = match turn.poll(now()) {
-            TurnNext::Lead { read_free } => {
-                if read_free {
-                    PROCESS.led_without_read();
-                }
-                return Ok(Turn::Ours);
-            }
-            TurnNext::Gone(why) => {
-                if why == Gone::Deleted {
-                    warn_counted!("our znode was deleted while we waited");
-                }
-                return Ok(Turn::Gone);
-            }
-            TurnNext::Send(TurnRequest::Read { owner: false }) => {
+    let leader = leader_path(&view.borrow_and_update());
+    turn.input(BootInstant::now(), TurnInput::LeaderSeen(leader));
+    let mut io = TurnIo {
+        client,
+        election,
+        path,
+        view,
+        listed,
+        own_watch: None,
+        predecessor_watch: None,
+    };
+    drive(&mut turn, &mut io).await
+}
+
+/// The path of the leader `view` names.
+fn leader_path(view: &View) -> Option<String> {
+    view.leader.as_ref().map(|l| l.path.clone())
+}
+
+/// The turn's I/O: the queue's reads, our znode's and our predecessor's
+/// watches, the observer's view of the leader.
+struct TurnIo<'a> {
+    client: &'a Client,
+    election: &'a str,
+    path: &'a str,
+    view: watch::Receiver<View>,
+    /// Where the first listing goes (the election's follower starts
+    /// from it).
+    listed: &'a mut Option<oneshot::Sender<Vec<Participant>>>,
+    own_watch: Option<OneShotWatch>,
+    predecessor_watch: Option<OneShotWatch>,
+}
+
+impl TurnIo<'_> {
+    fn share(&mut self, queue: &[Participant]) {
+        if let Some(tx) = self.listed.take() {
+            let _ = tx.send(queue.to_vec());
+        }
+    }
+
+    /// Carries `request` out: the recipe's next input.
+    async fn request(&mut self, request: TurnRequest) -> Result<TurnInput> {
+        let (client, election, path) = (self.client, self.election, self.path);
+        Ok(match request {
+            TurnRequest::Read { owner: false } => {
                 let queue = list_queue(client, election).await?;
-                share(&queue);
+                self.share(&queue);
                 TurnInput::Read {
                     queue: names(queue),
                     ours: None,
                 }
             }
-            TurnNext::Send(TurnRequest::Read { owner: true }) => {
+            TurnRequest::Read { owner: true } => {
                 // A session's requests are answered in order: both reads
                 // see the same state, or the stat a later one.
                 let (queue, ours) = tokio::join!(list_queue(client, election), owns(client, path));
                 let ours = ours?;
                 let queue = if ours { queue? } else { Vec::new() };
                 if ours {
-                    share(&queue);
+                    self.share(&queue);
                 }
                 TurnInput::Read {
                     queue: names(queue),
                     ours: Some(ours),
                 }
             }
-            TurnNext::Send(TurnRequest::WatchPredecessor(predecessor)) => {
-                predecessor_watch = None;
-                own_watch = None;
+            TurnRequest::WatchPredecessor(predecessor) => {
+                self.predecessor_watch = None;
+                self.own_watch = None;
                 match client.check_and_watch_stat(&predecessor).await {
                     Ok((None, _)) => TurnInput::PredecessorWatched { exists: false },
                     Ok((Some(_), watcher)) => {
                         debug!(%predecessor, "waiting on our predecessor");
-                        predecessor_watch = Some(Box::pin(watcher.changed()));
+                        self.predecessor_watch = Some(Box::pin(watcher.changed()));
                         TurnInput::PredecessorWatched { exists: true }
                     }
                     Err(e) => return Err(zk_error("watching our predecessor", e)),
                 }
             }
-            TurnNext::Send(TurnRequest::WatchOwn) => {
-                own_watch = watch_own(client, path).await?;
+            TurnRequest::WatchOwn => {
+                self.own_watch = watch_own(client, path).await?;
                 TurnInput::OwnWatched {
-                    ours: own_watch.is_some(),
+                    ours: self.own_watch.is_some(),
                 }
             }
-            TurnNext::Send(TurnRequest::ConfirmOwn) => TurnInput::Confirmed {
+            TurnRequest::ConfirmOwn => TurnInput::Confirmed {
                 ours: owns(client, path).await?,
             },
-            TurnNext::Wait(until) => {
-                let watches = (&mut own_watch, &mut predecessor_watch);
-                match wait(watches, &mut view, until).await {
-                    Some(input) => input,
-                    None => continue,
+        })
+    }
+}
+
+impl Io<WaitForTurn> for TurnIo<'_> {
+    type Request = TurnRequest;
+    /// Our turn, or the error that ends the candidacy.
+    type Outcome = Result<Turn>;
+
+    fn step(&mut self, next: TurnNext) -> Step<TurnRequest, Result<Turn>> {
+        match next {
+            TurnNext::Lead { read_free } => {
+                if read_free {
+                    PROCESS.led_without_read();
                 }
+                Step::Done(Ok(Turn::Ours))
             }
-        };
-        turn.input(now(), input);
+            TurnNext::Gone(why) => {
+                if why == Gone::Deleted {
+                    warn_counted!("our znode was deleted while we waited");
+                }
+                Step::Done(Ok(Turn::Gone))
+            }
+            TurnNext::Send(request) => Step::Send(request),
+            TurnNext::Wait(until) => Step::Wait(until),
+        }
+    }
+
+    async fn send(
+        &mut self,
+        _: &mut WaitForTurn,
+        request: TurnRequest,
+    ) -> Heard<TurnInput, Result<Turn>> {
+        match self.request(request).await {
+            Ok(input) => Heard::Input(input),
+            Err(e) => Heard::Done(Err(e)),
+        }
+    }
+
+    async fn wait(
+        &mut self,
+        _: &WaitForTurn,
+        until: Option<BootInstant>,
+    ) -> Heard<TurnInput, Result<Turn>> {
+        let watches = (&mut self.own_watch, &mut self.predecessor_watch);
+        match wait(watches, &mut self.view, until).await {
+            Some(input) => Heard::Input(input),
+            None => Heard::Nothing,
+        }
     }
 }
 
@@ -142,7 +199,6 @@ async fn wait(
             None => std::future::pending().await,
         }
     };
-    let leader_path = |view: &View| view.leader.as_ref().map(|l| l.path.clone());
     tokio::select! {
         // Events of one session arrive in the order of the
         // changes: ours first, if both are ready.
