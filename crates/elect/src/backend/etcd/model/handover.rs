@@ -68,9 +68,11 @@
 //!
 //! Teeth, each a rule of the production recipes switched off
 //! ([`Mutation`]): leading without a tenure marker, a release sent before
-//! the work stopped, a stint that leads on past its deadline (overlap); a next in line that is not the oldest
-//! younger key, a touch without its guard, a deletion of the predecessor
-//! taken as our turn without a read (out of order). The recipe's wait for
+//! the work stopped, a stint that leads on past its deadline (overlap); a
+//! next in line that is not the oldest younger key, a touch without its
+//! guard (by hand only: its world needs nine revisions, CI checks it to
+//! eight), a deletion of the predecessor taken as our turn without a read
+//! (out of order). The recipe's wait for
 //! a predecessor's lease has no counterexample where tenure markers are
 //! written: the claim covers it (see
 //! `the_lease_wait_is_covered_by_the_tenure_claim`).
@@ -1768,10 +1770,6 @@ fn election(rule: Rule, leases: Leases, hand_deletes: HandDeletes, markers: Mark
         (_, Leases::Session, _) => (8, CANDIDACIES),
     };
     let revisions = match rule {
-        // Its counterexample takes nine revisions: the leader's next
-        // deleted by hand and created again behind another key, before
-        // the release.
-        Rule::Recipe(Mutation::TouchUnguarded) => 10,
         // A read from any member multiplies the worlds again.
         Rule::AnyMember => revisions.min(11),
         _ => revisions,
@@ -2062,22 +2060,65 @@ fn the_lease_wait_is_covered_by_the_tenure_claim() {
 /// is refused whole (the key goes with the lease, once the work has
 /// stopped). One leader at a time, in order, with or without a key deleted
 /// by hand that is not a working leader's, and the read back is reached.
+///
+/// Every world's safety is checked before any world's reach: a rule
+/// removed shows as the counterexample it is, not as a world that no
+/// longer reads back.
 #[test]
 fn one_leader_at_a_time_in_order_where_markers_cannot_be_written() {
-    for hand_deletes in [HandDeletes::None, HandDeletes::NotAWorkingLeaders] {
+    let worlds = [HandDeletes::None, HandDeletes::NotAWorkingLeaders].map(|hand_deletes| {
         let checker = check_with(
             Rule::Production,
             Leases::Own,
             hand_deletes,
             Markers::Unwritable,
         );
+        (hand_deletes, checker)
+    });
+    for (_, checker) in &worlds {
         checker.assert_no_discovery(ONE_AT_A_TIME);
         checker.assert_no_discovery(IN_ORDER);
+    }
+    for (hand_deletes, checker) in &worlds {
         assert!(
             checker.discovery(READ_BACK).is_some(),
             "no candidate reads its key back ({hand_deletes:?})"
         );
     }
+}
+
+/// The world the touch's guard needs: a session's lease, a waiting
+/// candidate's key deleted by hand and made again under its old name
+/// behind another key before the leader's release, nine revisions. CI
+/// checks that world to 8 (a debug build would take minutes at 10), so
+/// this by-hand run is the only one that catches the guard's removal
+/// (`TouchUnguarded`), and it first checks the production rules as deep
+/// (the book's safety page gives the figures): `cargo test --release --lib
+/// etcd::model::handover -- --ignored`.
+#[test]
+#[ignore]
+fn deeper_on_a_sessions_lease_with_hand_deletes_the_touch_is_guarded() {
+    let world = |rule| Election {
+        revisions: 10,
+        ..election(
+            rule,
+            Leases::Session,
+            HandDeletes::NotALeaders,
+            Markers::Writable,
+        )
+    };
+    let checker = check_model(world(Rule::Production));
+    checker.assert_no_discovery(ONE_AT_A_TIME);
+    checker.assert_no_discovery(IN_ORDER);
+    let rule = Rule::Recipe(Mutation::TouchUnguarded);
+    let path = check_model(world(rule))
+        .discovery(IN_ORDER)
+        .expect("an unguarded touch must be caught");
+    eprintln!(
+        "{rule:?}: caught in {} steps: {:?}",
+        path.clone().into_actions().len(),
+        path.into_actions()
+    );
 }
 
 /// Where markers cannot be written, the read back is the claim's guard:
@@ -2142,13 +2183,6 @@ fn each_rule_has_teeth() {
             Rule::Recipe(Mutation::NextAnyYounger),
             Leases::Own,
             HandDeletes::None,
-            IN_ORDER,
-        ),
-        // A waiting candidate's key deleted by hand is enough.
-        (
-            Rule::Recipe(Mutation::TouchUnguarded),
-            Leases::Session,
-            HandDeletes::NotALeaders,
             IN_ORDER,
         ),
         (
