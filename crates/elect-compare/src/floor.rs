@@ -323,15 +323,7 @@ pub fn failover_samples(
     trials: usize,
     progress: &Progress,
 ) -> anyhow::Result<Vec<Duration>> {
-    let proxies = endpoints
-        .split(',')
-        .map(|m| Proxy::start("127.0.0.1:0", m))
-        .collect::<std::io::Result<Vec<_>>>()?;
-    let through = proxies
-        .iter()
-        .map(|p| p.addr.clone())
-        .collect::<Vec<_>>()
-        .join(",");
+    let (proxies, through) = Proxy::in_front_of("127.0.0.1", endpoints)?;
     let silence = |on: bool| {
         for p in &proxies {
             p.set(if on {

@@ -329,43 +329,26 @@ mod tests {
         assert_eq!(stint.leads_until(), Some(at(1500)));
     }
 
+    /// Polled at `now`, `stint` says we no longer lead, for `why`, and
+    /// ends: the work to stop by `now`.
+    fn demoted_and_lost(stint: &mut Stint, now: BootInstant, why: Demotion) {
+        let stop_by = now;
+        assert_eq!(stint.poll(now), StintNext::Demoted { stop_by, why });
+        let lost = StintEnd::Lost { led: true, stop_by };
+        assert_eq!(stint.poll(now), StintNext::Ended(lost));
+    }
+
     #[test]
     fn we_step_down_at_the_deadline() {
         let mut stint = leading(1000);
-        assert_eq!(
-            stint.poll(at(1000)),
-            StintNext::Demoted {
-                stop_by: at(1000),
-                why: Demotion::Lapsed
-            }
-        );
-        assert_eq!(
-            stint.poll(at(1000)),
-            StintNext::Ended(StintEnd::Lost {
-                led: true,
-                stop_by: at(1000)
-            })
-        );
+        demoted_and_lost(&mut stint, at(1000), Demotion::Lapsed);
     }
 
     #[test]
     fn a_lease_gone_stops_the_work_now() {
         let mut stint = leading(1000);
         stint.input(at(300), StintInput::LeaseEnded);
-        assert_eq!(
-            stint.poll(at(300)),
-            StintNext::Demoted {
-                stop_by: at(300),
-                why: Demotion::LeaseEnded
-            }
-        );
-        assert_eq!(
-            stint.poll(at(300)),
-            StintNext::Ended(StintEnd::Lost {
-                led: true,
-                stop_by: at(300)
-            })
-        );
+        demoted_and_lost(&mut stint, at(300), Demotion::LeaseEnded);
     }
 
     #[test]
