@@ -59,9 +59,9 @@
 //!   your process is frozen or killed; a host binary calls
 //!   [`supervise::dispatch_hidden`] first in `main`.
 //! - [`export`] serves the leader as stdout lines, a file, HTTP and
-//!   Prometheus metrics; [`once::PeriodicJob`] runs a command once per
-//!   period across hosts (`elect run --once`), on [`periodic`]'s
-//!   decisions and the backend's `backend::CompletionRecords`.
+//!   Prometheus metrics; `once::PeriodicJob` (etcd and ZooKeeper) runs a
+//!   command once per period across hosts (`elect run --once`), on
+//!   [`periodic`]'s decisions and the backend's `backend::CompletionRecords`.
 //!
 //! # What it guarantees
 //!
@@ -122,6 +122,7 @@ pub mod error;
 pub mod export;
 pub mod input;
 pub mod leadership;
+#[cfg(any(feature = "etcd", feature = "zk"))]
 pub mod once;
 pub mod periodic;
 pub mod supervise;

@@ -79,7 +79,7 @@
 //!
 //! # Periodic jobs
 //!
-//! [`PeriodicJob`](crate::once::PeriodicJob) runs the command once per
+//! `once::PeriodicJob` (etcd and ZooKeeper) runs the command once per
 //! period across every host started for it (`elect run --once`), around
 //! [`run`]: opened before campaigning, its turn decided in the term that
 //! runs it, the period recorded as done before resigning. It lives above
