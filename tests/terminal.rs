@@ -17,6 +17,9 @@ use support::proc::{alive, descendants, parent, read_pids, scratch, tree_script}
 use support::{eventually, loopback_net};
 
 const SOON: Duration = Duration::from_secs(20);
+/// How long an interactive bash in a fresh tmux pane may take to show its
+/// prompt.
+const PROMPT_WITHIN: Duration = Duration::from_secs(60);
 
 fn tmux(args: &[&str]) -> String {
     let out = Command::new("tmux")
@@ -45,14 +48,23 @@ impl Terminal {
         ]);
         let terminal = Terminal(name.to_owned());
         // Keys typed before the shell reads its terminal may be lost on a
-        // busy machine: wait for its prompt.
-        eventually("the shell's prompt", SOON, || {
+        // busy machine: wait for its prompt. A shell that is slow to start
+        // beside the containers' tests (CI once waited 20 s) is given a
+        // minute, and what the pane shows is said if it never comes.
+        let prompt = elect_lab::poll(PROMPT_WITHIN, || {
             terminal
                 .screen()
                 .lines()
                 .any(|l| l.trim_end().ends_with(['$', '#']))
                 .then_some(())
         });
+        if prompt.is_none() {
+            panic!(
+                "no shell prompt within {PROMPT_WITHIN:?}; the pane shows:\n{}\ntmux sessions:\n{}",
+                terminal.screen(),
+                tmux(&["list-sessions"])
+            );
+        }
         terminal
     }
 
