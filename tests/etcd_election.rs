@@ -239,7 +239,17 @@ fn a_waiting_candidates_watch_on_a_silent_member_is_opened_again_elsewhere() {
     };
     let mut a = campaign(&etcd.endpoints, "silent-watch", "a", "10");
     a.wait_event("elected", SOON);
-    let before = watchers();
+    // a's own watches (its observer's, its leader's watch) open after it
+    // says it leads: count from once they have settled.
+    let mut before = watchers();
+    let settled = elect_lab::poll(SOON, || {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = watchers();
+        let same = now == before;
+        before = now;
+        same.then_some(())
+    });
+    assert!(settled.is_some(), "a's watches never settled: {before:?}");
     let host = format!("{}.1", loopback_net());
     let (proxies, through) = Proxy::in_front_of(&host, &etcd.endpoints).unwrap();
     let args = [
@@ -255,9 +265,13 @@ fn a_waiting_candidates_watch_on_a_silent_member_is_opened_again_elsewhere() {
     ];
     let mut b = elect("b", &through, &args);
     wait_for_candidates(&etcd, "silent-watch", 2);
+    // b's observer opens one watch, its turn two on one stream: three in
+    // all, the turn's member gaining two of them.
     let serving = eventually("b's turn watch", SOON, || {
         let now = watchers();
-        (0..members.len()).find(|&i| now[i] - before[i] >= 2.0)
+        let gained: Vec<f64> = (0..members.len()).map(|i| now[i] - before[i]).collect();
+        let all = gained.iter().sum::<f64>() == 3.0;
+        (0..members.len()).find(|&i| all && gained[i] >= 2.0)
     });
     proxies[serving].set(Traffic::Blackhole);
     let sent = Instant::now();
