@@ -78,9 +78,13 @@ impl Driver {
     /// hear of the loss first. Only a loss goes out early: a gain, and the
     /// peers' wire status, wait until the state they rest on is durable.
     fn publish_step_down(&self) {
-        let deposed = !self.node.status(self.now()).is_self;
-        if deposed && self.leadership.borrow().is_self {
-            let status = self.node.status(self.now());
+        // Only a published leader can be deposed: a follower's step (most
+        // of them) asks the core nothing.
+        if !self.leadership.borrow().is_self {
+            return;
+        }
+        let status = self.node.status(self.now());
+        if !status.is_self {
             crate::backend::publish::publish_if_changed(&self.leadership, self.snapshot(&status));
         }
     }
