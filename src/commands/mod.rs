@@ -11,6 +11,7 @@ pub mod observe;
 pub mod run;
 pub mod shell;
 pub mod simulate;
+pub mod switchover;
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -48,6 +49,12 @@ enum CommandArgs {
     /// Run CMD only while this process leads; kill its whole tree when
     /// leadership may be lost.
     Run(run::RunArgs),
+    /// Move leadership to a named candidate (or the next in line): the
+    /// leader's work stops, then it hands over; exit 5 if refused, 6 if
+    /// not done within --timeout.
+    Switchover(switchover::SwitchoverArgs),
+    /// List the candidates in line, and who leads.
+    Candidates(switchover::CandidatesArgs),
     /// A local 3-peer Raft-vote cluster of real elect processes: election,
     /// crash failover and graceful handover, timed. Needs no service.
     Demo,
@@ -73,6 +80,8 @@ pub enum Command {
     Observe(observe::Request),
     Leader(leader::Request),
     Run(run::Request),
+    Switchover(switchover::Request),
+    Candidates(switchover::CandidatesRequest),
     Demo,
     Lab(lab::Request),
     Compare(compare::Plan),
@@ -106,6 +115,8 @@ impl Command {
             Command::Observe(r) => observe::run(r),
             Command::Leader(r) => leader::run(r),
             Command::Run(r) => run::run(r),
+            Command::Switchover(r) => switchover::run(r),
+            Command::Candidates(r) => switchover::run_candidates(r),
             Command::Demo => demo::run().map(|()| 0),
             Command::Lab(r) => lab::run(r),
             Command::Compare(plan) => compare::run(plan),
@@ -206,6 +217,8 @@ fn validate_command(matches: &ArgMatches) -> Result<Validated> {
         CommandArgs::Observe(args) => Command::Observe(args.validate()?),
         CommandArgs::Leader(args) => Command::Leader(args.validate()?),
         CommandArgs::Run(args) => Command::Run(args.validate(sub, &mut warnings)?),
+        CommandArgs::Switchover(args) => Command::Switchover(args.validate()?),
+        CommandArgs::Candidates(args) => Command::Candidates(args.validate()?),
         CommandArgs::Demo => {
             demo::check_log_filter()?;
             Command::Demo

@@ -119,6 +119,16 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A switchover was refused before anything changed (see
+    /// [`crate::steer`]): the election is as it was.
+    #[error("switchover in {election:?} refused: {refusal}")]
+    SwitchoverRefused {
+        /// The election.
+        election: String,
+        /// Why.
+        refusal: crate::steer::Refusal,
+    },
+
     /// Local I/O (leader file, signals, process control) failed.
     #[error("{action}: {source}")]
     Io {
@@ -132,10 +142,12 @@ pub enum Error {
 
 impl Error {
     /// The process exit code of the design's contract: 2 for bad usage or
-    /// configuration, 1 for everything that failed at run time.
+    /// configuration, 5 for a refused switchover, 1 for everything that
+    /// failed at run time.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Config { .. } | Error::NotBuiltIn { .. } => 2,
+            Error::SwitchoverRefused { .. } => 5,
             _ => 1,
         }
     }

@@ -125,6 +125,7 @@ pub mod leadership;
 #[cfg(any(feature = "etcd", feature = "zk"))]
 pub mod once;
 pub mod periodic;
+pub mod steer;
 pub mod supervise;
 pub mod work;
 

@@ -48,11 +48,13 @@ pub use term::Term;
 #[cfg(feature = "zk")]
 pub use zk::tls_options as zk_tls_options;
 
-#[cfg(any(feature = "etcd", feature = "zk", feature = "raft"))]
+use std::time::Duration;
+
 use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
+use crate::steer::{Line, Report, Target};
 use crate::work::WorkWatch;
 
 /// Joins the election described by `cfg`. `work` tells the backend whether
@@ -110,6 +112,72 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
         Backend::Raft => raft::observe(cfg).await,
         #[allow(unreachable_patterns)]
         backend => Err(Error::NotBuiltIn { backend }),
+    }
+}
+
+/// Reads the line once: every candidate, in the order the backend
+/// would let them lead, and who leads (`elect candidates`).
+///
+/// # Errors
+/// [`Error::NotBuiltIn`] if the backend's feature is off;
+/// [`Error::Unsupported`] where the backend cannot list its line yet;
+/// the service could not be reached within the connect timeout.
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
+#[cfg_attr(not(feature = "etcd"), allow(unused_variables))]
+pub async fn line(cfg: &ElectionConfig) -> Result<Line> {
+    cfg.validate()?;
+    match cfg.backend() {
+        #[cfg(feature = "etcd")]
+        Backend::Etcd => etcd::switchover::line(cfg).await,
+        #[allow(unreachable_patterns)]
+        backend => Err(not_steerable(backend)),
+    }
+}
+
+/// Moves leadership to `to` (see [`crate::steer`]): checks the target
+/// against the line, records the switchover with an identity, has the
+/// candidates between leader and target step aside, and waits, at most
+/// `timeout`, for the target to lead. The leader's work is dead before
+/// it hands over, and the target's token is higher.
+///
+/// # Errors
+/// [`Error::SwitchoverRefused`] before anything changed (the target is
+/// not one live candidate, nobody leads, a peer's candidate is in the
+/// way, another switchover is under way); [`Error::NotBuiltIn`] if the
+/// backend's feature is off; the service could not be reached within
+/// the connect timeout. A switchover that started says how it ended in
+/// its [`Report`].
+///
+/// # Cancel safety
+/// A dropped future leaves the switchover's record until its timeout
+/// runs out; it never acts after that.
+#[cfg_attr(not(feature = "etcd"), allow(unused_variables))]
+pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) -> Result<Report> {
+    cfg.validate()?;
+    match cfg.backend() {
+        #[cfg(feature = "etcd")]
+        Backend::Etcd => etcd::switchover::switchover(cfg, to, timeout).await,
+        #[allow(unreachable_patterns)]
+        backend => Err(not_steerable(backend)),
+    }
+}
+
+/// What a backend that cannot steer says: not yet, or not built in.
+#[cfg_attr(feature = "etcd", allow(dead_code))]
+fn not_steerable(backend: Backend) -> Error {
+    let built_in = match backend {
+        Backend::Etcd => cfg!(feature = "etcd"),
+        Backend::Zk => cfg!(feature = "zk"),
+        Backend::Raft => cfg!(feature = "raft"),
+    };
+    match built_in {
+        true => Error::Unsupported {
+            backend,
+            what: "switchovers and the line are not built for this backend yet",
+        },
+        false => Error::NotBuiltIn { backend },
     }
 }
 

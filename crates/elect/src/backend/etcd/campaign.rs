@@ -43,7 +43,7 @@ use super::keywatch::wait_for_delete;
 use super::layout::{self, CandidateKey, Ours};
 use super::lease::Lease;
 use super::observe::View;
-use super::recipe::{Resignation, ResignationInput, ResignationNext, Touch, Transaction};
+use super::recipe::{Resignation, ResignationInput, ResignationNext, Steer, Touch, Transaction};
 use super::renewal::{LeaseState, Renewer};
 use super::{transaction, turn};
 use crate::backend::backoff::Backoff;
@@ -70,6 +70,9 @@ pub(super) enum Outcome {
     Resigned { led: bool },
     /// The candidacy cannot go on on this lease.
     Lost { led: bool, deadline: BootInstant },
+    /// We led and give way to a switchover's target; the candidacy goes
+    /// on, behind it.
+    GaveWay(Steer),
 }
 
 /// Our leadership, as the stint (`stint.rs`) leads it: the key we lead
@@ -149,6 +152,7 @@ impl Candidate {
                     self.resigned(led);
                     return Ok(());
                 }
+                Outcome::GaveWay(steer) => self.give_way(lease.id, steer, lease.ttl).await,
                 Outcome::Lost { led, deadline } => {
                     if led {
                         self.step_down(deadline, lease.ttl).await;
@@ -194,8 +198,8 @@ impl Candidate {
                     if led {
                         self.reporter.demoted(BootInstant::now());
                     }
-                    let successor = self.elect_successor();
-                    let released = self.release_when_idle(lease.id, successor, lease.ttl);
+                    let resignation = Resignation::new(self.elect_successor(), self.working());
+                    let released = self.release_when_idle(lease.id, resignation, lease.ttl);
                     if let Some(released) = released.await
                         && released.touched
                     {
@@ -207,6 +211,7 @@ impl Candidate {
                     self.resigned(led);
                     return Ok(());
                 }
+                Outcome::GaveWay(steer) => self.give_way(lease.id, steer, lease.ttl).await,
                 Outcome::Lost { led, deadline } => {
                     if led {
                         self.step_down(deadline, lease.ttl).await;
@@ -215,7 +220,9 @@ impl Candidate {
                         self.reporter.publish(Leadership::unknown());
                         return Err(ended());
                     }
-                    self.release_when_idle(lease.id, None, lease.ttl).await;
+                    let resignation = Resignation::new(None, self.working());
+                    self.release_when_idle(lease.id, resignation, lease.ttl)
+                        .await;
                     // A lapse of renewals: campaign again only once the
                     // lease is proven alive again (or gone for good).
                     let mut state = lease.watch();
@@ -245,7 +252,8 @@ impl Candidate {
     async fn hand_over(&mut self, lease: i64, ttl: Duration) {
         let successor = self.elect_successor();
         let expects_taker = successor.is_some();
-        let Some(released) = self.release_when_idle(lease, successor, ttl).await else {
+        let resignation = Resignation::new(successor, self.working());
+        let Some(released) = self.release_when_idle(lease, resignation, ttl).await else {
             return;
         };
         if released.touched {
@@ -261,6 +269,33 @@ impl Candidate {
                 Err(_) => debug!("the successor did not take the release marker; revoking"),
             }
         }
+    }
+
+    /// Gives way to a switchover's target (the stint's rule 5): demoted at
+    /// once, the release sent once the work has stopped, touching the
+    /// target while the switchover's record lives; the lease lives on for
+    /// the next candidacy, behind the target.
+    async fn give_way(&mut self, lease: i64, steer: Steer, ttl: Duration) {
+        self.reporter.demoted(BootInstant::now());
+        self.leader_watch = None;
+        let resignation = Resignation::steered(steer, self.working());
+        let released = self.release_when_idle(lease, resignation, ttl).await;
+        match released {
+            Some(released) if released.touched => {
+                info!("handed over to the switchover's target");
+                // The target led without reading the marker, and our
+                // lease lives on: nobody else would remove it.
+                self.remove(&released.marker).await;
+            }
+            Some(_) => info!("released for a switchover that had ended: a plain handover"),
+            None => {}
+        }
+        self.reporter.publish(Leadership::unknown());
+    }
+
+    /// Whether work started under our leadership runs now.
+    fn working(&self) -> bool {
+        self.work.is_running()
     }
 
     /// Deletes a key we wrote, giving up after the connect timeout (a key
@@ -283,17 +318,15 @@ impl Candidate {
             .and_then(|watch| watch.elect_successor())
     }
 
-    /// Ends the current candidacy as [`Resignation`] decides: once the work
+    /// Ends the current candidacy as `resignation` decides: once the work
     /// started under our leadership has stopped (waiting at most `ttl`,
-    /// as a lost leader does), the release, with the touch of `successor`
-    /// if any.
+    /// as a lost leader does), the release, with its touch if any.
     async fn release_when_idle(
         &mut self,
         lease: i64,
-        successor: Option<CandidateKey>,
+        mut resignation: Resignation,
         ttl: Duration,
     ) -> Option<Released> {
-        let mut resignation = Resignation::new(successor, self.work.is_running());
         let mut io = ResignationIo {
             candidate: self,
             ttl,

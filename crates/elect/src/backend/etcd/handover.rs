@@ -109,7 +109,15 @@ impl LeaderWatch {
     /// The next in line as last known, if it is an `elect` candidate,
     /// whom a resignation may touch (`Transaction::touch`).
     pub fn elect_successor(&self) -> Option<CandidateKey> {
-        self.next.borrow().clone()
+        self.next
+            .borrow()
+            .clone()
+            .filter(|next| layout::granted_by_elect(next.lease))
+    }
+
+    /// The next in line (elect's or a peer's), as it changes.
+    pub fn next_in_line(&self) -> watch::Receiver<Option<CandidateKey>> {
+        self.next.clone()
     }
 
     /// Becomes true once our key is gone (deleted, created again, or put
@@ -249,15 +257,15 @@ async fn read_own_and_next(
 /// Tells the resignation whom it may touch now, if that changed (and the
 /// debug log, which the tests wait on).
 fn publish_next(next_out: &watch::Sender<Option<CandidateKey>>, line: &NextInLine) {
-    let successor = line.successor();
-    if *next_out.borrow() == successor {
+    let next = line.next().cloned();
+    if *next_out.borrow() == next {
         return;
     }
     match line.next() {
         Some(n) => debug!(next = n.id.as_str(), "next in line"),
         None => debug!("nobody is next in line"),
     }
-    next_out.send_replace(successor);
+    next_out.send_replace(next);
 }
 
 /// Watches the prefix from just after `from`, handing `line` its events,

@@ -55,6 +55,13 @@ pub fn completion_record(election: &str, period: &str) -> String {
     format!("{election}\u{0}done/{period}")
 }
 
+/// The record of the switchover under way (see [`crate::steer`]), bound
+/// to the lease of the `elect switchover` that wrote it: outside the
+/// election's prefix like the markers, so no candidate sees it as one.
+pub fn switchover_record(election: &str) -> String {
+    format!("{election}\u{0}switchover")
+}
+
 /// The key a candidate holding `lease_id` campaigns with.
 pub fn candidate_key(election: &str, lease_id: i64) -> String {
     // Go formats the int64 lease id with %x; etcd never hands out negative ids.

@@ -43,6 +43,7 @@ pub mod recipe;
 mod renewal;
 pub(crate) mod session;
 mod stint;
+pub mod switchover;
 pub mod tenure;
 mod transaction;
 mod turn;

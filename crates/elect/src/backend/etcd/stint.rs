@@ -14,8 +14,9 @@ use super::bounds::WatchBounds;
 use super::campaign::{Candidate, Outcome, Tenure};
 use super::handover::LeaderWatch;
 use super::layout::{self, CandidateKey};
-use super::recipe::{Demotion, Stint, StintEnd, StintInput, StintNext, StintRequest};
+use super::recipe::{Demotion, Steer, Stint, StintEnd, StintInput, StintNext, StintRequest};
 use super::renewal::LeaseState;
+use super::switchover::SwitchoverWatch;
 use crate::backend::recipe::{Heard, Io, Step, drive};
 use crate::clock::{BootInstant, sleep_until};
 use crate::counters::warn_counted;
@@ -43,15 +44,21 @@ impl Candidate {
         let prefix = layout::prefix(&self.cfg.election);
         let watch = LeaderWatch::start(self.client.clone(), prefix, own, bounds);
         let key_gone = watch.key_gone();
+        let next = watch.next_in_line();
         self.leader_watch = Some(watch);
+        let switchover = SwitchoverWatch::start(self.client.clone(), &self.cfg.election, bounds);
         let mut io = StintIo {
             candidate: self,
             lease_state,
-            key_gone,
+            watches: LeaderWatches {
+                key_gone,
+                next,
+                switchover: switchover.steer(),
+            },
             tenure,
             led: false,
         };
-        drive(&mut stint, &mut io).await
+        Box::pin(drive(&mut stint, &mut io)).await
     }
 
     /// Waits, at most `until`, for what the stint hears: resignation, a
@@ -60,7 +67,7 @@ impl Candidate {
     async fn wait_leading(
         &mut self,
         lease_state: &mut watch::Receiver<LeaseState>,
-        key_gone: &mut watch::Receiver<bool>,
+        watches: &mut LeaderWatches,
         own_key: &[u8],
         until: Option<BootInstant>,
     ) -> Option<StintInput> {
@@ -81,7 +88,13 @@ impl Candidate {
                     StintInput::Renewed(state.deadline)
                 })
             }
-            Ok(_) = key_gone.wait_for(|gone| *gone) => Some(StintInput::OwnKeyGone),
+            Ok(_) = watches.key_gone.wait_for(|gone| *gone) => Some(StintInput::OwnKeyGone),
+            Ok(()) = watches.next.changed() => {
+                Some(StintInput::NextInLine(watches.next.borrow_and_update().clone()))
+            }
+            Ok(()) = watches.switchover.changed() => {
+                Some(StintInput::Switchover(watches.switchover.borrow_and_update().clone()))
+            }
             Ok(()) = self.reporter.view.changed() => {
                 let view = self.reporter.view.borrow_and_update();
                 Some(StintInput::Viewed {
@@ -94,13 +107,22 @@ impl Candidate {
     }
 }
 
-/// The stint's I/O: the renewals' lease state, our key's watch, the
+/// What the leader's watches tell the stint.
+struct LeaderWatches {
+    /// Becomes true once the leader's watch finds our key gone.
+    key_gone: watch::Receiver<bool>,
+    /// The elect candidate next in line.
+    next: watch::Receiver<Option<CandidateKey>>,
+    /// The switchover under way.
+    switchover: watch::Receiver<Option<Steer>>,
+}
+
+/// The stint's I/O: the renewals' lease state, the leader's watches, the
 /// observer's views, resignation; the reporter; the lease's time to live.
 struct StintIo<'c, 'l, 't> {
     candidate: &'c mut Candidate,
     lease_state: &'l mut watch::Receiver<LeaseState>,
-    /// Becomes true once the leader's watch finds our key gone.
-    key_gone: watch::Receiver<bool>,
+    watches: LeaderWatches,
     tenure: Tenure<'t>,
     /// Whether we led (the log says "elected" once).
     led: bool,
@@ -130,6 +152,10 @@ impl Io<Stint> for StintIo<'_, '_, '_> {
                 Step::Said
             }
             StintNext::Ended(StintEnd::Resigned) => Step::Done(Outcome::Resigned { led: true }),
+            StintNext::Ended(StintEnd::GaveWay(steer)) => {
+                info!(to = steer.target.id.as_str(), "giving way to a switchover");
+                Step::Done(Outcome::GaveWay(steer))
+            }
             StintNext::Ended(StintEnd::Lost { led, stop_by }) => Step::Done(Outcome::Lost {
                 led,
                 deadline: stop_by,
@@ -152,7 +178,7 @@ impl Io<Stint> for StintIo<'_, '_, '_> {
         let key = self.tenure.key.as_bytes();
         let heard = self
             .candidate
-            .wait_leading(self.lease_state, &mut self.key_gone, key, until)
+            .wait_leading(self.lease_state, &mut self.watches, key, until)
             .await;
         heard.map_or(Heard::Nothing, Heard::Input)
     }

@@ -106,7 +106,8 @@ impl NextInLine {
     }
 
     /// Whom a resignation may touch: the next in line if it is an elect
-    /// candidate.
+    /// candidate (the driver filters `next` alike; the model asks this).
+    #[cfg(test)]
     pub fn successor(&self) -> Option<CandidateKey> {
         self.next
             .clone()
@@ -228,6 +229,18 @@ impl Recipe for NextInLine {
 pub struct Touch {
     pub next: CandidateKey,
     pub guarded: bool,
+    /// The switchover this touch carries out, if any: the touch happens
+    /// only while its record still lives, so a switchover aborted or
+    /// timed out while the leader was stopping its work never acts.
+    pub switchover: Option<Recorded>,
+}
+
+/// A switchover's record as the leader read it: its key and the create
+/// revision that is its identity in etcd.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Recorded {
+    pub key: Vec<u8>,
+    pub create_revision: i64,
 }
 
 /// What ending a candidacy asks of the driver.
@@ -242,12 +255,22 @@ pub enum ResignationNext {
     Release(Option<Touch>),
 }
 
+/// A switchover the leader gives way to: its record, and its target,
+/// which the leader knows as its next in line.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Steer {
+    pub switchover: Recorded,
+    pub target: CandidateKey,
+}
+
 /// The end of a candidacy that may have led: a resignation, which hands
 /// over to the `successor` the leader knew, or a loss, which hands over to
 /// nobody.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Resignation {
     successor: Option<CandidateKey>,
+    /// The switchover the successor was chosen by, if any.
+    switchover: Option<Recorded>,
     working: bool,
     #[cfg(test)]
     mutation: Option<Mutation>,
@@ -258,9 +281,21 @@ impl Resignation {
     pub fn new(successor: Option<CandidateKey>, working: bool) -> Resignation {
         Resignation {
             successor,
+            switchover: None,
             working,
             #[cfg(test)]
             mutation: None,
+        }
+    }
+
+    /// A leader giving way to a switchover's target: the touch is
+    /// guarded by the switchover's record as well. A peer's target is not
+    /// touched: it reads its own turn once our key is gone.
+    pub fn steered(steer: Steer, working: bool) -> Resignation {
+        let target = Some(steer.target).filter(|t| granted_by_elect(t.lease));
+        Resignation {
+            switchover: Some(steer.switchover),
+            ..Resignation::new(target, working)
         }
     }
 
@@ -296,6 +331,10 @@ impl Recipe for Resignation {
         let touch = self.successor.clone().map(|next| Touch {
             next,
             guarded: !switched_off!(self, TouchUnguarded),
+            switchover: self
+                .switchover
+                .clone()
+                .filter(|_| !switched_off!(self, SwitchoverUnguarded)),
         });
         ResignationNext::Release(touch)
     }
@@ -417,12 +456,37 @@ mod tests {
             resignation.poll(now()),
             ResignationNext::Release(Some(Touch {
                 next,
-                guarded: true
+                guarded: true,
+                switchover: None,
             }))
         );
         assert_eq!(
             Resignation::new(None, false).poll(now()),
             ResignationNext::Release(None)
+        );
+    }
+
+    #[test]
+    fn a_steered_release_touches_the_target_only_while_the_switchover_lives() {
+        let target = key(9, true);
+        let switchover = Recorded {
+            key: b"e\0switchover".to_vec(),
+            create_revision: 12,
+        };
+        let steer = Steer {
+            switchover: switchover.clone(),
+            target: target.clone(),
+        };
+        let mut resignation = Resignation::steered(steer, true);
+        assert_eq!(resignation.poll(now()), ResignationNext::AwaitWorkStopped);
+        resignation.input(now(), ResignationInput::WorkStopped);
+        assert_eq!(
+            resignation.poll(now()),
+            ResignationNext::Release(Some(Touch {
+                next: target,
+                guarded: true,
+                switchover: Some(switchover),
+            }))
         );
     }
 }

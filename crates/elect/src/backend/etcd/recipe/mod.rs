@@ -41,8 +41,8 @@ mod turn;
 // What the drivers beside this folder and the model checks (test builds
 // only) read; the mutations exist in test builds only.
 pub use handover::{
-    KeyEvent, NextInLine, NextInLineInput, NextInLineNext, Pick, Resignation, ResignationInput,
-    ResignationNext, Touch,
+    KeyEvent, NextInLine, NextInLineInput, NextInLineNext, Pick, Recorded, Resignation,
+    ResignationInput, ResignationNext, Steer, Touch,
 };
 #[cfg(test)]
 pub use mutation::Mutation;

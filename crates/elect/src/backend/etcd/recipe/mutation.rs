@@ -47,4 +47,11 @@ pub enum Mutation {
     /// The leader leads on when its key is gone or a view names another
     /// leader. Not a safety rule: see the safety page's second table.
     KeyLossIgnored,
+    /// The touch that carries out a switchover does not check that the
+    /// switchover's record still lives: one aborted while the leader
+    /// stopped its work still hands over.
+    SwitchoverUnguarded,
+    /// The leader gives way to a switchover's target whether or not the
+    /// target is its next in line.
+    GiveWayUnchecked,
 }

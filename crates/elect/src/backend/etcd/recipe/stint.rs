@@ -22,14 +22,22 @@
 //!    bound to it. So the stint asks whether the lease lives, by the
 //!    deadline: if it does not, or the answer does not come, the work
 //!    must stop now;
-//! 4. ends on resignation; the release that follows is [`Resignation`](super::Resignation)'s.
+//! 4. ends on resignation; the release that follows is [`Resignation`](super::Resignation)'s;
+//! 5. gives way to a switchover (see [`crate::steer`]) while its record
+//!    lives and once its target is our next in line (every candidate
+//!    between us has stepped aside): the stint ends, the work to stop
+//!    before the release touches the target, guarded by the record
+//!    (`GiveWayUnchecked` gives way whoever is next; `SwitchoverUnguarded`
+//!    drops the record's guard).
 //!
 //! Rules 2 and 3 keep a successor's wait short and a key deleted by hand
 //! from being led on; they are not what keeps two leaders apart (the
 //! tenure markers and rule 1 are): see the safety page's second table.
 
+use super::handover::Steer;
 #[cfg(test)]
 use super::mutation::Mutation;
+use crate::backend::etcd::layout::CandidateKey;
 use crate::backend::recipe::{Recipe, switched_off};
 use crate::clock::BootInstant;
 
@@ -43,7 +51,7 @@ pub enum StintRequest {
 }
 
 /// Answers and events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum StintInput {
     /// The renewal proves the lease alive until this instant.
     Renewed(BootInstant),
@@ -64,6 +72,11 @@ pub enum StintInput {
     /// Whether the lease lives; `None`: the request failed or did not
     /// answer by our deadline.
     LeaseLives(Option<bool>),
+    /// The switchover under way, as its record reads (`None`: none, or
+    /// it is over).
+    Switchover(Option<Steer>),
+    /// The elect candidate next in line, as the leader's watch knows it.
+    NextInLine(Option<CandidateKey>),
 }
 
 /// Why we no longer lead.
@@ -80,10 +93,12 @@ pub enum Demotion {
 }
 
 /// Why the stint ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum StintEnd {
     /// Resignation was requested while we led.
     Resigned,
+    /// We give way to a switchover's target, our next in line.
+    GaveWay(Steer),
     /// We may no longer lead: the work must stop by `stop_by`. `led`:
     /// whether we led at all (a deadline already passed at the start
     /// never leads).
@@ -91,7 +106,7 @@ pub enum StintEnd {
 }
 
 /// What the driver does next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum StintNext {
     /// Publish that we lead until `deadline`.
     Lead {
@@ -108,7 +123,7 @@ pub enum StintNext {
     Ended(StintEnd),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Phase {
     /// Not published yet: the first poll leads, or ends if the deadline
     /// has already passed.
@@ -134,6 +149,10 @@ pub struct Stint {
     confirmed_at: i64,
     /// Something to publish: a change of our leadership.
     publish: Option<StintNext>,
+    /// The switchover under way, if any.
+    switchover: Option<Steer>,
+    /// The elect candidate next in line, if known.
+    next: Option<CandidateKey>,
     #[cfg(test)]
     mutation: Option<Mutation>,
 }
@@ -147,6 +166,8 @@ impl Stint {
             deadline,
             confirmed_at,
             publish: None,
+            switchover: None,
+            next: None,
             #[cfg(test)]
             mutation: None,
         }
@@ -173,6 +194,14 @@ impl Stint {
         self.phase = Phase::Ended(end);
     }
 
+    /// Rule 5: the switchover to give way to now, if any.
+    fn giving_way(&self) -> Option<Steer> {
+        let steer = self.switchover.as_ref()?;
+        let next = self.next.as_ref();
+        let ready = next == Some(&steer.target) || switched_off!(self, GiveWayUnchecked);
+        ready.then(|| steer.clone())
+    }
+
     /// Our key's loss, or a view that says another leads: stop by the
     /// deadline, and ask whether the lease lives.
     fn key_lost(&mut self, why: Demotion) {
@@ -196,7 +225,7 @@ impl Recipe for Stint {
             return next;
         }
         let past = now >= self.deadline && !switched_off!(self, LeadPastDeadline);
-        match self.phase {
+        match self.phase.clone() {
             Phase::Ended(end) => StintNext::Ended(end),
             Phase::Starting if past => {
                 self.phase = Phase::Ended(StintEnd::Lost {
@@ -214,6 +243,11 @@ impl Recipe for Stint {
             Phase::Leading if past => {
                 let stop_by = self.deadline;
                 self.end(StintEnd::Lost { led: true, stop_by }, Demotion::Lapsed);
+                self.poll(now)
+            }
+            Phase::Leading if self.giving_way().is_some() => {
+                let steer = self.giving_way().expect("checked");
+                self.phase = Phase::Ended(StintEnd::GaveWay(steer));
                 self.poll(now)
             }
             Phase::Leading if switched_off!(self, LeadPastDeadline) => StintNext::Wait(None),
@@ -281,6 +315,8 @@ impl Recipe for Stint {
                 };
                 self.phase = Phase::Ended(StintEnd::Lost { led: true, stop_by });
             }
+            StintInput::Switchover(steer) => self.switchover = steer,
+            StintInput::NextInLine(next) => self.next = next,
         }
     }
 }
@@ -418,6 +454,33 @@ mod tests {
             unpublished.poll(at(0)),
             StintNext::Ended(StintEnd::Lost { led: false, .. })
         ));
+    }
+
+    #[test]
+    fn a_switchover_is_given_way_to_once_its_target_is_next_in_line() {
+        use crate::backend::etcd::recipe::Recorded;
+        use crate::backend::etcd::recipe::tests::key;
+        let (target, other) = (key(30, true), key(20, true));
+        let steer = Steer {
+            switchover: Recorded {
+                key: b"e\0switchover".to_vec(),
+                create_revision: 40,
+            },
+            target: target.clone(),
+        };
+        let mut stint = leading(1000);
+        stint.input(at(10), StintInput::NextInLine(Some(other)));
+        stint.input(at(10), StintInput::Switchover(Some(steer.clone())));
+        assert_eq!(stint.poll(at(10)), StintNext::Wait(Some(at(1000))));
+        // Withdrawn before the target came next: nothing happens.
+        stint.input(at(20), StintInput::Switchover(None));
+        stint.input(at(20), StintInput::NextInLine(Some(target.clone())));
+        assert_eq!(stint.poll(at(20)), StintNext::Wait(Some(at(1000))));
+        stint.input(at(30), StintInput::Switchover(Some(steer.clone())));
+        assert_eq!(
+            stint.poll(at(30)),
+            StintNext::Ended(StintEnd::GaveWay(steer))
+        );
     }
 
     #[test]

@@ -168,7 +168,7 @@ impl Transaction {
     /// marker, bound to its lease, which it would otherwise claim itself.
     pub fn touch(election: &str, touch: &Touch) -> Transaction {
         let next = &touch.next;
-        let when = match touch.guarded {
+        let mut when = match touch.guarded {
             true => vec![
                 Compare::CreateRevision {
                     key: next.key.clone(),
@@ -181,6 +181,15 @@ impl Transaction {
             ],
             false => vec![],
         };
+        when.extend(
+            touch
+                .switchover
+                .iter()
+                .map(|record| Compare::CreateRevision {
+                    key: record.key.clone(),
+                    is: record.create_revision,
+                }),
+        );
         Transaction {
             when,
             then: vec![
@@ -292,6 +301,7 @@ mod tests {
         let touch = Touch {
             next: next.clone(),
             guarded: true,
+            switchover: None,
         };
         let release = Transaction::release("e", "e/7e1ec", 7, 0x7e1ec, Some(&touch));
         let Some(Op::Txn(nested)) = release.then.last() else {

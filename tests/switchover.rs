@@ -1,0 +1,178 @@
+//! `elect switchover` and `elect candidates` against real ensembles: the
+//! target leads with a higher token after the leader's work stopped, the
+//! candidates between them step aside, a refused switchover changes
+//! nothing, and a peer's candidate in the way is a refusal.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use support::elect::{Proc, campaign, elect_once, etcdctl_elect};
+use support::etcd::Cluster;
+use support::eventually;
+
+const SOON: Duration = Duration::from_secs(10);
+
+/// Waits until `n` candidate keys exist, so the creation order is known.
+fn wait_for_candidates(etcd: &Cluster, election: &str, n: usize) {
+    eventually(&format!("{n} candidates"), SOON, || {
+        (etcd.candidates(election).len() == n).then_some(())
+    });
+}
+
+/// Candidates `ids` in `election`, created in that order; the first leads.
+fn line_of(etcd: &Cluster, election: &str, ids: &[&str]) -> (Vec<Proc>, u64) {
+    let mut procs = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        procs.push(campaign(&etcd.endpoints, election, id, "10"));
+        wait_for_candidates(etcd, election, i + 1);
+    }
+    let (_, elected) = procs[0].wait_event("elected", SOON);
+    (procs, elected["token"].as_u64().unwrap())
+}
+
+/// `elect <command> --endpoints ... --election E <args>`: exit code,
+/// stdout, stderr.
+fn elect_on(etcd: &Cluster, command: &str, election: &str, args: &[&str]) -> (i32, String, String) {
+    let base = [
+        command,
+        "--endpoints",
+        &etcd.endpoints,
+        "--election",
+        election,
+    ];
+    let (code, out, err, _) = elect_once(&[&base[..], args].concat());
+    (code, out, err)
+}
+
+/// The candidates' ids in line order, as `elect candidates` lists them.
+fn listed(etcd: &Cluster, election: &str) -> Vec<(String, bool)> {
+    let (code, out, err) = elect_on(etcd, "candidates", election, &["--format", "json"]);
+    assert!(code == 0 || code == 3, "candidates exited {code}: {err}");
+    let line: Value = serde_json::from_str(out.trim()).expect("one JSON line");
+    line["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["id"].as_str().unwrap().to_owned(), c["leads"] == true))
+        .collect()
+}
+
+#[test]
+fn a_switchover_to_the_last_in_line_hands_over_with_a_higher_token() {
+    let etcd = Cluster::start();
+    let (mut procs, first) = line_of(&etcd, "steer", &["a", "b", "c"]);
+    assert_eq!(
+        listed(&etcd, "steer"),
+        vec![("a".into(), true), ("b".into(), false), ("c".into(), false)]
+    );
+    let (code, out, err) = elect_on(
+        &etcd,
+        "switchover",
+        "steer",
+        &["--to", "c", "--format", "json"],
+    );
+    assert_eq!(code, 0, "switchover: {out}{err}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["outcome"], "done", "{report}");
+    assert_eq!(report["leader"], "c");
+    assert_eq!(
+        (report["from"].as_str(), report["to"].as_str()),
+        (Some("a"), Some("c"))
+    );
+    let token = report["token"].as_u64().unwrap();
+    assert!(token > first, "the target's token {token} is above {first}");
+
+    let (demoted_at, _) = procs[0].wait_event("demoted", SOON);
+    let (elected_at, elected) = procs[2].wait_event("elected", SOON);
+    assert_eq!(elected["token"].as_u64(), Some(token));
+    assert!(
+        demoted_at <= elected_at,
+        "the old leader stopped before the target led"
+    );
+    assert!(
+        !procs[1].sees_event("elected", Duration::from_millis(500)),
+        "b stepped aside"
+    );
+    // Both stay candidates, behind the target.
+    eventually("the old leader and b queue again", SOON, || {
+        let line = listed(&etcd, "steer");
+        (line.len() == 3 && line[0] == ("c".into(), true)).then_some(())
+    });
+    for p in &mut procs {
+        assert_eq!(
+            p.try_exit(),
+            None,
+            "{} is still a candidate",
+            "every process"
+        );
+    }
+    // The record went with the command's lease.
+    let keys = etcd.etcdctl_ok(&["get", "steer", "--prefix", "--keys-only"]);
+    assert!(
+        !keys.contains("switchover"),
+        "no switchover record left: {keys}"
+    );
+}
+
+#[test]
+fn a_switchover_to_any_moves_to_the_next_in_line() {
+    let etcd = Cluster::start();
+    let (mut procs, _) = line_of(&etcd, "any", &["a", "b"]);
+    let (code, out, err) = elect_on(&etcd, "switchover", "any", &["--to", "any"]);
+    assert_eq!(code, 0, "switchover: {out}{err}");
+    assert!(out.contains("b leads"), "{out}");
+    procs[1].wait_event("elected", SOON);
+    let (code, out, _) = elect_on(&etcd, "switchover", "any", &["--to", "b"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("leads already"), "{out}");
+}
+
+#[test]
+fn a_refused_switchover_changes_nothing_and_says_why() {
+    let etcd = Cluster::start();
+    let (mut procs, _) = line_of(&etcd, "refused", &["a", "b"]);
+    let before = etcd.versions("refused");
+    let (code, out, err) = elect_on(&etcd, "switchover", "refused", &["--to", "zed"]);
+    assert_eq!(code, 5, "refused: {out}{err}");
+    assert!(
+        err.contains("no live candidate has the id \"zed\""),
+        "{err}"
+    );
+    let (code, _, err) = elect_on(&etcd, "switchover", "nobody-here", &["--to", "a"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains("nobody leads"), "{err}");
+    assert_eq!(etcd.versions("refused"), before, "the line is as it was");
+    assert!(!procs[0].sees_event("demoted", Duration::from_millis(300)));
+    let (code, _, err) = elect_on(
+        &etcd,
+        "switchover",
+        "refused",
+        &["--to", "b", "--timeout", "0s"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--timeout"), "{err}");
+}
+
+#[test]
+fn a_go_candidate_in_the_way_refuses_the_switchover() {
+    let etcd = Cluster::start();
+    let mut a = campaign(&etcd.endpoints, "mixed", "a", "10");
+    a.wait_event("elected", SOON);
+    let _go = etcdctl_elect(&etcd.endpoints, &["mixed", "go"]);
+    wait_for_candidates(&etcd, "mixed", 2);
+    let _c = campaign(&etcd.endpoints, "mixed", "c", "10");
+    wait_for_candidates(&etcd, "mixed", 3);
+    let (code, _, err) = elect_on(&etcd, "switchover", "mixed", &["--to", "c"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains("\"go\", a go candidate ahead of the target"),
+        "{err}"
+    );
+    // To the Go candidate itself, next in line: it needs no stepping aside,
+    // and the touch is only for elect's; it reads its own turn.
+    let (code, out, err) = elect_on(&etcd, "switchover", "mixed", &["--to", "go"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(a.sees_event("demoted", SOON));
+}
