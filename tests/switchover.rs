@@ -8,9 +8,10 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::elect::{Proc, campaign, elect_once, etcdctl_elect};
+use support::elect::{Proc, campaign, campaign_zk, elect_once, etcdctl_elect};
 use support::etcd::Cluster;
 use support::eventually;
+use support::zk::Ensemble;
 
 const SOON: Duration = Duration::from_secs(10);
 
@@ -32,13 +33,26 @@ fn line_of(etcd: &Cluster, election: &str, ids: &[&str]) -> (Vec<Proc>, u64) {
     (procs, elected["token"].as_u64().unwrap())
 }
 
-/// `elect <command> --endpoints ... --election E <args>`: exit code,
-/// stdout, stderr.
+/// `elect <command> --endpoints ... --election E <args>` on etcd: exit
+/// code, stdout, stderr.
 fn elect_on(etcd: &Cluster, command: &str, election: &str, args: &[&str]) -> (i32, String, String) {
+    elect_at("etcd", &etcd.endpoints, command, election, args)
+}
+
+/// The same on any backend's `endpoints`.
+fn elect_at(
+    backend: &str,
+    endpoints: &str,
+    command: &str,
+    election: &str,
+    args: &[&str],
+) -> (i32, String, String) {
     let base = [
         command,
+        "--backend",
+        backend,
         "--endpoints",
-        &etcd.endpoints,
+        endpoints,
         "--election",
         election,
     ];
@@ -48,7 +62,12 @@ fn elect_on(etcd: &Cluster, command: &str, election: &str, args: &[&str]) -> (i3
 
 /// The candidates' ids in line order, as `elect candidates` lists them.
 fn listed(etcd: &Cluster, election: &str) -> Vec<(String, bool)> {
-    let (code, out, err) = elect_on(etcd, "candidates", election, &["--format", "json"]);
+    listed_at("etcd", &etcd.endpoints, election)
+}
+
+fn listed_at(backend: &str, endpoints: &str, election: &str) -> Vec<(String, bool)> {
+    let json = ["--format", "json"];
+    let (code, out, err) = elect_at(backend, endpoints, "candidates", election, &json);
     assert!(code == 0 || code == 3, "candidates exited {code}: {err}");
     let line: Value = serde_json::from_str(out.trim()).expect("one JSON line");
     line["candidates"]
@@ -175,4 +194,56 @@ fn a_go_candidate_in_the_way_refuses_the_switchover() {
     let (code, out, err) = elect_on(&etcd, "switchover", "mixed", &["--to", "go"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(a.sees_event("demoted", SOON));
+}
+
+#[test]
+fn a_zookeeper_switchover_hands_over_to_the_last_in_line_past_one_who_steps_aside() {
+    let zk = Ensemble::start();
+    let path = "/steer";
+    let mut procs: Vec<Proc> = Vec::new();
+    for (i, id) in ["a", "b", "c"].iter().enumerate() {
+        procs.push(campaign_zk(&zk.endpoints, path, id, "4s"));
+        eventually("the candidates queue", SOON, || {
+            (zk.children(path).len() == i + 1).then_some(())
+        });
+    }
+    let (_, first) = procs[0].wait_event("elected", SOON);
+    let first = first["token"].as_u64().unwrap();
+    let line = listed_at("zk", &zk.endpoints, path);
+    assert_eq!(line[0], ("a".into(), true));
+    let (code, out, err) = elect_at(
+        "zk",
+        &zk.endpoints,
+        "switchover",
+        path,
+        &["--to", "c", "--format", "json"],
+    );
+    assert_eq!(code, 0, "switchover: {out}{err}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (report["outcome"].as_str(), report["leader"].as_str()),
+        (Some("done"), Some("c"))
+    );
+    let (demoted_at, _) = procs[0].wait_event("demoted", SOON);
+    let (elected_at, elected) = procs[2].wait_event("elected", SOON);
+    assert!(
+        demoted_at <= elected_at,
+        "the old leader stopped before the target led"
+    );
+    let token = elected["token"].as_u64().unwrap();
+    assert!(token > first, "the target's token {token} is above {first}");
+    assert!(
+        !procs[1].sees_event("elected", Duration::from_millis(500)),
+        "b stepped aside"
+    );
+    eventually("a and b queue again behind c", SOON, || {
+        let line = listed_at("zk", &zk.endpoints, path);
+        (line.len() == 3 && line[0] == ("c".into(), true)).then_some(())
+    });
+    assert!(
+        !zk.children(path).iter().any(|c| c == "switchover"),
+        "the record went with the command's session"
+    );
+    let (code, _, err) = elect_at("zk", &zk.endpoints, "switchover", path, &["--to", "zed"]);
+    assert_eq!(code, 5, "{err}");
 }

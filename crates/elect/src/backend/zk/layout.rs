@@ -45,8 +45,31 @@ pub fn queue(children: &[String]) -> Vec<Participant> {
     queue
 }
 
+/// The last four hex digits of every uuid `elect` puts in its znodes'
+/// names ("e1ec"), which tell its candidates from Curator's (whose names
+/// are alike): only elect's follow a switchover. One Curator uuid in
+/// 65,536 carries it by chance; a switchover past such a candidate ends
+/// by its timeout, as one past a paused candidate does.
+pub const ELECT_UUID_TAG: &str = "e1ec";
+
+/// Which tool's candidate a participant's name says it is: `elect`,
+/// `curator` (LeaderLatch or LeaderSelector) or `kazoo`.
+pub fn made_by(name: &str) -> &'static str {
+    let Some(head) = name.get(..name.len().saturating_sub(SEQUENCE_DIGITS)) else {
+        return "curator";
+    };
+    if head.ends_with("__lock__") {
+        "kazoo"
+    } else if head.ends_with(&format!("{ELECT_UUID_TAG}-{LATCH}")) {
+        "elect"
+    } else {
+        "curator"
+    }
+}
+
 /// A random RFC 4122 version-4 UUID, as text: the protection Curator puts in
 /// names so a candidate can find its own znode after a lost create reply.
+/// Its last four digits are [`ELECT_UUID_TAG`].
 pub fn fresh_uuid() -> String {
     use std::hash::{BuildHasher, Hasher};
     let random = || {
@@ -63,8 +86,15 @@ pub fn fresh_uuid() -> String {
         (hi >> 16) & 0xffff,
         hi & 0xffff,
         lo >> 48,
-        lo & 0xffff_ffff_ffff
+        (lo & 0xffff_ffff_0000) | 0xe1ec
     )
+}
+
+/// The znode of the switchover under way (see [`crate::steer`]): a child
+/// of the election that is no participant (it has no recipe's marker), so
+/// that creating it takes what joining does, the election's CREATE.
+pub fn switchover_record(election: &str) -> String {
+    format!("{election}/switchover")
 }
 
 /// The path prefix our candidate creates under `election`.
@@ -104,5 +134,15 @@ mod tests {
         let prefix = candidate_prefix("/e", &u);
         let name = format!("{}0000000001", &prefix["/e/".len()..]);
         assert_eq!(participant(&name).unwrap().sequence, 1);
+        assert_eq!(made_by(&name), "elect");
+        assert_eq!(
+            made_by("_c_0f8e0b8a-4c1a-4b5e-9a8e-3d1f2b6c7a9e-latch-0000000007"),
+            "curator"
+        );
+        assert_eq!(
+            made_by("8a1c9f6e2b7d4e0f9a3b5c7d1e2f4a6b__lock__0000000005"),
+            "kazoo"
+        );
+        assert!(participant("switchover").is_none());
     }
 }

@@ -28,6 +28,7 @@ pub mod periodic;
 pub mod recipe;
 pub(crate) mod session;
 mod stint;
+pub mod switchover;
 pub mod timing;
 mod turn;
 mod znode;

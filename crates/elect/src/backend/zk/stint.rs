@@ -7,8 +7,10 @@ use tracing::{debug, info};
 use zookeeper_client::{Client, EventType, SessionState};
 
 use super::campaign::{Candidacy, End};
+use super::layout;
 use super::observe::is_terminal;
-use super::recipe::{Demotion, Stint, StintEnd, StintInput, StintNext, StintRequest};
+use super::recipe::{Demotion, Steer, Stint, StintEnd, StintInput, StintNext, StintRequest};
+use super::switchover::SwitchoverWatch;
 use super::znode::{OneShotWatch, owns, watch_own};
 use crate::backend::recipe::{Heard, Io, Recipe, Step, drive};
 use crate::clock::{self, BootInstant};
@@ -29,18 +31,59 @@ impl Candidacy<'_> {
         if let Some(proven) = proven {
             stint.input(BootInstant::now(), StintInput::Renewed(proven));
         }
+        let own = path.rsplit('/').next().and_then(layout::participant);
+        let switchover = SwitchoverWatch::start(
+            self.client.clone(),
+            self.cfg.election.clone(),
+            own.map_or(u64::MAX, |p| p.sequence),
+        );
         let mut io = StintIo {
             candidacy: self,
             path,
             token,
             own_watch: None,
+            switchover: switchover.seen(),
             led: false,
         };
-        match drive(&mut stint, &mut io).await {
+        match Box::pin(drive(&mut stint, &mut io)).await {
             Led::Ended(StintEnd::NodeGone) => self.after_loss(path).await,
             Led::Ended(StintEnd::SessionEnded) => End::SessionEnded,
+            Led::Ended(StintEnd::GaveWay(steer)) => self.give_way(path, steer).await,
             Led::Resigned => End::Resigned,
         }
+    }
+
+    /// Gives way to a switchover's target (the stint's rule 5): once the
+    /// work has stopped (at most a session timeout), our znode is deleted
+    /// in one multi with a check that the switchover's record still
+    /// lives; if it does not, a plain delete (the candidates between us
+    /// and the target stood aside already). Then we campaign again,
+    /// behind the target.
+    async fn give_way(&mut self, path: &str, steer: Steer) -> End {
+        let idle = self.work.stopped();
+        let _ = tokio::time::timeout(self.client.session_timeout(), idle).await;
+        let record = layout::switchover_record(&self.cfg.election);
+        let mut multi = self.client.new_multi_writer();
+        let built = multi
+            .add_check_version(&record, 0)
+            .and_then(|()| multi.add_delete(path, None));
+        let guarded = match built {
+            Ok(()) => multi.commit().await.map(|_| ()),
+            Err(e) => Err(e.into()),
+        };
+        match guarded {
+            Ok(()) => info!(
+                target = steer.target,
+                "handed over to the switchover's target"
+            ),
+            Err(e) => {
+                debug!("the switchover ended before our release ({e}): a plain handover");
+                if let Err(e) = self.client.delete(path, None).await {
+                    debug!("deleting {path}: {e}");
+                }
+            }
+        }
+        End::NodeGone
     }
 
     /// Publishes that we lead until `deadline` with `token`.
@@ -69,6 +112,7 @@ impl Candidacy<'_> {
             Demotion::SessionEnded => {
                 warn_counted!("our ZooKeeper session ended: leadership lost")
             }
+            Demotion::GaveWay => info!("giving way to a switchover"),
         }
         // The supervisor starts the command again only once the old one
         // is gone.
@@ -81,6 +125,7 @@ impl Candidacy<'_> {
         &mut self,
         stint: &Stint,
         own_watch: &mut Option<OneShotWatch>,
+        switchover: &mut SwitchoverSeen,
         wake: BootInstant,
     ) -> Heard<StintInput, Led> {
         let leading = stint.leads_until().is_some();
@@ -133,10 +178,18 @@ impl Candidacy<'_> {
                 _ => return Heard::Nothing,
             },
             Ok(()) = self.reporter.view.changed(), if !leading => return Heard::Nothing,
+            Ok(()) = switchover.changed() => {
+                let (switchover, next) = *switchover.borrow_and_update();
+                StintInput::Steering { switchover, next }
+            }
         };
         Heard::Input(input)
     }
 }
+
+/// The switchover under way and the participant next in line, as the
+/// leader's [`SwitchoverWatch`] last saw them.
+type SwitchoverSeen = tokio::sync::watch::Receiver<(Option<Steer>, Option<u64>)>;
 
 /// How a stint's drive ended.
 enum Led {
@@ -152,6 +205,7 @@ struct StintIo<'c, 'a, 'p> {
     token: u64,
     /// Our znode's watch, while armed.
     own_watch: Option<OneShotWatch>,
+    switchover: SwitchoverSeen,
     /// Whether we led in this candidacy (the log says "elected" once).
     led: bool,
 }
@@ -197,7 +251,10 @@ impl Io<Stint> for StintIo<'_, '_, '_> {
     async fn wait(&mut self, stint: &Stint, until: Option<BootInstant>) -> Heard<StintInput, Led> {
         let timeout = self.candidacy.client.session_timeout();
         let wake = until.unwrap_or(BootInstant::now() + timeout);
-        self.candidacy.wait(stint, &mut self.own_watch, wake).await
+        let switchover = &mut self.switchover;
+        self.candidacy
+            .wait(stint, &mut self.own_watch, switchover, wake)
+            .await
     }
 }
 

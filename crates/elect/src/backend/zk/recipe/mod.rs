@@ -23,5 +23,5 @@ mod turn;
 // only) read; the mutations exist in test builds only.
 #[cfg(test)]
 pub use mutation::Mutation;
-pub use stint::{Demotion, Stint, StintEnd, StintInput, StintNext, StintRequest};
+pub use stint::{Demotion, Steer, Stint, StintEnd, StintInput, StintNext, StintRequest};
 pub use turn::{Gone, TurnInput, TurnNext, TurnRequest, WaitForTurn};

@@ -28,4 +28,7 @@ pub enum Mutation {
     /// The session's lease assumes the timeout we asked for instead of
     /// the one the server granted.
     LeaseForRequestedTimeout,
+    /// The leader gives way to a switchover's target whether or not the
+    /// target is its next in line.
+    GiveWayUnchecked,
 }

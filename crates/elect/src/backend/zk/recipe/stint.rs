@@ -21,7 +21,12 @@
 //!    alive), waits until the lease proves the session alive well ahead
 //!    (`resume_ahead`) and a synced read finds our znode still ours, then
 //!    leads again with the same token: if the session lived, we were still
-//!    first in line and nobody else could lead before it expired.
+//!    first in line and nobody else could lead before it expired;
+//! 5. gives way to a switchover (see [`crate::steer`]) whose record lives
+//!    once its target is our next in line (every candidate between us has
+//!    stepped aside): the stint ends, and the driver deletes our znode
+//!    once the work has stopped, in one multi with a check that the
+//!    record still lives (`GiveWayUnchecked` gives way whoever is next).
 
 use std::time::Duration;
 
@@ -61,6 +66,21 @@ pub enum StintInput {
     Connected,
     /// The session expired or was closed.
     SessionEnded,
+    /// The switchover under way, as its record reads (`None`: none), and
+    /// the sequence number of the participant next in line, from a
+    /// listing made after that read.
+    Steering {
+        switchover: Option<Steer>,
+        next: Option<u64>,
+    },
+}
+
+/// A switchover the leader gives way to: its record's identity (the
+/// record znode's czxid) and its target's sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Steer {
+    pub record: i64,
+    pub target: u64,
 }
 
 /// Why the stint ended.
@@ -70,6 +90,8 @@ pub enum StintEnd {
     NodeGone,
     /// The session expired or was closed.
     SessionEnded,
+    /// We give way to a switchover's target, our next in line.
+    GaveWay(Steer),
 }
 
 /// Why we no longer lead.
@@ -81,6 +103,8 @@ pub enum Demotion {
     /// Our znode was deleted, or is not ours.
     NodeGone,
     SessionEnded,
+    /// We give way to a switchover's target.
+    GaveWay,
 }
 
 /// What the driver does next.
@@ -147,6 +171,10 @@ pub struct Stint {
     publish: Option<StintNext>,
     rearm_every: Duration,
     resume_ahead: Duration,
+    /// The switchover under way, if any.
+    switchover: Option<Steer>,
+    /// The participant next in line, if known.
+    next: Option<u64>,
     #[cfg(test)]
     mutation: Option<Mutation>,
 }
@@ -168,6 +196,8 @@ impl Stint {
             publish: None,
             rearm_every,
             resume_ahead,
+            switchover: None,
+            next: None,
             #[cfg(test)]
             mutation: None,
         }
@@ -212,8 +242,16 @@ impl Stint {
             why: match end {
                 StintEnd::NodeGone => Demotion::NodeGone,
                 StintEnd::SessionEnded => Demotion::SessionEnded,
+                StintEnd::GaveWay(_) => Demotion::GaveWay,
             },
         });
+    }
+
+    /// Rule 5: the switchover to give way to now, if any.
+    fn giving_way(&self) -> Option<Steer> {
+        let steer = self.switchover?;
+        let ready = self.next == Some(steer.target) || switched_off!(self, GiveWayUnchecked);
+        ready.then_some(steer)
     }
 
     fn lead(&mut self, now: BootInstant, deadline: BootInstant) -> StintNext {
@@ -272,6 +310,10 @@ impl Recipe for Stint {
                 own_watch,
             } => {
                 let rides_out = switched_off!(self, LeadThroughDisconnection) && !self.connected;
+                if let Some(steer) = self.giving_way().filter(|_| now < deadline) {
+                    self.end(now, StintEnd::GaveWay(steer));
+                    return self.poll(now);
+                }
                 if now >= deadline && !rides_out {
                     self.phase = Phase::Proving {
                         ahead: self.resume_ahead,
@@ -321,6 +363,10 @@ impl Recipe for Stint {
                 }
             }
             StintInput::Confirmed(answer) => self.confirmed(now, answer),
+            StintInput::Steering { switchover, next } => {
+                self.switchover = switchover;
+                self.next = next;
+            }
         }
     }
 }
@@ -473,6 +519,32 @@ mod tests {
         stint.input(at(0), StintInput::OwnWatched(Some(true)));
         assert_eq!(stint.poll(at(0)), StintNext::Wait(Some(at(deadline_ms))));
         stint
+    }
+
+    #[test]
+    fn a_switchover_is_given_way_to_once_its_target_is_next_in_line() {
+        let steer = Steer {
+            record: 77,
+            target: 9,
+        };
+        let steering = |switchover, next| StintInput::Steering { switchover, next };
+        let mut stint = leading(1000);
+        stint.input(at(10), steering(Some(steer), Some(8)));
+        assert_eq!(stint.poll(at(10)), StintNext::Wait(Some(at(1000))));
+        stint.input(at(20), steering(None, Some(9)));
+        assert_eq!(stint.poll(at(20)), StintNext::Wait(Some(at(1000))));
+        stint.input(at(30), steering(Some(steer), Some(9)));
+        assert_eq!(
+            stint.poll(at(30)),
+            StintNext::Demoted {
+                stop_by: at(30),
+                why: Demotion::GaveWay
+            }
+        );
+        assert_eq!(
+            stint.poll(at(30)),
+            StintNext::Ended(StintEnd::GaveWay(steer))
+        );
     }
 
     #[test]

@@ -1,0 +1,384 @@
+//! Switchovers in ZooKeeper (see [`crate::steer`]): the line as a
+//! listing sees it, the record `elect switchover` creates, and the
+//! leader's watch on it.
+//!
+//! The record is an ephemeral child of the election,
+//! [`layout::switchover_record`], of the command's own session: a
+//! command that ends, however it ends, takes it with it (it closes its
+//! session; a killed one's expires), so a switchover that is over never
+//! acts. Creating it takes the election's CREATE permission, which is
+//! what joining takes: whoever may campaign may switch over, nobody else.
+//! It names no recipe's marker, so no recipe counts it as a participant
+//! (Curator's `getParticipants` lists it while it lives).
+//!
+//! One multi creates the record, checks that the leader's and the
+//! target's znodes still exist, and deletes the znodes between them:
+//! those candidates (elect's only; [`Line::plan`](crate::steer::Line::plan)
+//! refuses otherwise) campaign again within their sessions, behind the
+//! target. The leader, once the target is its next in line, stops its
+//! work and deletes its znode in a multi that checks the record still
+//! exists ([`Stint`](super::recipe::Stint)'s rule 5); the target, which
+//! waits on the leader's znode, leads with a higher czxid.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::debug;
+use zookeeper_client::{Client, CreateMode, Error as ZkError, MultiWriteError};
+
+use super::connection::first_contact;
+use super::errors::zk_error;
+use super::keeper::close;
+use super::layout::{self, Participant};
+use super::recipe::Steer;
+use super::znode::acls;
+use crate::backend::backoff::Backoff;
+use crate::backend_kind::Backend;
+use crate::config::ElectionConfig;
+use crate::error::{Error, Result};
+use crate::steer::{InLine, Line, Outcome, Refusal, Report, Target, fresh_identity};
+
+/// The record's data.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Record {
+    switchover: String,
+    from: String,
+    to: String,
+    /// The target's znode name and sequence number.
+    target: String,
+    target_sequence: u64,
+}
+
+/// One participant as a listing and a read of its znode found it.
+#[derive(Debug, Clone)]
+struct Placed {
+    participant: Participant,
+    id: String,
+    /// Its czxid: the token it leads with.
+    token: u64,
+}
+
+/// The participants of the election, in line order, each read (one gone
+/// meanwhile is left out).
+async fn read_line(client: &Client, election: &str) -> Result<Vec<Placed>> {
+    let queue = super::observe::list_queue(client, election).await?;
+    let mut placed = Vec::with_capacity(queue.len());
+    for participant in queue {
+        let path = format!("{election}/{}", participant.name);
+        match client.get_data(&path).await {
+            Ok((data, stat)) => placed.push(Placed {
+                participant,
+                id: String::from_utf8_lossy(&data).into_owned(),
+                token: stat.czxid as u64,
+            }),
+            Err(ZkError::NoNode) => {}
+            Err(e) => return Err(zk_error("reading a participant", e)),
+        }
+    }
+    Ok(placed)
+}
+
+fn as_line(election: &str, placed: &[Placed]) -> Line {
+    Line {
+        backend: Backend::Zk,
+        election: election.to_owned(),
+        candidates: placed
+            .iter()
+            .enumerate()
+            .map(|(i, p)| InLine {
+                id: p.id.clone(),
+                token: p.token,
+                leads: i == 0,
+                by: layout::made_by(&p.participant.name),
+            })
+            .collect(),
+    }
+}
+
+/// Reads the line once.
+///
+/// Errors: [`Error::Unreachable`] when no session can be established.
+pub async fn line(cfg: &ElectionConfig) -> Result<Line> {
+    let client = first_contact(cfg).await?.client;
+    let read = read_line(&client, &cfg.election).await;
+    close(client, cfg.connect_timeout).await;
+    Ok(as_line(&cfg.election, &read?))
+}
+
+/// Moves leadership to `to` within `timeout` (see the module's doc).
+///
+/// Errors: [`Error::SwitchoverRefused`] before anything changed;
+/// [`Error::Auth`] when the election's ACLs forbid the record;
+/// [`Error::Unreachable`]. A switchover that started says how it ended
+/// in its [`Report`].
+pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) -> Result<Report> {
+    let started = Instant::now();
+    let client = first_contact(cfg).await?.client;
+    let done = run(&client, cfg, to, started, timeout).await;
+    // The record goes with the session.
+    close(client, cfg.connect_timeout).await;
+    done
+}
+
+async fn run(
+    client: &Client,
+    cfg: &ElectionConfig,
+    to: &Target,
+    started: Instant,
+    timeout: Duration,
+) -> Result<Report> {
+    let refused = |refusal| Error::SwitchoverRefused {
+        election: cfg.election.clone(),
+        refusal,
+    };
+    let placed = read_line(client, &cfg.election).await?;
+    let plan = as_line(&cfg.election, &placed).plan(to).map_err(refused)?;
+    let (leader, target) = (&placed[plan.leader], &placed[plan.target]);
+    let identity = fresh_identity();
+    let report = |outcome| Report {
+        switchover: identity.clone(),
+        from: leader.id.clone(),
+        to: target.id.clone(),
+        outcome,
+        took: started.elapsed(),
+    };
+    if plan.nothing_to_do() {
+        return Ok(report(Outcome::Done {
+            leader: target.id.clone(),
+            token: target.token,
+            changed: false,
+        }));
+    }
+    let record = Record {
+        switchover: identity.clone(),
+        from: leader.id.clone(),
+        to: target.id.clone(),
+        target: target.participant.name.clone(),
+        target_sequence: target.participant.sequence,
+    };
+    let aside: Vec<&Placed> = plan.step_aside.iter().map(|&i| &placed[i]).collect();
+    record_it(client, cfg, &record, [leader, target], &aside)
+        .await
+        .map_err(|e| match e {
+            Recording::Refused(refusal) => refused(refusal),
+            Recording::Failed(e) => e,
+        })?;
+    debug!(switchover = %identity, "switchover recorded");
+    let until = tokio::time::Instant::from_std(started + timeout);
+    Ok(report(wait_for(client, &cfg.election, target, until).await))
+}
+
+/// Why the record was not created.
+enum Recording {
+    Refused(Refusal),
+    Failed(Error),
+}
+
+/// The one multi that creates the record, checks the leader and the
+/// target are still there, and deletes the znodes between them.
+async fn record_it(
+    client: &Client,
+    cfg: &ElectionConfig,
+    record: &Record,
+    standing: [&Placed; 2],
+    aside: &[&Placed],
+) -> std::result::Result<(), Recording> {
+    let election = &cfg.election;
+    let path = layout::switchover_record(election);
+    let data = serde_json::to_vec(record).expect("a record serializes");
+    let acls = acls(cfg.user.as_ref());
+    let ephemeral = CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::new(&acls));
+    let mut multi = client.new_multi_writer();
+    let op = |e: ZkError| Recording::Failed(zk_error("recording the switchover", e));
+    multi.add_create(&path, &data, &ephemeral).map_err(op)?;
+    for p in standing {
+        let at = format!("{election}/{}", p.participant.name);
+        multi.add_check_version(&at, -1).map_err(op)?;
+    }
+    for p in aside {
+        let at = format!("{election}/{}", p.participant.name);
+        multi.add_delete(&at, None).map_err(op)?;
+    }
+    match multi.commit().await {
+        Ok(_) => Ok(()),
+        Err(MultiWriteError::OperationFailed {
+            index: 0,
+            source: ZkError::NodeExists,
+        }) => Err(Recording::Refused(Refusal::Busy)),
+        Err(MultiWriteError::OperationFailed {
+            source: ZkError::NoNode,
+            ..
+        }) => Err(Recording::Refused(Refusal::LineChanged)),
+        Err(MultiWriteError::OperationFailed {
+            source: ZkError::NoAuth,
+            ..
+        }) => Err(Recording::Failed(Error::Auth {
+            backend: Backend::Zk,
+            detail: format!(
+                "not allowed to switch over in {election}: the election's ACLs deny this identity CREATE or DELETE"
+            ),
+        })),
+        Err(e) => Err(op(e.into())),
+    }
+}
+
+/// Waits until `target` leads, leaves, or `until` passes.
+async fn wait_for(
+    client: &Client,
+    election: &str,
+    target: &Placed,
+    until: tokio::time::Instant,
+) -> Outcome {
+    let mut last: Option<Placed> = None;
+    let watching = async {
+        loop {
+            let (children, watcher) = match client.list_and_watch_children(election).await {
+                Ok(listed) => listed,
+                Err(e) => {
+                    debug!("listing the line: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let queue = layout::queue(&children);
+            let here = queue.iter().any(|p| p.name == target.participant.name);
+            match queue.first() {
+                Some(first) if first.name == target.participant.name => {
+                    return Outcome::Done {
+                        leader: target.id.clone(),
+                        token: target.token,
+                        changed: true,
+                    };
+                }
+                _ if !here => {
+                    let now = read_line(client, election).await.ok();
+                    return not_done(
+                        "the target left the election",
+                        now.and_then(|l| l.into_iter().next()).as_ref(),
+                    );
+                }
+                _ => {}
+            }
+            if let Some(first) = queue.first() {
+                let known = last
+                    .as_ref()
+                    .is_some_and(|l| l.participant.name == first.name);
+                if !known {
+                    last = read_line(client, election)
+                        .await
+                        .ok()
+                        .and_then(|l| l.into_iter().next());
+                }
+            }
+            watcher.changed().await;
+        }
+    };
+    match tokio::time::timeout_at(until, watching).await {
+        Ok(outcome) => outcome,
+        Err(_) => not_done(
+            "not done within the timeout; the leader gave no way (is it paused, or cut off?)",
+            last.as_ref(),
+        ),
+    }
+}
+
+fn not_done(reason: &str, leader: Option<&Placed>) -> Outcome {
+    Outcome::NotDone {
+        reason: reason.to_owned(),
+        leader: leader.map(|p| p.id.clone()),
+        token: leader.map(|p| p.token),
+    }
+}
+
+/// While we lead: the switchover under way and the participant next in
+/// line after us (listed only while a switchover is under way: a leader
+/// watches the election's children only then). Dropping it stops.
+pub struct SwitchoverWatch {
+    seen: watch::Receiver<(Option<Steer>, Option<u64>)>,
+    task: JoinHandle<()>,
+}
+
+impl SwitchoverWatch {
+    /// Follows `election`'s switchover record while our znode `own` leads.
+    pub fn start(client: Client, election: String, own: u64) -> SwitchoverWatch {
+        let (out, seen) = watch::channel((None, None));
+        let task = tokio::spawn(async move {
+            let mut backoff = Backoff::new();
+            loop {
+                match follow_record(&client, &election, own, &out).await {
+                    Ok(()) => backoff.reset(),
+                    Err(e) => {
+                        debug!("watching the switchover record: {e}");
+                        backoff.wait().await;
+                    }
+                }
+            }
+        });
+        SwitchoverWatch { seen, task }
+    }
+
+    /// The switchover under way and the next in line, as last read.
+    pub fn seen(&self) -> watch::Receiver<(Option<Steer>, Option<u64>)> {
+        self.seen.clone()
+    }
+}
+
+impl Drop for SwitchoverWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// One round: the record (watched), and while it exists the children
+/// (watched); publishes, then waits for either watch.
+async fn follow_record(
+    client: &Client,
+    election: &str,
+    own: u64,
+    out: &watch::Sender<(Option<Steer>, Option<u64>)>,
+) -> Result<()> {
+    let path = layout::switchover_record(election);
+    let (data, record_watch) = match client.get_and_watch_data(&path).await {
+        Ok((data, stat, watcher)) => (Some((data, stat.czxid)), watcher),
+        Err(ZkError::NoNode) => match client.check_and_watch_stat(&path).await {
+            Ok((None, watcher)) => (None, watcher),
+            Ok((Some(_), _)) => return Ok(()),
+            Err(e) => return Err(zk_error("watching the switchover record", e)),
+        },
+        Err(e) => return Err(zk_error("reading the switchover record", e)),
+    };
+    let steer = data.and_then(
+        |(data, czxid)| match serde_json::from_slice::<Record>(&data) {
+            Ok(record) => Some(Steer {
+                record: czxid,
+                target: record.target_sequence,
+            }),
+            Err(e) => {
+                debug!("a switchover record that does not parse is ignored: {e}");
+                None
+            }
+        },
+    );
+    let Some(steer) = steer else {
+        out.send_if_modified(|seen| std::mem::take(seen) != (None, None));
+        record_watch.changed().await;
+        return Ok(());
+    };
+    let (children, children_watch) = client
+        .list_and_watch_children(election)
+        .await
+        .map_err(|e| zk_error("listing the line", e))?;
+    let next = layout::queue(&children)
+        .into_iter()
+        .map(|p| p.sequence)
+        .find(|&s| s > own);
+    debug!(target = steer.target, ?next, "a switchover is under way");
+    out.send_replace((Some(steer), next));
+    tokio::select! {
+        _ = record_watch.changed() => {}
+        _ = children_watch.changed() => {}
+    }
+    Ok(())
+}
