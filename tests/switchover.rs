@@ -11,6 +11,7 @@ use serde_json::Value;
 use support::elect::{Proc, campaign, campaign_zk, elect_once, etcdctl_elect};
 use support::etcd::Cluster;
 use support::eventually;
+use support::raft::Cluster as RaftCluster;
 use support::zk::Ensemble;
 
 const SOON: Duration = Duration::from_secs(10);
@@ -245,5 +246,71 @@ fn a_zookeeper_switchover_hands_over_to_the_last_in_line_past_one_who_steps_asid
         "the record went with the command's session"
     );
     let (code, _, err) = elect_at("zk", &zk.endpoints, "switchover", path, &["--to", "zed"]);
+    assert_eq!(code, 5, "{err}");
+}
+
+/// `elect <command>` on the Raft-vote cluster, with `id`'s TLS flags.
+fn elect_raft(
+    cluster: &RaftCluster,
+    tls_of: &str,
+    command: &str,
+    args: &[&str],
+) -> (i32, String, String) {
+    let tls = cluster.tls_flags(tls_of);
+    let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
+    let args = [args, &tls].concat();
+    elect_at("raft", &cluster.endpoints, command, "test", &args)
+}
+
+/// The peer that leads, as `elect candidates` lists it, once one does.
+fn raft_leader(cluster: &RaftCluster, tls_of: &str) -> (String, Vec<String>) {
+    eventually("a Raft-vote leader", SOON, || {
+        let (code, out, _) = elect_raft(cluster, tls_of, "candidates", &["--format", "json"]);
+        let line: Value = serde_json::from_str(out.trim()).ok()?;
+        let ids: Vec<String> = line["candidates"]
+            .as_array()?
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .collect();
+        (code == 0 && line["candidates"][0]["leads"] == true).then(|| (ids[0].clone(), ids))
+    })
+}
+
+#[test]
+fn a_raft_switchover_moves_leadership_to_the_last_in_line_and_only_peers_may_ask() {
+    let cluster = RaftCluster::secured(3, "2s");
+    let mut procs: Vec<Proc> = cluster.all();
+    let (leader, line) = raft_leader(&cluster, "p0");
+    let at = |id: &str| cluster.ids.iter().position(|p| p == id).unwrap();
+    let (_, elected) = procs[at(&leader)].wait_event("elected", SOON);
+    let term = elected["token"].as_u64().unwrap();
+    let last = line.last().unwrap().clone();
+
+    // A reader's certificate (from the CA, naming no peer) may not steer.
+    let (code, _, err) = elect_raft(&cluster, "reader", "switchover", &["--to", &last]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("names no peer"), "{err}");
+    assert_eq!(raft_leader(&cluster, "p0").0, leader, "nothing changed");
+
+    let (code, out, err) = elect_raft(
+        &cluster,
+        "p0",
+        "switchover",
+        &["--to", &last, "--format", "json"],
+    );
+    assert_eq!(code, 0, "switchover: {out}{err}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["leader"].as_str(), Some(last.as_str()), "{report}");
+    let (demoted_at, _) = procs[at(&leader)].wait_event("demoted", SOON);
+    let (elected_at, elected) = procs[at(&last)].wait_event("elected", SOON);
+    assert!(
+        demoted_at <= elected_at,
+        "the old leader stopped before the target led"
+    );
+    assert!(elected["token"].as_u64().unwrap() > term, "a higher term");
+    // The old leader stays a peer.
+    assert_eq!(procs[at(&leader)].try_exit(), None);
+
+    let (code, _, err) = elect_raft(&cluster, "p0", "switchover", &["--to", "nobody"]);
     assert_eq!(code, 5, "{err}");
 }

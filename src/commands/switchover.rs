@@ -174,12 +174,17 @@ fn print_line(line: &Line, format: Format) {
                 "PLACE", "ID", "TOKEN", "BY"
             );
             for (place, c) in line.candidates.iter().enumerate() {
-                let role = if c.leads { "leader" } else { "waiting" };
+                let role = match (c.leads, c.live) {
+                    (true, _) => "leader",
+                    (false, true) => "waiting",
+                    (false, false) => "silent",
+                };
+                let token = c.token.map_or_else(|| "-".to_owned(), |t| t.to_string());
                 println!(
                     "{:<5} {:<24} {:>12}  {:<7} {role}",
                     place + 1,
                     c.id,
-                    c.token,
+                    token,
                     c.by
                 );
             }

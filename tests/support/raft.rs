@@ -46,6 +46,8 @@ impl Cluster {
         for id in &cluster.ids {
             ca.issue(id, &[id.as_str()]).expect("a certificate");
         }
+        // A certificate from the CA that names no peer: a reader's.
+        ca.issue("reader", &["reader"]).expect("a certificate");
         cluster.pki = Some(pki);
         cluster
     }

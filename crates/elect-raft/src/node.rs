@@ -102,6 +102,9 @@ struct LeaderState {
     /// The peers that granted us this term: alive a moment ago, so a
     /// transfer asked for before any heartbeat is answered goes to one.
     voters: BTreeSet<String>,
+    /// The follower an operator's switchover chose: first in the order of
+    /// succession while it is set (see [`Node::prefer`]).
+    preferred: Option<String>,
 }
 
 impl Node {
@@ -269,7 +272,48 @@ impl Node {
         order.extend(newcomers);
         // Stable: equal rounds keep their places.
         order.sort_by_key(|p| std::cmp::Reverse(ls.acked.get(*p).map(|(round, _)| *round)));
+        // A switchover's target goes first: the others step aside.
+        if let Some(at) = order.iter().position(|p| Some(*p) == ls.preferred.as_ref()) {
+            let target = order.remove(at);
+            order.insert(0, target);
+        }
         order.into_iter().cloned().collect()
+    }
+
+    /// Puts `target` first in the order of succession (a switchover: see
+    /// `elect::steer`), or lets the order be as it would (`None`); the
+    /// next heartbeat round, due at once, publishes it. Only a leader has
+    /// an order; `target` must be another peer. Whom a transfer goes to
+    /// never matters for safety, only which peer leads next.
+    pub fn prefer(&mut self, now: Time, target: Option<&str>) {
+        let target = target.filter(|t| self.others().any(|p| p == t));
+        let Some(ls) = self.leader_state.as_mut() else {
+            return;
+        };
+        if ls.preferred.as_deref() != target {
+            ls.preferred = target.map(str::to_owned);
+            ls.heartbeat_due = ls.heartbeat_due.min(now);
+        }
+    }
+
+    /// Whom a transfer would go to now (a leader only): the first of the
+    /// order last published that has answered a heartbeat (see
+    /// [`Node::transfer_leadership`]).
+    pub fn next_in_line(&self) -> Option<String> {
+        self.transfer_target()
+    }
+
+    /// The followers that answered a heartbeat within the last election
+    /// timeout (a leader only): the live ones, as far as it knows.
+    pub fn live_followers(&self, now: Time) -> Vec<String> {
+        let t = self.cfg.election_timeout;
+        self.leader_state.as_ref().map_or_else(Vec::new, |ls| {
+            ls.acked
+                .iter()
+                .filter(|(_, (_, at))| *at + t > now)
+                .map(|(p, _)| p.clone())
+                .collect()
+        })
     }
 
     /// The order of succession: as this node last published it (a
@@ -509,6 +553,7 @@ impl Node {
             // then refuses everyone else for T (see `step`).
             lease_until: Some(self.campaigned_at + self.lease_length()),
             published: Vec::new(),
+            preferred: None,
             voters,
         });
     }
@@ -1109,6 +1154,32 @@ mod tests {
         // And the vote promises its lease from the request on, as any vote.
         let r = n.step(ms(256), "n2", vote(3));
         assert!(r.messages.is_empty(), "{r:?}");
+    }
+
+    #[test]
+    fn a_preferred_follower_goes_first_at_once_and_takes_the_transfer() {
+        let mut n = leading_with_n1();
+        n.step(ms(254), "n2", Message::HeartbeatReply { term: 1, round: 1 });
+        assert_eq!(n.next_in_line().as_deref(), Some("n1"));
+        assert_eq!(n.live_followers(ms(254)), ["n1", "n2"]);
+        n.prefer(ms(255), Some("n2"));
+        // The order goes out with a round due at once.
+        let r = n.tick(ms(255));
+        let beat = Message::Heartbeat {
+            term: 1,
+            round: 2,
+            successors: vec!["n2".into(), "n1".into()],
+        };
+        assert!(r.messages.contains(&("n2".into(), beat)), "{r:?}");
+        assert_eq!(n.next_in_line().as_deref(), Some("n2"));
+        let r = n.transfer_leadership(ms(256));
+        assert_eq!(r.messages, only("n2", Message::TimeoutNow { term: 1 }));
+        // Nobody else is preferred: an unknown peer, or ourselves.
+        let mut m = leading_with_n1();
+        m.prefer(ms(255), Some("n0"));
+        m.prefer(ms(255), Some("zz"));
+        m.tick(ms(262));
+        assert_eq!(m.successors()[0], "n1");
     }
 
     #[test]

@@ -77,10 +77,15 @@ pub struct InLine {
     /// The id it publishes.
     pub id: String,
     /// Its place's fencing token: the key's create revision (etcd), the
-    /// znode's czxid (ZooKeeper); what it leads with.
-    pub token: u64,
+    /// znode's czxid (ZooKeeper), what it leads with; Raft-vote: the
+    /// leader's term, none for the others (a term is won, not queued for).
+    pub token: Option<u64>,
     /// Whether it leads.
     pub leads: bool,
+    /// Whether it is known alive: its key or znode exists (etcd,
+    /// ZooKeeper), it answered the leader within an election timeout
+    /// (Raft-vote).
+    pub live: bool,
     /// Which tool took part: `elect`, or a peer's (`go` for etcd's
     /// `concurrency.Election` and `etcdctl elect`, `curator`, `kazoo`).
     pub by: &'static str,
@@ -98,8 +103,10 @@ impl InLine {
 pub enum Refusal {
     /// Nobody leads: there is nothing to switch over from.
     NoLeader,
-    /// No live candidate has this id.
+    /// No candidate has this id.
     NoSuchCandidate(String),
+    /// The candidate with this id is not known alive.
+    NotLive(String),
     /// Several live candidates have this id: the switchover would not
     /// know which one was meant.
     AmbiguousTarget(String),
@@ -134,6 +141,10 @@ impl fmt::Display for Refusal {
         match self {
             Refusal::NoLeader => write!(f, "nobody leads the election"),
             Refusal::NoSuchCandidate(id) => write!(f, "no live candidate has the id {id:?}"),
+            Refusal::NotLive(id) => write!(
+                f,
+                "{id:?} has not answered the leader lately: it is not known alive"
+            ),
             Refusal::AmbiguousTarget(id) => {
                 write!(f, "several live candidates have the id {id:?}")
             }
@@ -209,6 +220,9 @@ impl Line {
                 }
             }
         };
+        if !self.candidates[target].live {
+            return Err(Refusal::NotLive(self.candidates[target].id.clone()));
+        }
         if target == 0 {
             return Ok(Plan {
                 leader: 0,
@@ -320,8 +334,9 @@ mod tests {
                 .enumerate()
                 .map(|(i, (id, by))| InLine {
                     id: (*id).into(),
-                    token: 10 + i as u64,
+                    token: Some(10 + i as u64),
                     leads: led && i == 0,
+                    live: true,
                     by,
                 })
                 .collect(),
@@ -351,6 +366,9 @@ mod tests {
         assert_eq!(alone.plan(&Target::Any), Err(Refusal::NobodyNext));
         let leaderless = line(&[("a", "elect"), ("b", "elect")], false);
         assert_eq!(leaderless.plan(&to("b")), Err(Refusal::NoLeader));
+        let mut silent = line(&[("a", "elect"), ("b", "elect")], true);
+        silent.candidates[1].live = false;
+        assert_eq!(silent.plan(&to("b")), Err(Refusal::NotLive("b".into())));
         assert_eq!("".parse::<Target>().map(|_| ()).is_err(), true);
     }
 

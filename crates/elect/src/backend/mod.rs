@@ -125,7 +125,10 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 ///
 /// # Cancel safety
 /// Cancel safe: it only reads.
-#[cfg_attr(not(any(feature = "etcd", feature = "zk")), allow(unused_variables))]
+#[cfg_attr(
+    not(any(feature = "etcd", feature = "zk", feature = "raft")),
+    allow(unused_variables)
+)]
 pub async fn line(cfg: &ElectionConfig) -> Result<Line> {
     cfg.validate()?;
     match cfg.backend() {
@@ -133,6 +136,8 @@ pub async fn line(cfg: &ElectionConfig) -> Result<Line> {
         Backend::Etcd => etcd::switchover::line(cfg).await,
         #[cfg(feature = "zk")]
         Backend::Zk => zk::switchover::line(cfg).await,
+        #[cfg(feature = "raft")]
+        Backend::Raft => raft::switchover::line(cfg).await,
         #[allow(unreachable_patterns)]
         backend => Err(not_steerable(backend)),
     }
@@ -155,7 +160,10 @@ pub async fn line(cfg: &ElectionConfig) -> Result<Line> {
 /// # Cancel safety
 /// A dropped future leaves the switchover's record until its timeout
 /// runs out; it never acts after that.
-#[cfg_attr(not(any(feature = "etcd", feature = "zk")), allow(unused_variables))]
+#[cfg_attr(
+    not(any(feature = "etcd", feature = "zk", feature = "raft")),
+    allow(unused_variables)
+)]
 pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) -> Result<Report> {
     cfg.validate()?;
     match cfg.backend() {
@@ -163,6 +171,8 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) ->
         Backend::Etcd => etcd::switchover::switchover(cfg, to, timeout).await,
         #[cfg(feature = "zk")]
         Backend::Zk => zk::switchover::switchover(cfg, to, timeout).await,
+        #[cfg(feature = "raft")]
+        Backend::Raft => raft::switchover::switchover(cfg, to, timeout).await,
         #[allow(unreachable_patterns)]
         backend => Err(not_steerable(backend)),
     }

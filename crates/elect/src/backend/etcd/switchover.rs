@@ -95,7 +95,8 @@ fn as_line(election: &str, keys: &[CandidateKey]) -> Line {
             .enumerate()
             .map(|(i, key)| InLine {
                 id: key.id.clone(),
-                token: key.create_revision as u64,
+                token: Some(key.create_revision as u64),
+                live: true,
                 leads: i == 0,
                 by: if granted_by_elect(key.lease) {
                     "elect"

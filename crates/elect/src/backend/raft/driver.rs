@@ -12,11 +12,15 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use super::store::Persister;
-use super::transport::{self, Body, Frame, Outgoing, PeerTls, WireStatus, write_frame};
+use super::transport::{
+    self, Body, Frame, Outgoing, PeerTls, Steering, SwitchoverAsk, WireRefusal, WireStatus,
+    write_frame,
+};
 use crate::clock::{BootInstant, BootTimer};
 use crate::counters::warn_counted;
 use crate::error::Result;
 use crate::leadership::Leadership;
+use crate::work::WorkWatch;
 use elect_raft::{Message, Node, Ready, Status};
 
 /// Everything the driver loop owns.
@@ -35,6 +39,25 @@ pub struct Driver {
     pub resign: CancellationToken,
     /// Mutual TLS with the peers, if configured.
     pub tls: Option<Arc<PeerTls>>,
+    /// Switchovers asked of us (see [`crate::steer`]).
+    pub steering: mpsc::Receiver<Steering>,
+    /// Whether work started under our leadership still runs.
+    pub work: WorkWatch,
+    /// The switchover under way, if we lead and accepted one.
+    pub switchover: Option<Switchover>,
+}
+
+/// A switchover the leader accepted: it lives while its client's
+/// connection is open, until its time is up, and while we lead in the
+/// term it was planned in.
+pub struct Switchover {
+    ask: SwitchoverAsk,
+    ended: CancellationToken,
+    /// On the core's clock.
+    until: Duration,
+    /// We have published that we no longer lead and wait for the work
+    /// to stop before the transfer.
+    giving_way: bool,
 }
 
 impl Driver {
@@ -50,6 +73,8 @@ impl Driver {
         let mut timer = BootTimer::new();
         loop {
             let next = self.origin + self.node.next_deadline();
+            let ended = self.switchover.as_ref().map(|s| s.ended.clone());
+            let giving_way = self.switchover.as_ref().is_some_and(|s| s.giving_way);
             let ready = tokio::select! {
                 () = timer.sleep_until(next) => {
                     let now = self.now();
@@ -65,10 +90,98 @@ impl Driver {
                     self.hand_over().await?;
                     return self.linger(term).await;
                 }
+                Some(steering) = self.steering.recv() => {
+                    self.take_switchover(steering);
+                    Ready::default()
+                }
+                () = async { ended.as_ref().expect("guarded").cancelled().await }, if ended.is_some() => {
+                    Ready::default()
+                }
+                () = self.work.stopped(), if giving_way => {
+                    let term = self.node.term();
+                    if self.switchover_lives() {
+                        self.switchover = None;
+                        self.hand_over().await?;
+                        self.linger(term).await?;
+                    }
+                    Ready::default()
+                }
             };
             self.publish_step_down();
             self.apply(ready).await?;
+            self.steer();
             self.publish();
+        }
+    }
+
+    /// Takes a switchover asked of us, or refuses it: we must lead in
+    /// the term it was planned in, the target must have answered us
+    /// within an election timeout, and no other may be under way.
+    fn take_switchover(&mut self, steering: Steering) {
+        let Steering { ask, answer, ended } = steering;
+        let now = self.now();
+        let refusal = if !self.node.status(now).is_self {
+            Some(WireRefusal::NotLeader)
+        } else if ask.term != self.node.term() {
+            Some(WireRefusal::TermChanged)
+        } else if !self.node.live_followers(now).contains(&ask.to) {
+            Some(WireRefusal::NotLive)
+        } else if self.switchover.is_some() {
+            Some(WireRefusal::Busy)
+        } else {
+            None
+        };
+        if let Some(refusal) = refusal {
+            debug!(to = %ask.to, ?refusal, "switchover refused");
+            let _ = answer.send(Err(refusal));
+            return;
+        }
+        info!(to = %ask.to, switchover = %ask.id, "switchover accepted");
+        self.node.prefer(now, Some(&ask.to));
+        let until = now + Duration::from_millis(ask.within_ms);
+        self.switchover = Some(Switchover {
+            ask,
+            ended,
+            until,
+            giving_way: false,
+        });
+        let _ = answer.send(Ok(()));
+    }
+
+    /// Whether the switchover under way may still act: its client is
+    /// there, its time is not up, and we lead in its term.
+    fn switchover_lives(&self) -> bool {
+        let now = self.now();
+        self.switchover.as_ref().is_some_and(|s| {
+            !s.ended.is_cancelled()
+                && now < s.until
+                && self.node.term() == s.ask.term
+                && self.node.status(now).is_self
+        })
+    }
+
+    /// The switchover's next step: dropped once it may no longer act (the
+    /// order of succession as it would be, leading again if we had begun
+    /// to give way); once its target is next in line, we give way: we
+    /// say we no longer lead, and transfer once the work has stopped.
+    fn steer(&mut self) {
+        if self.switchover.is_none() {
+            return;
+        }
+        let now = self.now();
+        if !self.switchover_lives() {
+            debug!("the switchover ended before it was carried out");
+            self.switchover = None;
+            self.node.prefer(now, None);
+            return;
+        }
+        let next = self.node.next_in_line();
+        let Some(s) = self.switchover.as_mut() else {
+            return;
+        };
+        if !s.giving_way && next.as_deref() == Some(s.ask.to.as_str()) {
+            info!(to = %s.ask.to, "giving way to a switchover");
+            s.giving_way = true;
         }
     }
 
@@ -161,11 +274,18 @@ impl Driver {
                 leader: status.leader,
                 term: status.term,
                 successors: self.node.successors(),
+                live: self.node.live_followers(self.now()),
             },
         );
     }
 
     fn snapshot(&self, status: &Status) -> Leadership {
+        if self.switchover.as_ref().is_some_and(|s| s.giving_way) {
+            // Giving way: the work stops now, before the transfer.
+            let mut giving_way = Leadership::unknown();
+            giving_way.deadline = Some(BootInstant::now());
+            return giving_way;
+        }
         match (status.is_self, status.lease_until) {
             (true, Some(until)) => {
                 Leadership::elected(self.node.id().to_owned(), status.term, self.origin + until)
@@ -284,7 +404,9 @@ mod tests {
             leader: None,
             term: 0,
             successors: Vec::new(),
+            live: Vec::new(),
         });
+        let (_steer, steering) = mpsc::channel(1);
         let driver = Driver {
             node,
             store,
@@ -297,6 +419,9 @@ mod tests {
             origin: BootInstant::now(),
             resign: CancellationToken::new(),
             tls: None,
+            steering,
+            work: WorkWatch::none(),
+            switchover: None,
         };
         // Every write is durable at once, until the test holds them.
         let holding = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -12,6 +12,7 @@
 
 pub(crate) mod driver;
 pub(crate) mod store;
+pub mod switchover;
 pub mod transport;
 
 use std::collections::BTreeMap;
@@ -32,7 +33,7 @@ use crate::work::WorkWatch;
 use transport::{BoxStream, PeerTls, WireStatus};
 
 /// Peer id -> address.
-fn peer_addresses(cfg: &ElectionConfig) -> BTreeMap<String, String> {
+pub(super) fn peer_addresses(cfg: &ElectionConfig) -> BTreeMap<String, String> {
     cfg.raft_peers()
         .into_iter()
         .flat_map(|peers| peers.iter())
@@ -49,9 +50,10 @@ fn peer_addresses(cfg: &ElectionConfig) -> BTreeMap<String, String> {
 /// # Cancel safety
 /// Dropping the future before it returns leaves nothing running; a vote
 /// it had written stays on disk, as a vote must.
-pub async fn campaign(cfg: &ElectionConfig, _work: WorkWatch) -> Result<Campaign> {
-    // `work` is not needed here: the lease ends before anyone else can be
-    // elected, and the supervisor kills the command by then.
+pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign> {
+    // `work` is waited for only by a switchover (it transfers once the
+    // work has stopped): otherwise the lease ends before anyone else can
+    // be elected, and the supervisor kills the command by then.
     let addresses = peer_addresses(cfg);
     let ids: Vec<String> = addresses.keys().cloned().collect();
     let tls = peer_tls(cfg)?;
@@ -79,13 +81,16 @@ pub async fn campaign(cfg: &ElectionConfig, _work: WorkWatch) -> Result<Campaign
         leader: None,
         term: node.term(),
         successors: Vec::new(),
+        live: Vec::new(),
     });
+    let (steering_tx, steering) = mpsc::channel(4);
     let server = transport::Server {
         listener,
         cluster: cfg.election.clone(),
         peers: ids,
         me: cfg.id.clone(),
         tls: tls.clone(),
+        steering: steering_tx,
     };
     let serving = tokio::spawn(transport::serve(server, inbound_tx, status_rx));
     let outbound = transport::connect_peers(&cfg.election, &cfg.id, &addresses, tls.clone());
@@ -103,6 +108,9 @@ pub async fn campaign(cfg: &ElectionConfig, _work: WorkWatch) -> Result<Campaign
         origin: crate::clock::BootInstant::now(),
         resign: resign.clone(),
         tls,
+        steering,
+        work,
+        switchover: None,
     };
     // The listener lives as long as the driver: once we have resigned
     // (and handed leadership over), the port is closed.
@@ -114,12 +122,12 @@ pub async fn campaign(cfg: &ElectionConfig, _work: WorkWatch) -> Result<Campaign
     Ok(Campaign::new(leadership, resign, task))
 }
 
-fn peer_tls(cfg: &ElectionConfig) -> Result<Option<Arc<PeerTls>>> {
+pub(super) fn peer_tls(cfg: &ElectionConfig) -> Result<Option<Arc<PeerTls>>> {
     cfg.tls.as_ref().map(PeerTls::new).transpose()
 }
 
 /// Opens a query stream to the first peer that answers.
-async fn query(cfg: &ElectionConfig, tls: Option<&PeerTls>) -> Result<BoxStream> {
+pub(super) async fn query(cfg: &ElectionConfig, tls: Option<&PeerTls>) -> Result<BoxStream> {
     let mut last = String::from("no peer listed");
     for (id, addr) in peer_addresses(cfg) {
         let peer = (id.as_str(), addr.as_str());

@@ -10,7 +10,9 @@
 //! dials another by its id, so the server's certificate must name that
 //! id; a peer accepts a `Peer` frame only if the client certificate of
 //! its connection names the sender the frame claims. Any certificate from
-//! the CA may `Query`, which only reads.
+//! the CA may `Query`, which only reads; a `Switchover` is taken only on
+//! a connection whose certificate names one of the peers: whoever may
+//! take part may steer, nobody else.
 
 use crate::backend::backoff::Backoff;
 use crate::counters::warn_counted;
@@ -151,6 +153,52 @@ pub enum Body {
     Query,
     /// A peer's view of the leader.
     Status(WireStatus),
+    /// A client asks the leader for a switchover (see [`crate::steer`]),
+    /// which lives as long as this connection stays open.
+    Switchover(SwitchoverAsk),
+    /// The leader's answer to a [`Body::Switchover`].
+    SwitchoverAnswer(Result<(), WireRefusal>),
+}
+
+/// A switchover as a client asks the leader for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchoverAsk {
+    /// Its identity.
+    pub id: String,
+    /// The peer to lead.
+    pub to: String,
+    /// The term the client planned it in: a leader of another term
+    /// refuses it, so a stale switchover never acts.
+    pub term: u64,
+    /// How long it may take, from its arrival.
+    pub within_ms: u64,
+}
+
+/// Why a leader refused a switchover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireRefusal {
+    /// The peer asked does not lead.
+    NotLeader,
+    /// The leader's term is not the one the switchover was planned in.
+    TermChanged,
+    /// The target has not answered the leader within an election timeout.
+    NotLive,
+    /// Another switchover is under way.
+    Busy,
+    /// The connection's certificate names no peer.
+    NotAllowed,
+}
+
+/// A switchover handed to the driver: the ask, where its answer goes,
+/// and a token cancelled once the asking connection is gone.
+pub struct Steering {
+    /// What the client asks.
+    pub ask: SwitchoverAsk,
+    /// Where the driver answers.
+    pub answer: tokio::sync::oneshot::Sender<Result<(), WireRefusal>>,
+    /// Cancelled once the client's connection is gone.
+    pub ended: tokio_util::sync::CancellationToken,
 }
 
 /// Who leads, as a peer sees it.
@@ -164,6 +212,10 @@ pub struct WireStatus {
     /// (a follower), first in line first.
     #[serde(default)]
     pub successors: Vec<String>,
+    /// A leader: the followers that answered it within an election
+    /// timeout.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub live: Vec<String>,
 }
 
 /// Opens a query to peer `id` at `addr` of `cluster`, as client `from`:
@@ -270,6 +322,8 @@ pub struct Server {
     pub me: String,
     /// Mutual TLS, if configured.
     pub tls: Option<Arc<PeerTls>>,
+    /// Where switchovers go (the driver).
+    pub steering: mpsc::Sender<Steering>,
 }
 
 /// Accepts connections: peer messages go to `inbound`, queries are
@@ -289,6 +343,7 @@ pub async fn serve(
         peers,
         me,
         tls,
+        steering,
     } = server;
     let mut backoff = Backoff::new();
     loop {
@@ -305,13 +360,14 @@ pub async fn serve(
             }
         };
         let _ = tcp.set_nodelay(true);
-        let (cluster, peers, inbound, status, me, tls) = (
+        let (cluster, peers, inbound, status, me, tls, steering) = (
             cluster.clone(),
             peers.clone(),
             inbound.clone(),
             status.clone(),
             me.clone(),
             tls.clone(),
+            steering.clone(),
         );
         tokio::spawn(async move {
             let (mut stream, cert): (BoxStream, _) = match &tls {
@@ -353,11 +409,52 @@ pub async fn serve(
                         answer_queries(&mut stream, &cluster, &me, status).await;
                         return;
                     }
-                    Body::Status(_) => {}
+                    Body::Switchover(ask) => {
+                        let a_peer = cert
+                            .as_ref()
+                            .is_none_or(|c| peers.iter().any(|p| names(c, p)));
+                        let reply = |answer| Frame {
+                            cluster: cluster.clone(),
+                            from: me.clone(),
+                            body: Body::SwitchoverAnswer(answer),
+                        };
+                        if !a_peer {
+                            warn_counted!(%addr, "refused a switchover: the connection's certificate names no peer");
+                            let _ = write_frame(&mut stream, &reply(Err(WireRefusal::NotAllowed)))
+                                .await;
+                            return;
+                        }
+                        answer_switchover(&mut stream, ask, &steering, reply).await;
+                        return;
+                    }
+                    Body::Status(_) | Body::SwitchoverAnswer(_) => {}
                 }
             }
         });
     }
+}
+
+/// Hands a switchover to the driver, writes its answer, and keeps it
+/// alive until the client hangs up (then the driver drops it).
+async fn answer_switchover(
+    stream: &mut BoxStream,
+    ask: SwitchoverAsk,
+    steering: &mpsc::Sender<Steering>,
+    reply: impl Fn(Result<(), WireRefusal>) -> Frame,
+) {
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    let ended = tokio_util::sync::CancellationToken::new();
+    let _ending = ended.clone().drop_guard();
+    let handed = steering.send(Steering { ask, answer, ended }).await;
+    let answer = match handed {
+        Ok(()) => answered.await.unwrap_or(Err(WireRefusal::NotLeader)),
+        Err(_) => Err(WireRefusal::NotLeader),
+    };
+    if write_frame(stream, &reply(answer)).await.is_err() || answer.is_err() {
+        return;
+    }
+    // Anything more, or the end: the client is done with it.
+    let _ = read_frame(stream).await;
 }
 
 async fn answer_queries(

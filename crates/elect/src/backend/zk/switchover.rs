@@ -89,7 +89,8 @@ fn as_line(election: &str, placed: &[Placed]) -> Line {
             .enumerate()
             .map(|(i, p)| InLine {
                 id: p.id.clone(),
-                token: p.token,
+                token: Some(p.token),
+                live: true,
                 leads: i == 0,
                 by: layout::made_by(&p.participant.name),
             })
