@@ -113,6 +113,24 @@ pub struct CandidateArgs {
     /// election timeout.
     #[arg(long, env = "ELECT_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+
+    /// Among live candidates the highest priority leads, once it has been
+    /// there for --failback-delay; equal priorities keep the line's order.
+    /// 0 (or `never`): lead only when no candidate of positive priority is
+    /// live.
+    #[arg(long, env = "ELECT_PRIORITY", value_name = "N", default_value = "1")]
+    pub priority: String,
+
+    /// How long a candidate of higher priority must have been there
+    /// before the leader hands over to it (failbacks change the leader at
+    /// most once per delay).
+    #[arg(
+        long,
+        env = "ELECT_FAILBACK_DELAY",
+        value_name = "DURATION",
+        default_value = "10s"
+    )]
+    pub failback_delay: String,
 }
 
 /// Where the current leader is exported besides stdout.
@@ -269,6 +287,13 @@ impl ElectionArgs {
                 )?,
                 (None, _) => {}
             }
+            let priority = candidate
+                .priority
+                .parse()
+                .map_err(|why| UsageError::new("--priority", why))?;
+            cfg = cfg.with_priority(priority);
+            let delay = parse_duration("--failback-delay", &candidate.failback_delay)?;
+            cfg = cfg.with_failback_delay(delay)?;
         }
         cfg = self.credentials(cfg)?;
         // Checked again by the library; here so bad input exits 2 first.

@@ -63,6 +63,7 @@ fn forgeries(claimed: &str, term: u64) -> Vec<Frame> {
         cluster: CLUSTER.into(),
         from: claimed.into(),
         body: Body::Peer(msg),
+        priority: None,
     };
     vec![
         frame(Message::Heartbeat {

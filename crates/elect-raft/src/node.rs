@@ -152,6 +152,12 @@ impl Node {
         self.role
     }
 
+    /// The election timeout `T`: how long a leader's lease lasts, and how
+    /// long a peer may go unheard before it counts as gone.
+    pub fn election_timeout(&self) -> Duration {
+        self.cfg.election_timeout
+    }
+
     /// How often this node heartbeats while it leads.
     pub fn heartbeat_interval(&self) -> Duration {
         self.cfg.heartbeat_interval

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Result;
 use crate::leadership::Leadership;
+use crate::steer::Priority;
 
 /// A running candidacy.
 ///
@@ -23,6 +24,8 @@ pub struct Campaign {
     pub(super) leadership: watch::Receiver<Leadership>,
     resign: CancellationToken,
     task: Option<JoinHandle<Result<()>>>,
+    /// Where [`Campaign::set_priority`] tells the backend.
+    priority: Option<watch::Sender<Priority>>,
 }
 
 impl Campaign {
@@ -35,6 +38,30 @@ impl Campaign {
             leadership,
             resign,
             task: Some(task),
+            priority: None,
+        }
+    }
+
+    /// The same, its priority changeable through `priority`.
+    pub(crate) fn steered_by(mut self, priority: watch::Sender<Priority>) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Changes this candidate's priority while it campaigns (see
+    /// [`crate::steer`]): the others see it within a round trip, and a
+    /// leader hands over to a higher one after the failback delay.
+    ///
+    /// ```no_run
+    /// # async fn f(campaign: elect::backend::Campaign) {
+    /// use elect::steer::Priority;
+    /// // Going into maintenance: lead only if nobody else can.
+    /// campaign.set_priority(Priority::NEVER);
+    /// # }
+    /// ```
+    pub fn set_priority(&self, priority: Priority) {
+        if let Some(sender) = &self.priority {
+            sender.send_replace(priority);
         }
     }
 

@@ -81,16 +81,21 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
     // The default id (hostname-pid) is no Raft peer's.
     cfg.check_raft_membership()?;
     cfg.validate()?;
-    match cfg.backend() {
+    let (priority, wished) = tokio::sync::watch::channel(cfg.priority());
+    let campaign = match cfg.backend() {
         #[cfg(feature = "etcd")]
-        Backend::Etcd => etcd::campaign(cfg, work).await,
+        Backend::Etcd => etcd::campaign(cfg, work, wished).await,
         #[cfg(feature = "zk")]
-        Backend::Zk => zk::campaign(cfg, work).await,
+        Backend::Zk => zk::campaign(cfg, work, wished).await,
         #[cfg(feature = "raft")]
-        Backend::Raft => raft::campaign(cfg, work).await,
+        Backend::Raft => raft::campaign(cfg, work, wished).await,
         #[allow(unreachable_patterns)]
-        backend => Err(Error::NotBuiltIn { backend }),
-    }
+        backend => {
+            let _ = wished;
+            Err(Error::NotBuiltIn { backend })
+        }
+    };
+    campaign.map(|c| c.steered_by(priority))
 }
 
 /// Follows the election without taking part.

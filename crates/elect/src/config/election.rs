@@ -10,6 +10,7 @@ use crate::backend_kind::Backend;
 use crate::clock::MAX_DURATION;
 use crate::credentials::{Tls, User};
 use crate::error::{Error, Result};
+use crate::steer::Priority;
 
 /// Where and how to take part in (or watch) one election. Built only
 /// through the validating constructors; read through the accessors.
@@ -25,7 +26,17 @@ pub struct ElectionConfig {
     pub(crate) data_dir: Option<PathBuf>,
     pub(crate) tls: Option<Tls>,
     pub(crate) user: Option<User>,
+    /// How much this candidate wants to lead (see [`crate::steer`]).
+    pub(crate) priority: Priority,
+    /// How long a candidate of higher priority must be there before the
+    /// leader hands over to it.
+    pub(crate) failback_delay: Duration,
 }
+
+/// The failback delay unless told otherwise: long enough that a
+/// candidate restarting in a crash loop never gets leadership handed to
+/// it, short enough that a preferred leader is back within a minute.
+pub const DEFAULT_FAILBACK_DELAY: Duration = Duration::from_secs(10);
 
 impl ElectionConfig {
     /// The error saying this election's service did not answer within its
@@ -61,7 +72,48 @@ impl ElectionConfig {
             data_dir: None,
             tls: None,
             user: None,
+            priority: Priority::DEFAULT,
+            failback_delay: DEFAULT_FAILBACK_DELAY,
         })
+    }
+
+    /// This candidate's priority: among live candidates the highest leads,
+    /// once there for the failback delay; 0 leads only when no candidate
+    /// of positive priority is live (see [`crate::steer`]). Changeable
+    /// while campaigning ([`Campaign::set_priority`](crate::backend::Campaign::set_priority)).
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// How long a candidate of higher priority must have been there
+    /// before the leader hands over to it; failbacks change the leader at
+    /// most once per delay.
+    ///
+    /// Errors: [`Error::Config`] naming `failback_delay` below 100 ms or
+    /// above a day.
+    pub fn with_failback_delay(mut self, delay: Duration) -> Result<Self> {
+        if delay < Duration::from_millis(100) || delay > Duration::from_secs(86_400) {
+            return Err(Error::config(
+                "failback_delay",
+                format!(
+                    "{}: give between 100ms and 24h",
+                    humantime::format_duration(delay)
+                ),
+            ));
+        }
+        self.failback_delay = delay;
+        Ok(self)
+    }
+
+    /// This candidate's priority.
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+
+    /// The failback delay.
+    pub fn failback_delay(&self) -> Duration {
+        self.failback_delay
     }
 
     /// An etcd election: `endpoints` as `host:port` (an `http://` or

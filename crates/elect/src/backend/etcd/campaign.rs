@@ -45,7 +45,7 @@ use super::lease::Lease;
 use super::observe::View;
 use super::recipe::{Resignation, ResignationInput, ResignationNext, Steer, Touch, Transaction};
 use super::renewal::{LeaseState, Renewer};
-use super::{transaction, turn};
+use super::{priority, switchover, transaction, turn};
 use crate::backend::backoff::Backoff;
 use crate::backend::publish::Reporter;
 use crate::backend::recipe::{Heard, Io, Step, drive};
@@ -55,6 +55,7 @@ use crate::config::ElectionConfig;
 use crate::counters::warn_counted;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
+use crate::steer::{self, Priority};
 use crate::work::WorkWatch;
 
 /// How long a resigning leader waits for an elect successor to take its
@@ -73,6 +74,9 @@ pub(super) enum Outcome {
     /// We led and give way to a switchover's target; the candidacy goes
     /// on, behind it.
     GaveWay(Steer),
+    /// Priority 0: our turn came while a candidate of positive priority
+    /// waited behind us; we released our key and queue again, behind it.
+    SteppedAside,
 }
 
 /// Our leadership, as the stint (`stint.rs`) leads it: the key we lead
@@ -111,6 +115,8 @@ pub struct Candidate {
     /// While we lead: our key and the next in line, whom a resignation
     /// hands over to.
     pub(super) leader_watch: Option<LeaderWatch>,
+    /// Our priority, as the campaign's owner wishes it.
+    pub(super) priority: watch::Receiver<Priority>,
 }
 
 impl Candidate {
@@ -132,11 +138,19 @@ impl Candidate {
             resign,
             current: None,
             leader_watch: None,
+            priority: watch::channel(Priority::DEFAULT).1,
         }
+    }
+
+    /// The same, its priority as `priority` says (the config's, at first).
+    pub fn wishing(mut self, priority: watch::Receiver<Priority>) -> Self {
+        self.priority = priority;
+        self
     }
 
     /// Campaigns until resignation is requested, one candidacy per lease.
     pub async fn run(mut self, mut lease: Lease) -> Result<()> {
+        let mut published = self.publish_priority(lease.id);
         loop {
             match self.candidacy(&lease).await {
                 Outcome::Resigned { led } => {
@@ -148,20 +162,24 @@ impl Candidate {
                         self.reporter.demoted(BootInstant::now());
                         self.hand_over(lease.id, lease.ttl).await;
                     }
+                    published.abort();
                     lease.revoke(&self.client, self.cfg.connect_timeout).await;
                     self.resigned(led);
                     return Ok(());
                 }
                 Outcome::GaveWay(steer) => self.give_way(lease.id, steer, lease.ttl).await,
+                Outcome::SteppedAside => {}
                 Outcome::Lost { led, deadline } => {
                     if led {
                         self.step_down(deadline, lease.ttl).await;
                     }
+                    published.abort();
                     lease.revoke(&self.client, self.cfg.connect_timeout).await;
                     match self.grant_again().await {
                         Some(next) => lease = next,
                         None => return Ok(()),
                     }
+                    published = self.publish_priority(lease.id);
                 }
             }
         }
@@ -192,6 +210,7 @@ impl Candidate {
         let ended = || Error::SessionEnded {
             backend: Backend::Etcd,
         };
+        let _published = AbortOnDrop(self.publish_priority(lease.id));
         loop {
             match self.candidacy(&lease).await {
                 Outcome::Resigned { led } => {
@@ -212,6 +231,7 @@ impl Candidate {
                     return Ok(());
                 }
                 Outcome::GaveWay(steer) => self.give_way(lease.id, steer, lease.ttl).await,
+                Outcome::SteppedAside => {}
                 Outcome::Lost { led, deadline } => {
                     if led {
                         self.step_down(deadline, lease.ttl).await;
@@ -271,6 +291,29 @@ impl Candidate {
         }
     }
 
+    /// Keeps our priority published on `lease` (see the `priority`
+    /// module) until the returned task is aborted.
+    fn publish_priority(&self, lease: i64) -> tokio::task::JoinHandle<()> {
+        let client = self.client.clone();
+        priority::publish(client, &self.cfg.election, lease, self.priority.clone())
+    }
+
+    /// Priority 0 at our turn: whether a candidate of positive priority
+    /// waits behind us (a failed read says no: we lead, as any candidate
+    /// whose turn came; a failback hands over later).
+    async fn others_come_first(&self, create_revision: i64) -> bool {
+        if *self.priority.borrow() != Priority::NEVER {
+            return false;
+        }
+        let read = priority::behind(&self.client, &self.cfg.election, create_revision);
+        match tokio::time::timeout(self.cfg.connect_timeout, read).await {
+            Ok(Ok((behind, _))) => {
+                steer::steps_aside(Priority::NEVER, behind.iter().map(|(_, p)| *p))
+            }
+            _ => false,
+        }
+    }
+
     /// Gives way to a switchover's target (the stint's rule 5): demoted at
     /// once, the release sent once the work has stopped, touching the
     /// target while the switchover's record lives; the lease lives on for
@@ -290,6 +333,7 @@ impl Candidate {
             Some(_) => info!("released for a switchover that had ended: a plain handover"),
             None => {}
         }
+        switchover::withdraw_own(&self.client, &self.cfg.election, lease).await;
         self.reporter.publish(Leadership::unknown());
     }
 
@@ -423,6 +467,13 @@ impl Candidate {
             Ok(turn) => turn,
             Err(outcome) => return outcome,
         };
+        if self.others_come_first(my_rev).await {
+            info!("priority 0: our turn came; stepping aside for a candidate of positive priority");
+            let resignation = Resignation::new(None, false);
+            self.release_when_idle(lease.id, resignation, lease.ttl)
+                .await;
+            return Outcome::SteppedAside;
+        }
         let confirmed_at = match self.take_office(&mut lease_state, lease, ours, turn).await {
             Ok(confirmed_at) => confirmed_at,
             Err(outcome) => return outcome,
@@ -507,6 +558,15 @@ impl Candidate {
                 _ = backoff.wait() => {}
             }
         }
+    }
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -62,6 +62,25 @@ pub fn switchover_record(election: &str) -> String {
     format!("{election}\u{0}switchover")
 }
 
+/// Where the candidates' priorities live (see [`crate::steer`]): one key
+/// per lease, its value the priority, bound to the lease; none for the
+/// default priority (Go's candidates have none).
+pub fn priority_prefix(election: &str) -> String {
+    format!("{election}\u{0}priority/")
+}
+
+/// The priority key of the candidacies on `lease_id`.
+pub fn priority_key(election: &str, lease_id: i64) -> String {
+    format!("{}{lease_id:x}", priority_prefix(election))
+}
+
+/// The key a leader that a manual switchover chose writes, bound to its
+/// lease, its value the leader's key: priorities do not undo that choice
+/// while it leads.
+pub fn pin_key(election: &str) -> String {
+    format!("{election}\u{0}pinned")
+}
+
 /// The key a candidate holding `lease_id` campaigns with.
 pub fn candidate_key(election: &str, lease_id: i64) -> String {
     // Go formats the int64 lease id with %x; etcd never hands out negative ids.

@@ -39,6 +39,7 @@ mod model;
 pub mod observe;
 mod office;
 pub mod periodic;
+mod priority;
 pub mod recipe;
 mod renewal;
 pub(crate) mod session;
@@ -56,6 +57,7 @@ use crate::backend::publish::{self, Observed};
 use crate::config::ElectionConfig;
 use crate::error::Result;
 use crate::leadership::Leadership;
+use crate::steer::Priority;
 use crate::work::WorkWatch;
 use bounds::WatchBounds;
 use connection::{Connections, connect, connect_reader, first_contact};
@@ -96,7 +98,11 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 ///
 /// Errors: [`Unreachable`](crate::Error::Unreachable) when the lease cannot be granted within
 /// the connect timeout. Later failures are retried.
-pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign> {
+pub async fn campaign(
+    cfg: &ElectionConfig,
+    work: WorkWatch,
+    priority: watch::Receiver<Priority>,
+) -> Result<Campaign> {
     let Connections { client, renewers } = connect(cfg).await?;
     let prefix = layout::prefix(&cfg.election);
     let first = first_contact(cfg, || observe::read_leader(&client, &prefix)).await?;
@@ -113,7 +119,8 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
         view_rx,
         work,
         resign.clone(),
-    );
+    )
+    .wishing(priority);
     let bounds = WatchBounds::new(cfg.connect_timeout);
     let task = tokio::spawn(async move {
         let follower = tokio::spawn(observe::follow(client, prefix, first, view_tx, bounds));
@@ -161,7 +168,7 @@ mod tests {
         let bounds = WatchBounds::new(cfg.connect_timeout);
         let follower = observe::follow(client, "e/".into(), first, view_tx, bounds);
         let run = candidate.run(lease);
-        let setup = campaign(&cfg, WorkWatch::none());
+        let setup = campaign(&cfg, WorkWatch::none(), watch::channel(Priority::DEFAULT).1);
 
         let kib = |size: usize| size as f64 / 1024.0;
         let sizes = [

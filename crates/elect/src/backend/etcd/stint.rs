@@ -8,19 +8,21 @@ use std::time::Duration;
 
 use etcd_client::Client;
 use tokio::sync::watch;
-use tracing::info;
+use tracing::{debug, info};
 
 use super::bounds::WatchBounds;
 use super::campaign::{Candidate, Outcome, Tenure};
 use super::handover::LeaderWatch;
 use super::layout::{self, CandidateKey};
+use super::priority;
 use super::recipe::{Demotion, Steer, Stint, StintEnd, StintInput, StintNext, StintRequest};
 use super::renewal::LeaseState;
-use super::switchover::SwitchoverWatch;
+use super::switchover::{self, SwitchoverWatch};
 use crate::backend::recipe::{Heard, Io, Step, drive};
 use crate::clock::{BootInstant, sleep_until};
 use crate::counters::warn_counted;
 use crate::leadership::Leadership;
+use crate::steer::Failback;
 
 impl Candidate {
     /// Leads until [`Stint`] says we may not, or resignation.
@@ -40,6 +42,7 @@ impl Candidate {
             create_revision: tenure.token,
             lease: tenure.lease,
         };
+        let own_key = own.clone();
         let bounds = WatchBounds::new(self.cfg.connect_timeout);
         let prefix = layout::prefix(&self.cfg.election);
         let watch = LeaderWatch::start(self.client.clone(), prefix, own, bounds);
@@ -47,6 +50,11 @@ impl Candidate {
         let next = watch.next_in_line();
         self.leader_watch = Some(watch);
         let switchover = SwitchoverWatch::start(self.client.clone(), &self.cfg.election, bounds);
+        let failback = Failback::new(
+            BootInstant::now(),
+            *self.priority.borrow_and_update(),
+            self.cfg.failback_delay,
+        );
         let mut io = StintIo {
             candidate: self,
             lease_state,
@@ -54,6 +62,10 @@ impl Candidate {
                 key_gone,
                 next,
                 switchover: switchover.steer(),
+                failback,
+                look_at: BootInstant::now(),
+                pinned: false,
+                own: own_key.clone(),
             },
             tenure,
             led: false,
@@ -77,32 +89,127 @@ impl Candidate {
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            _ = self.resign.cancelled() => Some(StintInput::Resign),
-            () = wake => None,
+        let look_at = watches.look_at;
+        let woke = tokio::select! {
+            _ = self.resign.cancelled() => return Some(StintInput::Resign),
+            () = wake => return None,
             Ok(()) = lease_state.changed() => {
                 let state = *lease_state.borrow_and_update();
-                Some(if state.expired {
+                return Some(if state.expired {
                     StintInput::LeaseEnded
                 } else {
                     StintInput::Renewed(state.deadline)
-                })
+                });
             }
-            Ok(_) = watches.key_gone.wait_for(|gone| *gone) => Some(StintInput::OwnKeyGone),
+            Ok(_) = watches.key_gone.wait_for(|gone| *gone) => return Some(StintInput::OwnKeyGone),
             Ok(()) = watches.next.changed() => {
-                Some(StintInput::NextInLine(watches.next.borrow_and_update().clone()))
+                return Some(StintInput::NextInLine(watches.next.borrow_and_update().clone()));
             }
-            Ok(()) = watches.switchover.changed() => {
-                Some(StintInput::Switchover(watches.switchover.borrow_and_update().clone()))
-            }
+            Ok(()) = watches.switchover.changed() => Woke::Switchover,
+            () = sleep_until(look_at) => Woke::LookTime,
+            Ok(()) = self.priority.changed() => Woke::Priority,
             Ok(()) = self.reporter.view.changed() => {
                 let view = self.reporter.view.borrow_and_update();
-                Some(StintInput::Viewed {
+                return Some(StintInput::Viewed {
                     ours: view.leader.as_ref().is_some_and(|l| l.key == own_key),
                     revision: view.revision,
                     current: view.current,
-                })
+                });
             }
+        };
+        match woke {
+            Woke::Switchover => {
+                let steer = watches.switchover.borrow_and_update().clone();
+                if let Some(s) = steer
+                    .as_ref()
+                    .filter(|s| s.manual && s.target.key == own_key)
+                {
+                    self.pin(watches, &s.target).await;
+                }
+                Some(StintInput::Switchover(steer))
+            }
+            Woke::LookTime => {
+                let own = watches.own.clone();
+                self.look_for_failback(watches, &own).await;
+                None
+            }
+            Woke::Priority => {
+                watches.failback.set_own(*self.priority.borrow_and_update());
+                watches.look_at = BootInstant::now();
+                None
+            }
+        }
+    }
+}
+
+/// What woke a leader that the stint needs more than an input for.
+enum Woke {
+    Switchover,
+    LookTime,
+    Priority,
+}
+
+impl Candidate {
+    /// A manual switchover chose us: we pin ourselves (bound to our lease,
+    /// so the pin goes when we do), and priorities no longer move us.
+    async fn pin(&mut self, watches: &mut LeaderWatches, own: &CandidateKey) {
+        if watches.pinned {
+            return;
+        }
+        let options = etcd_client::PutOptions::new().with_lease(own.lease);
+        let pin = layout::pin_key(&self.cfg.election);
+        let mut kv = self.client.kv_client();
+        let put = Box::pin(kv.put(pin, own.key.clone(), Some(options)));
+        match tokio::time::timeout(self.cfg.connect_timeout, put).await {
+            Ok(Ok(_)) => {
+                info!("a switchover chose us: pinned, priorities do not move us");
+                watches.pinned = true;
+                watches.failback.set_pinned(true);
+            }
+            _ => warn_counted!("could not pin ourselves after a switchover"),
+        }
+    }
+
+    /// Reads who waits behind us with which priority, and proposes a
+    /// failback when [`Failback`] says so (the stint then gives way as to
+    /// any switchover).
+    async fn look_for_failback(&mut self, watches: &mut LeaderWatches, own: &CandidateKey) {
+        let delay = self.cfg.failback_delay;
+        let every = (delay / 4).clamp(Duration::from_millis(200), Duration::from_secs(2));
+        let now = BootInstant::now();
+        watches.look_at = now + every;
+        let read = priority::behind(&self.client, &self.cfg.election, own.create_revision);
+        let Ok(Ok((behind, pin))) = tokio::time::timeout(self.cfg.connect_timeout, read).await
+        else {
+            return;
+        };
+        watches.pinned = pin.as_deref() == Some(own.key.as_slice());
+        watches.failback.set_pinned(watches.pinned);
+        let seen: Vec<_> = behind
+            .iter()
+            .map(|(k, p)| (String::from_utf8_lossy(&k.key).into_owned(), *p))
+            .collect();
+        watches.failback.saw(now, &seen);
+        if let Some(at) = watches.failback.next_change() {
+            watches.look_at = watches.look_at.min(at.max(now + Duration::from_millis(10)));
+        }
+        let Some(target) = watches.failback.decide(now) else {
+            return;
+        };
+        let Some(at) = seen.iter().position(|(k, _)| k == target) else {
+            return;
+        };
+        let aside: Vec<&CandidateKey> = behind[..at].iter().map(|(k, _)| k).collect();
+        let (target, priority) = &behind[at];
+        let proposed = switchover::propose(&self.client, &self.cfg, own, target, &aside);
+        match tokio::time::timeout(self.cfg.connect_timeout, proposed).await {
+            Ok(Ok(_)) => info!(
+                to = target.id.as_str(),
+                %priority,
+                "failing back to a candidate of higher priority"
+            ),
+            Ok(Err(e)) => debug!("failback not proposed: {e}"),
+            Err(_) => debug!("failback not proposed in time"),
         }
     }
 }
@@ -115,6 +222,14 @@ struct LeaderWatches {
     next: watch::Receiver<Option<CandidateKey>>,
     /// The switchover under way.
     switchover: watch::Receiver<Option<Steer>>,
+    /// Whether to hand over to a candidate of higher priority.
+    failback: Failback,
+    /// When to read the line's priorities next.
+    look_at: BootInstant,
+    /// Whether a manual switchover chose us.
+    pinned: bool,
+    /// Our key.
+    own: CandidateKey,
 }
 
 /// The stint's I/O: the renewals' lease state, the leader's watches, the

@@ -38,13 +38,14 @@ use super::connection::{connect_reader, first_contact};
 use super::errors::etcd_error;
 use super::keywatch::{next_response, open_watch};
 use super::layout::{self, CandidateKey, granted_by_elect};
+use super::priority;
 use super::recipe::{Recorded, Steer};
 use crate::backend::backoff::Backoff;
 use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::counters::warn_counted;
 use crate::error::{Error, Result};
-use crate::steer::{InLine, Line, Outcome, Refusal, Report, Target, fresh_identity};
+use crate::steer::{InLine, Line, Outcome, Priority, Refusal, Report, Target, fresh_identity};
 
 /// The switchover record's value.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -58,6 +59,14 @@ struct Record {
     target_key: String,
     target_revision: i64,
     target_lease: i64,
+    /// An operator's switchover (the target pins itself), not a leader's
+    /// failback.
+    #[serde(default = "operators")]
+    manual: bool,
+}
+
+fn operators() -> bool {
+    true
 }
 
 impl Record {
@@ -86,14 +95,15 @@ async fn read_keys(client: &Client, election: &str) -> Result<(Vec<CandidateKey>
 }
 
 /// The line as data: the first key leads (Go's rule).
-fn as_line(election: &str, keys: &[CandidateKey]) -> Line {
+fn as_line(election: &str, keys: &[(CandidateKey, Priority)]) -> Line {
     Line {
         backend: Backend::Etcd,
         election: election.to_owned(),
         candidates: keys
             .iter()
             .enumerate()
-            .map(|(i, key)| InLine {
+            .map(|(i, (key, priority))| InLine {
+                priority: *priority,
                 id: key.id.clone(),
                 token: Some(key.create_revision as u64),
                 live: true,
@@ -114,7 +124,8 @@ fn as_line(election: &str, keys: &[CandidateKey]) -> Line {
 /// answer within the connect timeout. Cancel safe.
 pub async fn line(cfg: &ElectionConfig) -> Result<Line> {
     let client = connect_reader(cfg).await?;
-    let (keys, _) = first_contact(cfg, || read_keys(&client, &cfg.election)).await?;
+    let read = || priority::behind(&client, &cfg.election, 0);
+    let (keys, _) = first_contact(cfg, read).await?;
     Ok(as_line(&cfg.election, &keys))
 }
 
@@ -134,8 +145,10 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) ->
         refusal,
     };
     let client = connect_reader(cfg).await?;
-    let (keys, _) = first_contact(cfg, || read_keys(&client, &cfg.election)).await?;
-    let line = as_line(&cfg.election, &keys);
+    let read = || priority::behind(&client, &cfg.election, 0);
+    let (with_priorities, _) = first_contact(cfg, read).await?;
+    let line = as_line(&cfg.election, &with_priorities);
+    let keys: Vec<CandidateKey> = with_priorities.into_iter().map(|(k, _)| k).collect();
     let plan = line.plan(to).map_err(refused)?;
     let (leader, target) = (&keys[plan.leader], &keys[plan.target]);
     let identity = fresh_identity();
@@ -165,13 +178,18 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) ->
         target_key: String::from_utf8_lossy(&target.key).into_owned(),
         target_revision: target.create_revision,
         target_lease: target.lease,
+        manual: true,
     };
     let aside: Vec<&CandidateKey> = plan.step_aside.iter().map(|&i| &keys[i]).collect();
     let recorded = record_it(&client, cfg, &record, lease, [leader, target], &aside).await;
     let outcome = match recorded {
         Ok(at) => {
             debug!(switchover = %identity, revision = at, "switchover recorded");
-            let waited = wait_for(&client, cfg, target, at, started + timeout).await;
+            let until = started + timeout;
+            let waited = wait_for(&client, cfg, target, at, until).await;
+            if matches!(waited, Outcome::Done { .. }) && granted_by_elect(target.lease) {
+                wait_for_pin(&client, cfg, target, until).await;
+            }
             revoke(&client, lease).await;
             waited
         }
@@ -184,6 +202,51 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) ->
         }
     };
     Ok(report(outcome))
+}
+
+/// A leader's own switchover to `target` (a failback, see
+/// [`crate::steer::Failback`]): recorded on the leader's lease, with the
+/// candidates in `aside` stepping aside, as `elect switchover` does.
+/// The leader removes the record once it has given way.
+///
+/// Errors: the line changed, or the request failed.
+pub(super) async fn propose(
+    client: &Client,
+    cfg: &ElectionConfig,
+    leader: &CandidateKey,
+    target: &CandidateKey,
+    aside: &[&CandidateKey],
+) -> Result<i64> {
+    let record = Record {
+        switchover: fresh_identity(),
+        from: leader.id.clone(),
+        to: target.id.clone(),
+        target_key: String::from_utf8_lossy(&target.key).into_owned(),
+        target_revision: target.create_revision,
+        target_lease: target.lease,
+        manual: false,
+    };
+    match record_it(client, cfg, &record, leader.lease, [leader, target], aside).await {
+        Ok(at) => Ok(at),
+        Err(Recording::Failed(e)) => Err(e),
+        Err(Recording::Refused(refusal)) => Err(Error::SwitchoverRefused {
+            election: cfg.election.clone(),
+            refusal,
+        }),
+    }
+}
+
+/// Removes the switchover record if it is bound to `lease`: a leader's
+/// own failback, once it has given way (the lease lives on with our next
+/// candidacy). One an operator recorded is theirs to remove.
+pub(super) async fn withdraw_own(client: &Client, election: &str, lease: i64) {
+    let key = layout::switchover_record(election);
+    let txn = Txn::new()
+        .when([Compare::lease(key.as_str(), CompareOp::Equal, lease)])
+        .and_then([TxnOp::delete(key.as_str(), None)]);
+    if let Err(e) = Box::pin(client.kv_client().txn(txn)).await {
+        debug!("removing our failback's record: {e}; it goes with our lease");
+    }
 }
 
 /// Why the record was not written.
@@ -292,6 +355,32 @@ async fn wait_for(
             last.as_ref(),
         ),
     }
+}
+
+/// Waits (a second at most, and not past `until`) until the target has
+/// pinned itself: it read the record naming it, so no failback undoes
+/// the operator's choice. The record must live until then.
+async fn wait_for_pin(
+    client: &Client,
+    cfg: &ElectionConfig,
+    target: &CandidateKey,
+    until: Instant,
+) {
+    let until = until.min(Instant::now() + Duration::from_secs(1));
+    let pin = layout::pin_key(&cfg.election);
+    while Instant::now() < until {
+        let read = Box::pin(client.kv_client().get(pin.as_str(), None)).await;
+        if let Ok(resp) = read
+            && resp
+                .kvs()
+                .first()
+                .is_some_and(|kv| kv.value() == target.key.as_slice())
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    debug!("the target did not pin itself in time");
 }
 
 fn same_key(a: &CandidateKey, b: &CandidateKey) -> bool {
@@ -421,6 +510,7 @@ fn publish(out: &watch::Sender<Option<Steer>>, record: Option<(&[u8], i64)>, key
                         create_revision,
                     },
                     target: record.target(),
+                    manual: record.manual,
                 }),
                 Err(e) => {
                     warn_counted!("a switchover record that does not parse is ignored: {e}");

@@ -20,6 +20,7 @@ use crate::clock::{BootInstant, BootTimer};
 use crate::counters::warn_counted;
 use crate::error::Result;
 use crate::leadership::Leadership;
+use crate::steer::{self, Failback, Priority};
 use crate::work::WorkWatch;
 use elect_raft::{Message, Node, Ready, Status};
 
@@ -45,6 +46,17 @@ pub struct Driver {
     pub work: WorkWatch,
     /// The switchover under way, if we lead and accepted one.
     pub switchover: Option<Switchover>,
+    /// Our priority, as the campaign's owner wishes it.
+    pub priority: watch::Receiver<Priority>,
+    /// The peers' priorities, as their frames carried them.
+    pub heard: transport::Heard,
+    /// How long a peer of higher priority must be there before we hand
+    /// over to it.
+    pub failback_delay: Duration,
+    /// While we lead: whether to fail back.
+    pub failback: Option<Failback>,
+    /// The term in which a manual switchover chose us, if any.
+    pub pinned_in: Option<u64>,
 }
 
 /// A switchover the leader accepted: it lives while its client's
@@ -58,6 +70,9 @@ pub struct Switchover {
     /// We have published that we no longer lead and wait for the work
     /// to stop before the transfer.
     giving_way: bool,
+    /// An operator's (its client pins the target), not our failback: for
+    /// the log.
+    manual: bool,
 }
 
 impl Driver {
@@ -120,6 +135,21 @@ impl Driver {
     fn take_switchover(&mut self, steering: Steering) {
         let Steering { ask, answer, ended } = steering;
         let now = self.now();
+        if ask.to == self.node.id() {
+            // The target pins itself: no failback undoes an operator's
+            // choice while it leads.
+            let leads = self.node.status(now).is_self && ask.term == self.node.term();
+            if leads {
+                info!("a switchover chose us: pinned, priorities do not move us");
+                self.pinned_in = Some(ask.term);
+            }
+            let _ = answer.send(if leads {
+                Ok(())
+            } else {
+                Err(WireRefusal::NotLeader)
+            });
+            return;
+        }
         let refusal = if !self.node.status(now).is_self {
             Some(WireRefusal::NotLeader)
         } else if ask.term != self.node.term() {
@@ -144,8 +174,71 @@ impl Driver {
             ended,
             until,
             giving_way: false,
+            manual: true,
         });
         let _ = answer.send(Ok(()));
+    }
+
+    /// The peers heard from within an election timeout, in the order of
+    /// succession, with their priorities.
+    fn present(&self) -> Vec<(String, Priority)> {
+        let t = self.node.election_timeout();
+        let heard = self.heard.lock().unwrap_or_else(|e| e.into_inner());
+        self.node
+            .successors()
+            .into_iter()
+            .filter_map(|id| {
+                let (priority, at) = heard.get(&id)?;
+                (at.elapsed() < t).then_some((id, *priority))
+            })
+            .collect()
+    }
+
+    /// Priority 0 while a peer of positive priority is live: we do not
+    /// act as leader (and fail back to it at once).
+    fn holds_back(&self) -> bool {
+        *self.priority.borrow() == Priority::NEVER
+            && steer::steps_aside(Priority::NEVER, self.present().into_iter().map(|(_, p)| p))
+    }
+
+    /// While we lead: hands over to a peer of higher priority once
+    /// [`Failback`] says so, as a switchover of our own.
+    fn fail_back(&mut self) {
+        let now = self.now();
+        let status = self.node.status(now);
+        if !status.is_self {
+            self.failback = None;
+            return;
+        }
+        let own = *self.priority.borrow();
+        let present = self.present();
+        let pinned = self.pinned_in == Some(status.term);
+        let failback = self
+            .failback
+            .get_or_insert_with(|| Failback::new(BootInstant::now(), own, self.failback_delay));
+        failback.set_own(own);
+        failback.set_pinned(pinned);
+        failback.saw(BootInstant::now(), &present);
+        if self.switchover.is_some() {
+            return;
+        }
+        let Some(target) = failback.decide(BootInstant::now()).map(str::to_owned) else {
+            return;
+        };
+        info!(to = %target, "failing back to a peer of higher priority");
+        self.node.prefer(now, Some(&target));
+        self.switchover = Some(Switchover {
+            ask: SwitchoverAsk {
+                id: crate::steer::fresh_identity(),
+                to: target,
+                term: status.term,
+                within_ms: (self.failback_delay.as_millis() as u64).max(1000),
+            },
+            ended: CancellationToken::new(),
+            until: now + self.failback_delay.max(Duration::from_secs(1)),
+            giving_way: false,
+            manual: false,
+        });
     }
 
     /// Whether the switchover under way may still act: its client is
@@ -165,6 +258,7 @@ impl Driver {
     /// to give way); once its target is next in line, we give way: we
     /// say we no longer lead, and transfer once the work has stopped.
     fn steer(&mut self) {
+        self.fail_back();
         if self.switchover.is_none() {
             return;
         }
@@ -180,7 +274,12 @@ impl Driver {
             return;
         };
         if !s.giving_way && next.as_deref() == Some(s.ask.to.as_str()) {
-            info!(to = %s.ask.to, "giving way to a switchover");
+            let why = if s.manual {
+                "a switchover"
+            } else {
+                "our failback"
+            };
+            info!(to = %s.ask.to, "giving way to {why}");
             s.giving_way = true;
         }
     }
@@ -280,7 +379,9 @@ impl Driver {
     }
 
     fn snapshot(&self, status: &Status) -> Leadership {
-        if self.switchover.as_ref().is_some_and(|s| s.giving_way) {
+        if self.switchover.as_ref().is_some_and(|s| s.giving_way)
+            || (status.is_self && self.holds_back())
+        {
             // Giving way: the work stops now, before the transfer.
             let mut giving_way = Leadership::unknown();
             giving_way.deadline = Some(BootInstant::now());
@@ -341,6 +442,7 @@ impl Driver {
                 cluster: self.cluster.clone(),
                 from: self.node.id().to_owned(),
                 body: Body::Peer(msg),
+                priority: None,
             };
             let sent = timeout(Duration::from_millis(500), async {
                 let mut stream = transport::dial(&to, addr, self.tls.as_deref()).await?;
@@ -422,6 +524,11 @@ mod tests {
             steering,
             work: WorkWatch::none(),
             switchover: None,
+            priority: watch::channel(Priority::DEFAULT).1,
+            heard: transport::Heard::default(),
+            failback_delay: Duration::from_secs(10),
+            failback: None,
+            pinned_in: None,
         };
         // Every write is durable at once, until the test holds them.
         let holding = Arc::new(std::sync::atomic::AtomicBool::new(false));

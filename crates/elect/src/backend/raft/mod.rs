@@ -50,7 +50,11 @@ pub(super) fn peer_addresses(cfg: &ElectionConfig) -> BTreeMap<String, String> {
 /// # Cancel safety
 /// Dropping the future before it returns leaves nothing running; a vote
 /// it had written stays on disk, as a vote must.
-pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign> {
+pub async fn campaign(
+    cfg: &ElectionConfig,
+    work: WorkWatch,
+    priority: tokio::sync::watch::Receiver<crate::steer::Priority>,
+) -> Result<Campaign> {
     // `work` is waited for only by a switchover (it transfers once the
     // work has stopped): otherwise the lease ends before anyone else can
     // be elected, and the supervisor kills the command by then.
@@ -84,6 +88,7 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
         live: Vec::new(),
     });
     let (steering_tx, steering) = mpsc::channel(4);
+    let heard = transport::Heard::default();
     let server = transport::Server {
         listener,
         cluster: cfg.election.clone(),
@@ -91,9 +96,16 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
         me: cfg.id.clone(),
         tls: tls.clone(),
         steering: steering_tx,
+        heard: heard.clone(),
     };
     let serving = tokio::spawn(transport::serve(server, inbound_tx, status_rx));
-    let outbound = transport::connect_peers(&cfg.election, &cfg.id, &addresses, tls.clone());
+    let outbound = transport::connect_peers(
+        &cfg.election,
+        &cfg.id,
+        &addresses,
+        tls.clone(),
+        priority.clone(),
+    );
     let (out, leadership) = watch::channel(Leadership::unknown());
     let resign = CancellationToken::new();
     let driver = driver::Driver {
@@ -111,6 +123,11 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
         steering,
         work,
         switchover: None,
+        priority,
+        heard,
+        failback_delay: cfg.failback_delay,
+        failback: None,
+        pinned_in: None,
     };
     // The listener lives as long as the driver: once we have resigned
     // (and handed leadership over), the port is closed.

@@ -29,7 +29,7 @@ use super::{peer_addresses, peer_tls, query};
 use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
-use crate::steer::{InLine, Line, Outcome, Refusal, Report, Target, fresh_identity};
+use crate::steer::{InLine, Line, Outcome, Priority, Refusal, Report, Target, fresh_identity};
 
 /// The leader's status (or, with nobody leading, any peer's).
 async fn leader_status(cfg: &ElectionConfig, tls: Option<&PeerTls>) -> Result<WireStatus> {
@@ -61,6 +61,7 @@ fn as_line(cfg: &ElectionConfig, status: &WireStatus) -> Line {
             id: leader.clone(),
             token: Some(status.term),
             leads: true,
+            priority: Priority::DEFAULT,
             live: true,
             by: "elect",
         });
@@ -75,6 +76,7 @@ fn as_line(cfg: &ElectionConfig, status: &WireStatus) -> Line {
             id,
             token: None,
             leads: false,
+            priority: Priority::DEFAULT,
             live,
             by: "elect",
         });
@@ -121,6 +123,7 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, within: Duration) -> 
         took: started.elapsed(),
     };
     if plan.nothing_to_do() {
+        pin(cfg, tls.as_deref(), &target.id, status.term).await;
         return Ok(report(Outcome::Done {
             leader: target.id.clone(),
             token: status.term,
@@ -140,7 +143,27 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, within: Duration) -> 
     };
     let until = tokio::time::Instant::from_std(started + within);
     let outcome = wait_for(cfg, tls.as_deref(), &target.id, status.term, until).await;
+    if let Outcome::Done { token, .. } = &outcome {
+        pin(cfg, tls.as_deref(), &target.id, *token).await;
+    }
     Ok(report(outcome))
+}
+
+/// Tells the target, which leads in `term`, that an operator chose it:
+/// no failback undoes that while it leads. Best effort: an unpinned
+/// leader hands over only to a higher priority, after the failback delay.
+async fn pin(cfg: &ElectionConfig, tls: Option<&PeerTls>, target: &str, term: u64) {
+    let ask = SwitchoverAsk {
+        id: fresh_identity(),
+        to: target.to_owned(),
+        term,
+        within_ms: 0,
+    };
+    match ask_leader(cfg, tls, target, ask).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(refusal)) => tracing::debug!(?refusal, "the target did not pin itself"),
+        Err(e) => tracing::debug!("pinning the target: {e}"),
+    }
 }
 
 /// Sends the ask to the leader and reads its answer: the open connection
@@ -161,6 +184,7 @@ async fn ask_leader(
             cluster: cfg.election.clone(),
             from: cfg.id.clone(),
             body: Body::Switchover(ask),
+            priority: None,
         };
         transport::write_frame(&mut stream, &frame).await?;
         loop {

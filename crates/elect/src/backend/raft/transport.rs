@@ -31,6 +31,7 @@ use tracing::debug;
 use crate::config::ElectionConfig;
 use crate::credentials::Tls;
 use crate::error::{Error, Result};
+use crate::steer::Priority;
 use elect_raft::Message;
 
 /// How long a connecting client may take over its TLS handshake: a
@@ -141,7 +142,14 @@ pub struct Frame {
     pub from: String,
     /// What it says.
     pub body: Body,
+    /// The sender's priority (see [`crate::steer`]), on a peer's frames:
+    /// how a leader learns who wants to lead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u32>,
 }
+
+/// The priorities the peers' frames carried, and when each was heard.
+pub type Heard = Arc<std::sync::Mutex<BTreeMap<String, (Priority, crate::clock::BootInstant)>>>;
 
 /// A frame's content.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -238,6 +246,7 @@ pub async fn open_query(
         cluster: cluster.to_owned(),
         from: from.to_owned(),
         body: Body::Query,
+        priority: None,
     };
     write_frame(&mut stream, &query).await?;
     Ok(stream)
@@ -324,6 +333,8 @@ pub struct Server {
     pub tls: Option<Arc<PeerTls>>,
     /// Where switchovers go (the driver).
     pub steering: mpsc::Sender<Steering>,
+    /// Where the peers' priorities go.
+    pub heard: Heard,
 }
 
 /// Accepts connections: peer messages go to `inbound`, queries are
@@ -344,6 +355,7 @@ pub async fn serve(
         me,
         tls,
         steering,
+        heard,
     } = server;
     let mut backoff = Backoff::new();
     loop {
@@ -360,7 +372,7 @@ pub async fn serve(
             }
         };
         let _ = tcp.set_nodelay(true);
-        let (cluster, peers, inbound, status, me, tls, steering) = (
+        let (cluster, peers, inbound, status, me, tls, steering, heard) = (
             cluster.clone(),
             peers.clone(),
             inbound.clone(),
@@ -368,6 +380,7 @@ pub async fn serve(
             me.clone(),
             tls.clone(),
             steering.clone(),
+            heard.clone(),
         );
         tokio::spawn(async move {
             let (mut stream, cert): (BoxStream, _) = match &tls {
@@ -398,6 +411,11 @@ pub async fn serve(
                         warn_counted!(%addr, from = %frame.from, "dropping a frame: the connection's certificate does not name its sender");
                     }
                     Body::Peer(msg) if peers.contains(&frame.from) => {
+                        if let Some(priority) = frame.priority.and_then(Priority::new) {
+                            let now = crate::clock::BootInstant::now();
+                            let mut heard = heard.lock().unwrap_or_else(|e| e.into_inner());
+                            heard.insert(frame.from.clone(), (priority, now));
+                        }
                         if inbound.send((frame.from, msg)).await.is_err() {
                             return;
                         }
@@ -417,6 +435,7 @@ pub async fn serve(
                             cluster: cluster.clone(),
                             from: me.clone(),
                             body: Body::SwitchoverAnswer(answer),
+                            priority: None,
                         };
                         if !a_peer {
                             warn_counted!(%addr, "refused a switchover: the connection's certificate names no peer");
@@ -469,6 +488,7 @@ async fn answer_queries(
             cluster: cluster.to_owned(),
             from: me.to_owned(),
             body: Body::Status(current),
+            priority: None,
         };
         if write_frame(stream, &frame).await.is_err() || status.changed().await.is_err() {
             return;
@@ -500,6 +520,7 @@ pub fn connect_peers(
     me: &str,
     addresses: &BTreeMap<String, String>,
     tls: Option<Arc<PeerTls>>,
+    priority: watch::Receiver<Priority>,
 ) -> BTreeMap<String, mpsc::Sender<Outgoing>> {
     let mut queues = BTreeMap::new();
     for (peer, addr) in addresses {
@@ -512,6 +533,7 @@ pub fn connect_peers(
             me.to_owned(),
             (peer.clone(), addr.clone()),
             tls.clone(),
+            priority.clone(),
             rx,
         ));
         queues.insert(peer.clone(), tx);
@@ -544,6 +566,7 @@ async fn send_loop(
     me: String,
     (peer, addr): (String, String),
     tls: Option<Arc<PeerTls>>,
+    priority: watch::Receiver<Priority>,
     mut rx: mpsc::Receiver<Outgoing>,
 ) {
     let tell = |written: Option<tokio::sync::oneshot::Sender<bool>>, ok: bool| {
@@ -607,6 +630,7 @@ async fn send_loop(
                 cluster: cluster.clone(),
                 from: me.clone(),
                 body: Body::Peer(msg),
+                priority: Some(priority.borrow().get()),
             };
             match write_frame(&mut stream, &frame).await {
                 Ok(()) => tell(written, true),

@@ -31,13 +31,14 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::time::sleep;
 use tokio_util::sync::CancellationToken;
-use tracing::debug;
+use tracing::{debug, info};
 use zookeeper_client::{Client, Error as ZkError, StateWatcher};
 
 use super::connection::{self, Opened};
 use super::keeper::{close, keep_session};
-use super::layout::Participant;
+use super::layout::{self, Participant};
 use super::observe::{Follower, View, until_disconnected, until_reconnected};
+use super::priority;
 use super::turn::{Turn, wait_for_turn};
 use super::znode::{Created, create_node};
 use crate::backend::publish::Reporter;
@@ -46,6 +47,7 @@ use crate::config::ElectionConfig;
 use crate::counters::warn_counted;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
+use crate::steer::{self, Priority};
 use crate::work::WorkWatch;
 
 /// Why a session's campaign ended.
@@ -74,6 +76,7 @@ pub struct Candidate {
     out: watch::Sender<Leadership>,
     work: WorkWatch,
     resign: CancellationToken,
+    priority: watch::Receiver<Priority>,
 }
 
 impl Candidate {
@@ -83,12 +86,20 @@ impl Candidate {
         work: WorkWatch,
         resign: CancellationToken,
     ) -> Self {
+        let priority = watch::channel(cfg.priority).1;
         Candidate {
             cfg,
             out,
             work,
             resign,
+            priority,
         }
+    }
+
+    /// The same, its priority as `priority` says (the config's, at first).
+    pub fn wishing(mut self, priority: watch::Receiver<Priority>) -> Self {
+        self.priority = priority;
+        self
     }
 
     /// Campaigns until resignation is requested, one session at a time.
@@ -110,6 +121,7 @@ impl Candidate {
                 resign: &self.resign,
                 state: client.state_watcher(),
                 lease: lease_rx,
+                priority: self.priority.clone(),
             };
             let end = session.campaign().await;
             keeper.abort();
@@ -154,6 +166,8 @@ pub(super) struct Candidacy<'a> {
     pub(super) state: StateWatcher,
     /// The deadline our session's syncs prove (see the keeper).
     pub(super) lease: watch::Receiver<Option<BootInstant>>,
+    /// Our priority, as the campaign's owner wishes it.
+    pub(super) priority: watch::Receiver<Priority>,
 }
 
 impl Candidacy<'_> {
@@ -192,6 +206,18 @@ impl Candidacy<'_> {
             Err(end) => return end,
         };
         self.reporter.own_key = path.clone().into_bytes();
+        let sequence = path
+            .rsplit('/')
+            .next()
+            .and_then(layout::participant)
+            .map_or(0, |p| p.sequence);
+        let published = priority::publish(
+            client.clone(),
+            &election,
+            sequence,
+            user,
+            self.priority.clone(),
+        );
         // The follower starts from the wait's first listing.
         let (listed, first_listing) = oneshot::channel();
         self.follower.start(client, first_listing);
@@ -199,9 +225,23 @@ impl Candidacy<'_> {
             .until_leading(&path, proven_at, timeout, Some(listed))
             .await;
         let end = match outcome {
+            Ok(()) if self.others_come_first(&election, sequence).await => {
+                info!(
+                    "priority 0: our turn came; stepping aside for a candidate of positive priority"
+                );
+                match client.delete(&path, None).await {
+                    Ok(()) | Err(ZkError::NoNode) => End::NodeGone,
+                    Err(e) => {
+                        warn_counted!("stepping aside: deleting {path}: {e}");
+                        End::SessionEnded
+                    }
+                }
+            }
             Ok(()) => self.lead(&path, token).await,
             Err(end) => end,
         };
+        published.abort();
+        priority::unpublish(client, &election, sequence).await;
         if matches!(end, End::Resigned) {
             if self.reporter.leading {
                 // We stop leading now, not once the delete lands: a delete
@@ -216,6 +256,25 @@ impl Candidacy<'_> {
             }
         }
         end
+    }
+
+    /// Priority 0 at our turn: whether a candidate of positive priority
+    /// waits behind us (a failed read says no: we lead, as any candidate
+    /// whose turn came; a failback hands over later).
+    async fn others_come_first(&self, election: &str, sequence: u64) -> bool {
+        if *self.priority.borrow() != Priority::NEVER {
+            return false;
+        }
+        let read = super::switchover::read_line(self.client, election);
+        match tokio::time::timeout(self.cfg.connect_timeout, read).await {
+            Ok(Ok((line, _))) => steer::steps_aside(
+                Priority::NEVER,
+                line.iter()
+                    .filter(|p| p.participant.sequence > sequence)
+                    .map(|p| p.priority),
+            ),
+            _ => false,
+        }
     }
 
     /// Waits for our turn and confirms our znode is ours (proven so by

@@ -90,6 +90,37 @@ pub fn fresh_uuid() -> String {
     )
 }
 
+/// The prefix of the priority znodes: `priority-<sequence>`, one per
+/// participant that published one (ephemeral, its data the priority; none
+/// for the default). No recipe's marker, so no participant.
+const PRIORITY: &str = "priority-";
+
+/// The priority znode of the participant with `sequence`.
+pub fn priority_node(election: &str, sequence: u64) -> String {
+    format!("{election}/{PRIORITY}{sequence:010}")
+}
+
+/// The participant's sequence a child named as a priority znode is for.
+pub fn priority_of(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix(PRIORITY)?;
+    (digits.len() == SEQUENCE_DIGITS && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// The last part of a znode's path (`own_key` is the path's bytes).
+pub fn candidate_sequence_name(path: &[u8]) -> String {
+    let path = String::from_utf8_lossy(path);
+    path.rsplit('/').next().unwrap_or_default().to_owned()
+}
+
+/// The znode a leader that a manual switchover chose creates (ephemeral,
+/// its data the leader's znode name): priorities do not undo that choice
+/// while it leads.
+pub fn pin_node(election: &str) -> String {
+    format!("{election}/pinned")
+}
+
 /// The znode of the switchover under way (see [`crate::steer`]): a child
 /// of the election that is no participant (it has no recipe's marker), so
 /// that creating it takes what joining does, the election's CREATE.
@@ -144,5 +175,9 @@ mod tests {
             "kazoo"
         );
         assert!(participant("switchover").is_none());
+        assert_eq!(priority_node("/e", 12), "/e/priority-0000000012");
+        assert_eq!(priority_of("priority-0000000012"), Some(12));
+        assert!(participant("priority-0000000012").is_none());
+        assert!(participant("pinned").is_none());
     }
 }

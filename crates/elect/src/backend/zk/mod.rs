@@ -25,6 +25,7 @@ pub mod lease;
 mod model;
 pub mod observe;
 pub mod periodic;
+mod priority;
 pub mod recipe;
 pub(crate) mod session;
 mod stint;
@@ -86,12 +87,17 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 ///
 /// Errors: [`Error::Unreachable`] when the first session cannot be
 /// established. Later failures are retried.
-pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign> {
+pub async fn campaign(
+    cfg: &ElectionConfig,
+    work: WorkWatch,
+    priority: tokio::sync::watch::Receiver<crate::steer::Priority>,
+) -> Result<Campaign> {
     let opened = first_contact(cfg).await?;
     check_timing(cfg, &opened);
     let (out, leadership) = watch::channel(Leadership::unknown());
     let resign = CancellationToken::new();
-    let candidate = campaign::Candidate::new(cfg.clone(), out, work, resign.clone());
+    let candidate =
+        campaign::Candidate::new(cfg.clone(), out, work, resign.clone()).wishing(priority);
     let task = tokio::spawn(candidate.run(opened));
     Ok(Campaign::new(leadership, resign, task))
 }

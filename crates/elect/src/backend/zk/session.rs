@@ -69,6 +69,7 @@ impl SharedSession {
                 resign: &resign,
                 state: client.state_watcher(),
                 lease,
+                priority: watch::channel(cfg.priority).1,
             };
             let end = session.campaign().await;
             session.follower.stop().await;

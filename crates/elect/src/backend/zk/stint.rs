@@ -3,19 +3,22 @@
 
 use std::future::Future;
 
+use std::time::Duration;
 use tracing::{debug, info};
-use zookeeper_client::{Client, EventType, SessionState};
+
+use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, EventType, SessionState};
 
 use super::campaign::{Candidacy, End};
 use super::layout;
 use super::observe::is_terminal;
 use super::recipe::{Demotion, Steer, Stint, StintEnd, StintInput, StintNext, StintRequest};
-use super::switchover::SwitchoverWatch;
+use super::switchover::{self, SwitchoverWatch};
 use super::znode::{OneShotWatch, owns, watch_own};
 use crate::backend::recipe::{Heard, Io, Recipe, Step, drive};
 use crate::clock::{self, BootInstant};
 use crate::counters::warn_counted;
 use crate::leadership::Leadership;
+use crate::steer::Failback;
 
 impl Candidacy<'_> {
     /// Leads, across disconnections within the session, until leadership
@@ -35,7 +38,12 @@ impl Candidacy<'_> {
         let switchover = SwitchoverWatch::start(
             self.client.clone(),
             self.cfg.election.clone(),
-            own.map_or(u64::MAX, |p| p.sequence),
+            own.as_ref().map_or(u64::MAX, |p| p.sequence),
+        );
+        let failback = Failback::new(
+            BootInstant::now(),
+            *self.priority.borrow_and_update(),
+            self.cfg.failback_delay,
         );
         let mut io = StintIo {
             candidacy: self,
@@ -43,12 +51,22 @@ impl Candidacy<'_> {
             token,
             own_watch: None,
             switchover: switchover.seen(),
+            steering: Steering {
+                failback,
+                look_at: BootInstant::now(),
+                pinned: false,
+                own: own.map_or(u64::MAX, |p| p.sequence),
+            },
             led: false,
         };
         match Box::pin(drive(&mut stint, &mut io)).await {
             Led::Ended(StintEnd::NodeGone) => self.after_loss(path).await,
             Led::Ended(StintEnd::SessionEnded) => End::SessionEnded,
-            Led::Ended(StintEnd::GaveWay(steer)) => self.give_way(path, steer).await,
+            Led::Ended(StintEnd::GaveWay(steer)) => {
+                let end = self.give_way(path, steer).await;
+                switchover::withdraw_own(self.client, &self.cfg.election).await;
+                end
+            }
             Led::Resigned => End::Resigned,
         }
     }
@@ -126,9 +144,11 @@ impl Candidacy<'_> {
         stint: &Stint,
         own_watch: &mut Option<OneShotWatch>,
         switchover: &mut SwitchoverSeen,
+        steering: &mut Steering,
         wake: BootInstant,
     ) -> Heard<StintInput, Led> {
         let leading = stint.leads_until().is_some();
+        let look_at = steering.look_at;
         if !leading {
             self.reporter.show_view();
         }
@@ -180,10 +200,117 @@ impl Candidacy<'_> {
             Ok(()) = self.reporter.view.changed(), if !leading => return Heard::Nothing,
             Ok(()) = switchover.changed() => {
                 let (switchover, next) = *switchover.borrow_and_update();
+                if let Some(s) = switchover.filter(|s| s.manual && s.target == steering.own) {
+                    self.pin(steering, s).await;
+                }
                 StintInput::Steering { switchover, next }
+            }
+            () = clock::sleep_until(look_at), if leading => {
+                self.look_for_failback(steering).await;
+                return Heard::Nothing;
+            }
+            Ok(()) = self.priority.changed() => {
+                steering.failback.set_own(*self.priority.borrow_and_update());
+                steering.look_at = BootInstant::now();
+                return Heard::Nothing;
             }
         };
         Heard::Input(input)
+    }
+}
+
+/// The leader's steering: whether to fail back to a candidate of higher
+/// priority, when to look next, and whether a manual switchover chose us.
+struct Steering {
+    failback: Failback,
+    look_at: BootInstant,
+    pinned: bool,
+    /// Our znode's sequence.
+    own: u64,
+}
+
+impl Candidacy<'_> {
+    /// A manual switchover chose us: we pin ourselves (ephemeral, so the
+    /// pin goes when we do), and priorities no longer move us.
+    async fn pin(&mut self, steering: &mut Steering, _: Steer) {
+        if steering.pinned {
+            return;
+        }
+        let election = &self.cfg.election;
+        let own = layout::candidate_sequence_name(self.reporter.own_key.as_slice());
+        let acls = super::znode::acls(self.cfg.user.as_ref());
+        let ephemeral = CreateMode::Ephemeral.with_acls(Acls::new(&acls));
+        let pin = layout::pin_node(election);
+        let created = match self.client.create(&pin, own.as_bytes(), &ephemeral).await {
+            Ok(_) => Ok(()),
+            // A pin of a leader gone before us, whose session has not
+            // ended yet: ours replaces it.
+            Err(ZkError::NodeExists) => self
+                .client
+                .set_data(&pin, own.as_bytes(), None)
+                .await
+                .map(|_| ()),
+            Err(e) => Err(e),
+        };
+        match created {
+            Ok(()) => {
+                info!("a switchover chose us: pinned, priorities do not move us");
+                steering.pinned = true;
+                steering.failback.set_pinned(true);
+            }
+            Err(e) => warn_counted!("could not pin ourselves after a switchover: {e}"),
+        }
+    }
+
+    /// Reads who waits behind us with which priority, and proposes a
+    /// failback when [`Failback`] says so (the stint then gives way as to
+    /// any switchover).
+    async fn look_for_failback(&mut self, steering: &mut Steering) {
+        let delay = self.cfg.failback_delay;
+        let every = (delay / 4).clamp(Duration::from_millis(200), Duration::from_secs(2));
+        let now = BootInstant::now();
+        steering.look_at = now + every;
+        let read = switchover::read_line(self.client, &self.cfg.election);
+        let Ok(Ok((line, pin))) = tokio::time::timeout(self.cfg.connect_timeout, read).await else {
+            return;
+        };
+        let own_name = layout::candidate_sequence_name(self.reporter.own_key.as_slice());
+        steering.pinned = pin.as_deref() == Some(own_name.as_str());
+        steering.failback.set_pinned(steering.pinned);
+        let Some(us) = line
+            .iter()
+            .position(|p| p.participant.sequence == steering.own)
+        else {
+            return;
+        };
+        let behind = &line[us + 1..];
+        let seen: Vec<_> = behind
+            .iter()
+            .map(|p| (p.participant.name.clone(), p.priority))
+            .collect();
+        steering.failback.saw(now, &seen);
+        if let Some(at) = steering.failback.next_change() {
+            steering.look_at = steering
+                .look_at
+                .min(at.max(now + Duration::from_millis(10)));
+        }
+        let Some(target) = steering.failback.decide(now) else {
+            return;
+        };
+        let Some(at) = behind.iter().position(|p| p.participant.name == target) else {
+            return;
+        };
+        let aside: Vec<_> = behind[..at].iter().collect();
+        let proposed = switchover::propose(self.client, self.cfg, &line[us], &behind[at], &aside);
+        match tokio::time::timeout(self.cfg.connect_timeout, proposed).await {
+            Ok(Ok(())) => info!(
+                to = behind[at].id.as_str(),
+                priority = %behind[at].priority,
+                "failing back to a candidate of higher priority"
+            ),
+            Ok(Err(e)) => debug!("failback not proposed: {e}"),
+            Err(_) => debug!("failback not proposed in time"),
+        }
     }
 }
 
@@ -206,6 +333,7 @@ struct StintIo<'c, 'a, 'p> {
     /// Our znode's watch, while armed.
     own_watch: Option<OneShotWatch>,
     switchover: SwitchoverSeen,
+    steering: Steering,
     /// Whether we led in this candidacy (the log says "elected" once).
     led: bool,
 }
@@ -251,9 +379,9 @@ impl Io<Stint> for StintIo<'_, '_, '_> {
     async fn wait(&mut self, stint: &Stint, until: Option<BootInstant>) -> Heard<StintInput, Led> {
         let timeout = self.candidacy.client.session_timeout();
         let wake = until.unwrap_or(BootInstant::now() + timeout);
-        let switchover = &mut self.switchover;
+        let (switchover, steering) = (&mut self.switchover, &mut self.steering);
         self.candidacy
-            .wait(stint, &mut self.own_watch, switchover, wake)
+            .wait(stint, &mut self.own_watch, switchover, steering, wake)
             .await
     }
 }

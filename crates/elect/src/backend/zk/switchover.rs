@@ -38,7 +38,7 @@ use crate::backend::backoff::Backoff;
 use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
-use crate::steer::{InLine, Line, Outcome, Refusal, Report, Target, fresh_identity};
+use crate::steer::{InLine, Line, Outcome, Priority, Refusal, Report, Target, fresh_identity};
 
 /// The record's data.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -49,26 +49,64 @@ struct Record {
     /// The target's znode name and sequence number.
     target: String,
     target_sequence: u64,
+    /// An operator's switchover (the target pins itself), not a leader's
+    /// failback.
+    #[serde(default = "operators")]
+    manual: bool,
+}
+
+fn operators() -> bool {
+    true
 }
 
 /// One participant as a listing and a read of its znode found it.
 #[derive(Debug, Clone)]
-struct Placed {
-    participant: Participant,
-    id: String,
+pub(super) struct Placed {
+    pub participant: Participant,
+    pub id: String,
     /// Its czxid: the token it leads with.
-    token: u64,
+    pub token: u64,
+    /// Its priority (the default where it published none).
+    pub priority: Priority,
 }
 
-/// The participants of the election, in line order, each read (one gone
-/// meanwhile is left out).
-async fn read_line(client: &Client, election: &str) -> Result<Vec<Placed>> {
-    let queue = super::observe::list_queue(client, election).await?;
-    let mut placed = Vec::with_capacity(queue.len());
-    for participant in queue {
+/// The participants of the election, in line order, each read with its
+/// priority (one gone meanwhile is left out), and the pin's data.
+pub(super) async fn read_line(
+    client: &Client,
+    election: &str,
+) -> Result<(Vec<Placed>, Option<String>)> {
+    let children = match client.list_children(election).await {
+        Ok(children) => children,
+        Err(ZkError::NoNode) => return Ok((Vec::new(), None)),
+        Err(e) => return Err(zk_error("listing the election", e)),
+    };
+    let mut priorities = std::collections::BTreeMap::new();
+    for sequence in children.iter().filter_map(|c| layout::priority_of(c)) {
+        let path = layout::priority_node(election, sequence);
+        if let Ok((data, _)) = client.get_data(&path).await
+            && let Some(priority) = std::str::from_utf8(&data).ok().and_then(|d| d.parse().ok())
+        {
+            priorities.insert(sequence, priority);
+        }
+    }
+    let pin = match children.iter().any(|c| c == "pinned") {
+        true => client
+            .get_data(&layout::pin_node(election))
+            .await
+            .ok()
+            .map(|(data, _)| String::from_utf8_lossy(&data).into_owned()),
+        false => None,
+    };
+    let mut placed = Vec::new();
+    for participant in layout::queue(&children) {
         let path = format!("{election}/{}", participant.name);
         match client.get_data(&path).await {
             Ok((data, stat)) => placed.push(Placed {
+                priority: priorities
+                    .get(&participant.sequence)
+                    .copied()
+                    .unwrap_or_default(),
                 participant,
                 id: String::from_utf8_lossy(&data).into_owned(),
                 token: stat.czxid as u64,
@@ -77,7 +115,7 @@ async fn read_line(client: &Client, election: &str) -> Result<Vec<Placed>> {
             Err(e) => return Err(zk_error("reading a participant", e)),
         }
     }
-    Ok(placed)
+    Ok((placed, pin))
 }
 
 fn as_line(election: &str, placed: &[Placed]) -> Line {
@@ -92,6 +130,7 @@ fn as_line(election: &str, placed: &[Placed]) -> Line {
                 token: Some(p.token),
                 live: true,
                 leads: i == 0,
+                priority: p.priority,
                 by: layout::made_by(&p.participant.name),
             })
             .collect(),
@@ -105,7 +144,7 @@ pub async fn line(cfg: &ElectionConfig) -> Result<Line> {
     let client = first_contact(cfg).await?.client;
     let read = read_line(&client, &cfg.election).await;
     close(client, cfg.connect_timeout).await;
-    Ok(as_line(&cfg.election, &read?))
+    Ok(as_line(&cfg.election, &read?.0))
 }
 
 /// Moves leadership to `to` within `timeout` (see the module's doc).
@@ -134,7 +173,7 @@ async fn run(
         election: cfg.election.clone(),
         refusal,
     };
-    let placed = read_line(client, &cfg.election).await?;
+    let (placed, _) = read_line(client, &cfg.election).await?;
     let plan = as_line(&cfg.election, &placed).plan(to).map_err(refused)?;
     let (leader, target) = (&placed[plan.leader], &placed[plan.target]);
     let identity = fresh_identity();
@@ -158,6 +197,7 @@ async fn run(
         to: target.id.clone(),
         target: target.participant.name.clone(),
         target_sequence: target.participant.sequence,
+        manual: true,
     };
     let aside: Vec<&Placed> = plan.step_aside.iter().map(|&i| &placed[i]).collect();
     record_it(client, cfg, &record, [leader, target], &aside)
@@ -168,7 +208,74 @@ async fn run(
         })?;
     debug!(switchover = %identity, "switchover recorded");
     let until = tokio::time::Instant::from_std(started + timeout);
-    Ok(report(wait_for(client, &cfg.election, target, until).await))
+    let outcome = wait_for(client, &cfg.election, target, until).await;
+    if matches!(outcome, Outcome::Done { .. })
+        && layout::made_by(&target.participant.name) == "elect"
+    {
+        wait_for_pin(client, &cfg.election, &target.participant.name, until).await;
+    }
+    Ok(report(outcome))
+}
+
+/// Waits (a second at most, and not past `until`) until the target has
+/// pinned itself: it read the record naming it, so no failback undoes the
+/// operator's choice. The record must live until then.
+async fn wait_for_pin(client: &Client, election: &str, target: &str, until: tokio::time::Instant) {
+    let until = until.min(tokio::time::Instant::now() + Duration::from_secs(1));
+    let pin = layout::pin_node(election);
+    while tokio::time::Instant::now() < until {
+        if let Ok((data, _)) = client.get_data(&pin).await
+            && data == target.as_bytes()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    debug!("the target did not pin itself in time");
+}
+
+/// A leader's own switchover to `target` (a failback, see
+/// [`crate::steer::Failback`]): the record on the leader's session, with
+/// the candidates in `aside` stepping aside, as `elect switchover` does.
+/// The leader removes it once it has given way.
+///
+/// Errors: the line changed, or the request failed.
+pub(super) async fn propose(
+    client: &Client,
+    cfg: &ElectionConfig,
+    leader: &Placed,
+    target: &Placed,
+    aside: &[&Placed],
+) -> Result<()> {
+    let record = Record {
+        switchover: fresh_identity(),
+        from: leader.id.clone(),
+        to: target.id.clone(),
+        target: target.participant.name.clone(),
+        target_sequence: target.participant.sequence,
+        manual: false,
+    };
+    record_it(client, cfg, &record, [leader, target], aside)
+        .await
+        .map_err(|e| match e {
+            Recording::Refused(refusal) => Error::SwitchoverRefused {
+                election: cfg.election.clone(),
+                refusal,
+            },
+            Recording::Failed(e) => e,
+        })
+}
+
+/// Removes the switchover record if our session made it (our own
+/// failback, once we have given way).
+pub(super) async fn withdraw_own(client: &Client, election: &str) {
+    let path = layout::switchover_record(election);
+    if let Ok(Some(stat)) = client.check_stat(&path).await
+        && stat.ephemeral_owner == client.session_id().0
+        && let Err(e) = client.delete(&path, Some(stat.version)).await
+    {
+        debug!("removing our failback's record: {e}");
+    }
 }
 
 /// Why the record was not created.
@@ -257,7 +364,7 @@ async fn wait_for(
                     let now = read_line(client, election).await.ok();
                     return not_done(
                         "the target left the election",
-                        now.and_then(|l| l.into_iter().next()).as_ref(),
+                        now.and_then(|(l, _)| l.into_iter().next()).as_ref(),
                     );
                 }
                 _ => {}
@@ -270,7 +377,7 @@ async fn wait_for(
                     last = read_line(client, election)
                         .await
                         .ok()
-                        .and_then(|l| l.into_iter().next());
+                        .and_then(|(l, _)| l.into_iter().next());
                 }
             }
             watcher.changed().await;
@@ -355,6 +462,7 @@ async fn follow_record(
             Ok(record) => Some(Steer {
                 record: czxid,
                 target: record.target_sequence,
+                manual: record.manual,
             }),
             Err(e) => {
                 debug!("a switchover record that does not parse is ignored: {e}");

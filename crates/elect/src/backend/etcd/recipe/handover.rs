@@ -261,6 +261,9 @@ pub enum ResignationNext {
 pub struct Steer {
     pub switchover: Recorded,
     pub target: CandidateKey,
+    /// An operator's (`elect switchover`), not a leader's failback: the
+    /// target pins itself when it leads.
+    pub manual: bool,
 }
 
 /// The end of a candidacy that may have led: a resignation, which hands
@@ -476,6 +479,7 @@ mod tests {
         let steer = Steer {
             switchover: switchover.clone(),
             target: target.clone(),
+            manual: true,
         };
         let mut resignation = Resignation::steered(steer, true);
         assert_eq!(resignation.poll(now()), ResignationNext::AwaitWorkStopped);

@@ -467,6 +467,7 @@ mod tests {
                 create_revision: 40,
             },
             target: target.clone(),
+            manual: true,
         };
         let mut stint = leading(1000);
         stint.input(at(10), StintInput::NextInLine(Some(other)));

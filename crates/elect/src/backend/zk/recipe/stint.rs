@@ -81,6 +81,9 @@ pub enum StintInput {
 pub struct Steer {
     pub record: i64,
     pub target: u64,
+    /// An operator's switchover (the target pins itself), not a leader's
+    /// failback.
+    pub manual: bool,
 }
 
 /// Why the stint ended.
@@ -526,6 +529,7 @@ mod tests {
         let steer = Steer {
             record: 77,
             target: 9,
+            manual: true,
         };
         let steering = |switchover, next| StintInput::Steering { switchover, next };
         let mut stint = leading(1000);
