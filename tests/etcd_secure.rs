@@ -423,3 +423,66 @@ fn the_manifests_role_covers_the_election_and_its_markers() {
     );
     assert!(took < Duration::from_secs(1), "handover took {took:?}");
 }
+
+/// Who may switch over is who may write the election's name as a prefix
+/// (its keys and what lies beside them): the lab's user may; a role
+/// limited to `<election>/` may elect but not switch over (its record
+/// lies beside the keys), and the switchover changes nothing.
+#[test]
+fn only_a_role_that_writes_the_election_may_switch_over() {
+    let etcd = Secured::start();
+    let election = etcd.election("steer");
+    let mut a = etcd.campaign(&election, "a");
+    a.wait_event("elected", Duration::from_secs(15));
+    let mut b = etcd.campaign(&election, "b");
+    b.wait_leader("a", Duration::from_secs(15));
+
+    let (user, password) = ("narrow-steer", "narrow-secret");
+    etcd.etcdctl_root(&["user", "add", &format!("{user}:{password}")]);
+    etcd.etcdctl_root(&["role", "add", "narrow-steer-role"]);
+    etcd.etcdctl_root(&[
+        "role",
+        "grant-permission",
+        "--prefix=true",
+        "narrow-steer-role",
+        "readwrite",
+        &format!("{election}/"),
+    ]);
+    etcd.etcdctl_root(&["user", "grant-role", user, "narrow-steer-role"]);
+    let password_file = support::proc::scratch("narrow-steer").join("password");
+    std::fs::write(&password_file, password).unwrap();
+    let security = etcd.security();
+    let mut narrow: Vec<String> = ["switchover", "--endpoints", &etcd.endpoints]
+        .map(str::to_owned)
+        .to_vec();
+    narrow.extend(security.tls_flags());
+    narrow.extend(["--user".into(), user.into(), "--password-file".into()]);
+    narrow.push(password_file.display().to_string());
+    narrow.extend([
+        "--election".into(),
+        election.clone(),
+        "--to".into(),
+        "b".into(),
+    ]);
+    let args: Vec<&str> = narrow.iter().map(String::as_str).collect();
+    let (code, _, err, _) = support::elect::elect_once(&args);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("permission denied"), "{err}");
+    assert!(
+        !a.sees_event("demoted", Duration::from_millis(500)),
+        "nothing changed"
+    );
+
+    let mut allowed: Vec<String> = vec!["switchover".into()];
+    allowed.extend(etcd.flags());
+    allowed.extend([
+        "--election".into(),
+        election.clone(),
+        "--to".into(),
+        "b".into(),
+    ]);
+    let args: Vec<&str> = allowed.iter().map(String::as_str).collect();
+    let (code, out, err, _) = support::elect::elect_once(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    b.wait_event("elected", Duration::from_secs(10));
+}

@@ -170,8 +170,8 @@ fn print_line(line: &Line, format: Format) {
         ),
         Format::Text => {
             println!(
-                "{:<5} {:<24} {:>12}  {:<7} ROLE",
-                "PLACE", "ID", "TOKEN", "BY"
+                "{:<5} {:<24} {:>12} {:>8}  {:<7} ROLE",
+                "PLACE", "ID", "TOKEN", "PRIORITY", "BY"
             );
             for (place, c) in line.candidates.iter().enumerate() {
                 let role = match (c.leads, c.live) {
@@ -181,10 +181,11 @@ fn print_line(line: &Line, format: Format) {
                 };
                 let token = c.token.map_or_else(|| "-".to_owned(), |t| t.to_string());
                 println!(
-                    "{:<5} {:<24} {:>12}  {:<7} {role}",
+                    "{:<5} {:<24} {:>12} {:>8}  {:<7} {role}",
                     place + 1,
                     c.id,
                     token,
+                    c.priority,
                     c.by
                 );
             }

@@ -17,7 +17,7 @@ mod candidates;
 pub(crate) mod etcd;
 mod handle;
 #[cfg(test)]
-mod model_check;
+pub(crate) mod model_check;
 #[cfg_attr(not(any(feature = "etcd", feature = "zk")), allow(dead_code))]
 pub(crate) mod publish;
 #[cfg(feature = "raft")]

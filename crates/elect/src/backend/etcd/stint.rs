@@ -50,11 +50,7 @@ impl Candidate {
         let next = watch.next_in_line();
         self.leader_watch = Some(watch);
         let switchover = SwitchoverWatch::start(self.client.clone(), &self.cfg.election, bounds);
-        let failback = Failback::new(
-            BootInstant::now(),
-            *self.priority.borrow_and_update(),
-            self.cfg.failback_delay,
-        );
+        let failback = Failback::new(*self.priority.borrow_and_update(), self.cfg.failback_delay);
         let mut io = StintIo {
             candidate: self,
             lease_state,

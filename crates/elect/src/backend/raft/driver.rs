@@ -215,7 +215,7 @@ impl Driver {
         let pinned = self.pinned_in == Some(status.term);
         let failback = self
             .failback
-            .get_or_insert_with(|| Failback::new(BootInstant::now(), own, self.failback_delay));
+            .get_or_insert_with(|| Failback::new(own, self.failback_delay));
         failback.set_own(own);
         failback.set_pinned(pinned);
         failback.saw(BootInstant::now(), &present);

@@ -40,11 +40,7 @@ impl Candidacy<'_> {
             self.cfg.election.clone(),
             own.as_ref().map_or(u64::MAX, |p| p.sequence),
         );
-        let failback = Failback::new(
-            BootInstant::now(),
-            *self.priority.borrow_and_update(),
-            self.cfg.failback_delay,
-        );
+        let failback = Failback::new(*self.priority.borrow_and_update(), self.cfg.failback_delay);
         let mut io = StintIo {
             candidacy: self,
             path,

@@ -39,6 +39,9 @@ use serde::Serialize;
 use crate::backend_kind::Backend;
 use crate::clock::BootInstant;
 
+#[cfg(test)]
+mod model;
+
 /// Whom a switchover moves leadership to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Target {
@@ -119,6 +122,9 @@ pub enum Refusal {
     NoSuchCandidate(String),
     /// The candidate with this id is not known alive.
     NotLive(String),
+    /// The candidate with this id has priority 0 and another of positive
+    /// priority is live: it never leads then (Patroni's `nofailover`).
+    NeverLeads(String),
     /// Several live candidates have this id: the switchover would not
     /// know which one was meant.
     AmbiguousTarget(String),
@@ -153,6 +159,10 @@ impl fmt::Display for Refusal {
         match self {
             Refusal::NoLeader => write!(f, "nobody leads the election"),
             Refusal::NoSuchCandidate(id) => write!(f, "no live candidate has the id {id:?}"),
+            Refusal::NeverLeads(id) => write!(
+                f,
+                "{id:?} has priority 0, and a candidate of positive priority is live: it never leads then"
+            ),
             Refusal::NotLive(id) => write!(
                 f,
                 "{id:?} has not answered the leader lately: it is not known alive"
@@ -234,6 +244,14 @@ impl Line {
         };
         if !self.candidates[target].live {
             return Err(Refusal::NotLive(self.candidates[target].id.clone()));
+        }
+        let positive_elsewhere = self
+            .candidates
+            .iter()
+            .enumerate()
+            .any(|(i, c)| i != target && c.live && c.priority > Priority::NEVER);
+        if self.candidates[target].priority == Priority::NEVER && positive_elsewhere {
+            return Err(Refusal::NeverLeads(self.candidates[target].id.clone()));
         }
         if target == 0 {
             return Ok(Plan {
@@ -387,32 +405,64 @@ pub fn steps_aside(own: Priority, behind: impl IntoIterator<Item = Priority>) ->
 /// should hand over because a candidate of higher priority is there.
 ///
 /// 1. Only a candidate whose priority is above ours, present (under the
-///    same key, with the same priority) for the failback delay; the
-///    highest, the first in line among equals. A candidate that flaps
-///    never stays present that long, and causes nothing.
-/// 2. Not before we have led for the failback delay ourselves: failbacks
-///    change leaders at most once per delay.
-/// 3. Never while we are pinned (a manual switchover chose us).
-/// 4. A leader of priority 0 hands over to a positive one at once.
+///    same key, with the same priority) for the failback delay as far as
+///    this leader has seen it; the highest, the first in line among
+///    equals. A candidate that flaps never stays present that long, and
+///    causes nothing; and since a new leader starts with nobody seen, a
+///    failback comes at least a delay after the change before it:
+///    failbacks change leaders at most once per delay.
+/// 2. Never while we are pinned (a manual switchover chose us).
+/// 3. A leader of priority 0 hands over to a positive one at once.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Failback {
     delay: Duration,
     own: Priority,
     pinned: bool,
-    leading_since: BootInstant,
     /// Who is in line behind us: key, priority, present since.
     present: Vec<(String, Priority, BootInstant)>,
+    /// A rule switched off (the model check's teeth only).
+    #[cfg(test)]
+    off: Option<FailbackRule>,
+}
+
+/// The failback's rules, each of which the model check switches off in
+/// turn to show it catches what the rule prevents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum FailbackRule {
+    /// Rule 1: a candidate counts at once, not after the delay.
+    Settled,
+    /// Rule 2: a pinned leader fails back too.
+    Pinned,
 }
 
 impl Failback {
-    /// We lead since `now`, with priority `own`.
-    pub fn new(now: BootInstant, own: Priority, delay: Duration) -> Failback {
+    /// We lead, with priority `own`; nobody seen yet.
+    pub fn new(own: Priority, delay: Duration) -> Failback {
         Failback {
             delay,
             own,
             pinned: false,
-            leading_since: now,
             present: Vec::new(),
+            #[cfg(test)]
+            off: None,
+        }
+    }
+
+    /// The same, with one rule switched off (model check only).
+    #[cfg(test)]
+    pub(crate) fn without(mut self, rule: Option<FailbackRule>) -> Failback {
+        self.off = rule;
+        self
+    }
+
+    /// Whether `rule` holds here (always, outside the model's teeth).
+    fn holds(&self, rule: FailbackRule) -> bool {
+        #[cfg(test)]
+        return self.off != Some(rule);
+        #[cfg(not(test))]
+        {
+            let _ = rule;
+            true
         }
     }
 
@@ -444,16 +494,14 @@ impl Failback {
 
     /// Whom to hand over to at `now`, if anyone.
     pub fn decide(&self, now: BootInstant) -> Option<&str> {
-        if self.pinned {
+        if self.pinned && self.holds(FailbackRule::Pinned) {
             return None;
         }
         let urgent = self.own == Priority::NEVER;
-        if !urgent && now < self.leading_since + self.delay {
-            return None;
-        }
         let mut best: Option<&(String, Priority, BootInstant)> = None;
         for candidate @ (_, priority, since) in &self.present {
-            let settled = urgent || now >= *since + self.delay;
+            let settled =
+                urgent || now >= *since + self.delay || !self.holds(FailbackRule::Settled);
             if *priority > self.own && settled && best.is_none_or(|(_, b, _)| priority > b) {
                 best = Some(candidate);
             }
@@ -462,14 +510,12 @@ impl Failback {
     }
 
     /// When [`Failback::decide`] may next change its answer without a new
-    /// read: the earliest instant a present candidate or our own time
-    /// becomes settled.
+    /// read: the earliest instant a present candidate becomes settled.
     pub fn next_change(&self) -> Option<BootInstant> {
-        let ours = self.leading_since + self.delay;
         self.present
             .iter()
             .filter(|(_, p, _)| *p > self.own)
-            .map(|(_, _, since)| (*since + self.delay).max(ours))
+            .map(|(_, _, since)| *since + self.delay)
             .min()
     }
 }
@@ -535,6 +581,9 @@ mod tests {
         let mut silent = line(&[("a", "elect"), ("b", "elect")], true);
         silent.candidates[1].live = false;
         assert_eq!(silent.plan(&to("b")), Err(Refusal::NotLive("b".into())));
+        let mut never = line(&[("a", "elect"), ("b", "elect")], true);
+        never.candidates[1].priority = Priority::NEVER;
+        assert_eq!(never.plan(&to("b")), Err(Refusal::NeverLeads("b".into())));
         assert_eq!("".parse::<Target>().map(|_| ()).is_err(), true);
     }
 
@@ -571,7 +620,7 @@ mod tests {
     #[test]
     fn a_higher_priority_present_for_the_delay_is_failed_back_to() {
         let delay = Duration::from_millis(100);
-        let mut f = Failback::new(ms(0), Priority::DEFAULT, delay);
+        let mut f = Failback::new(Priority::DEFAULT, delay);
         f.saw(ms(10), &seen(&[("b", 1), ("c", 5), ("d", 3)]));
         assert_eq!(f.decide(ms(50)), None, "not settled");
         assert_eq!(f.next_change(), Some(ms(110)));
@@ -583,7 +632,7 @@ mod tests {
     #[test]
     fn a_flapping_candidate_causes_nothing() {
         let delay = Duration::from_millis(100);
-        let mut f = Failback::new(ms(0), Priority::DEFAULT, delay);
+        let mut f = Failback::new(Priority::DEFAULT, delay);
         for t in (0..1000).step_by(60) {
             // Gone, then back under a new key, every 60 ms.
             let key = format!("c{t}");
@@ -596,12 +645,12 @@ mod tests {
     #[test]
     fn a_priority_change_restarts_the_wait_and_zero_hands_over_at_once() {
         let delay = Duration::from_millis(100);
-        let mut f = Failback::new(ms(0), Priority::DEFAULT, delay);
+        let mut f = Failback::new(Priority::DEFAULT, delay);
         f.saw(ms(0), &seen(&[("c", 2)]));
         f.saw(ms(90), &seen(&[("c", 3)]));
         assert_eq!(f.decide(ms(150)), None);
         assert_eq!(f.decide(ms(190)), Some("c"));
-        let mut never = Failback::new(ms(0), Priority::NEVER, delay);
+        let mut never = Failback::new(Priority::NEVER, delay);
         never.saw(ms(1), &seen(&[("b", 0), ("c", 1)]));
         assert_eq!(never.decide(ms(1)), Some("c"));
         assert!(steps_aside(
