@@ -10,7 +10,7 @@ use std::process::Command;
 use serde_json::Value;
 use support::elect::BIN;
 
-const SCENARIOS: [&str; 8] = [
+const SCENARIOS: [&str; 10] = [
     "election",
     "handover",
     "failover",
@@ -19,6 +19,8 @@ const SCENARIOS: [&str; 8] = [
     "member-kill",
     "rolling-restart",
     "churn",
+    "switchover",
+    "switchover-last",
 ];
 
 #[test]

@@ -234,6 +234,8 @@ fn kinds(backend: &str) -> Vec<&'static str> {
         "watchdog-kill",
         "group-kill",
         "candidate-cut",
+        "switchover",
+        "priority-change",
     ];
     let service = [
         "member-kill",

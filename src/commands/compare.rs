@@ -21,8 +21,9 @@ pub struct CompareArgs {
     pub backends: String,
 
     /// Which scenarios, comma-separated: election, handover, failover,
-    /// failover-next, freeze, cutoff, member-kill, rolling-restart, service-leader-kill, compaction, churn, scale, scale-processes, elections [default:
-    /// all].
+    /// failover-next, freeze, cutoff, member-kill, rolling-restart,
+    /// service-leader-kill, compaction, churn, scale, scale-processes,
+    /// elections, switchover, switchover-last [default: all].
     #[arg(long, env = "ELECT_COMPARE_SCENARIOS")]
     pub scenarios: Option<String>,
 

@@ -17,6 +17,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
+use elect::backend_kind::Backend;
 
 use crate::usage::Result;
 
@@ -277,6 +278,13 @@ fn ignored_environment(subcommand: &str) -> Vec<String> {
             read.extend(all.iter().map(|(env, _)| env.clone()));
         }
         everywhere.extend(all);
+    }
+    // Without --endpoints, the election subcommands read the backend's
+    // own variable, as `elect lab up --format env` exports it.
+    if read.contains("ELECT_ENDPOINTS") {
+        for backend in [Backend::Etcd, Backend::Zk, Backend::Raft] {
+            read.insert(crate::args::backend_endpoints_var(backend).to_owned());
+        }
     }
     everywhere.sort();
     everywhere.dedup();

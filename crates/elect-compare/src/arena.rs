@@ -301,6 +301,78 @@ impl<'a> Arena<'a> {
         Ok(i)
     }
 
+    /// The candidates' ids in line order, the leader first, as `elect
+    /// candidates` reads them.
+    pub fn line(&self) -> anyhow::Result<Vec<String>> {
+        let out = std::process::Command::new(&self.contender.bin)
+            .args(self.steering_flags("candidates"))
+            .args(["--format", "json"])
+            .output()
+            .context("running elect candidates")?;
+        let line: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+            format!(
+                "elect candidates said: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+        Ok(line["candidates"]
+            .as_array()
+            .context("no candidates listed")?
+            .iter()
+            .filter_map(|c| c["id"].as_str().map(str::to_owned))
+            .collect())
+    }
+
+    /// Starts `elect switchover --to id`; the caller waits for it.
+    pub fn switchover(&self, id: &str) -> anyhow::Result<std::process::Child> {
+        std::process::Command::new(&self.contender.bin)
+            .args(self.steering_flags("switchover"))
+            .args(["--to", id, "--timeout", "5s"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("running elect switchover")
+    }
+
+    /// `command` with this election's backend, endpoints and name.
+    fn steering_flags(&self, command: &str) -> Vec<String> {
+        let (election, endpoints) = match &self.raft {
+            Some(raft) => (RAFT_CLUSTER.to_owned(), raft.endpoints[0].clone()),
+            None => (self.election.clone(), self.endpoints.clone()),
+        };
+        [
+            command,
+            "--backend",
+            self.contender.backend.name(),
+            "--endpoints",
+            &endpoints,
+            "--election",
+            &election,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    /// The slot of the candidate called `id`.
+    pub fn slot_of(&self, id: &str) -> Option<usize> {
+        self.slots
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.id == id))
+    }
+
+    /// When candidate `i` last said it lost leadership at or after
+    /// `since`, if it did.
+    pub fn said_demoted_after(&mut self, i: usize, since: Instant) -> Option<Instant> {
+        let slot = self.slots[i].as_mut()?;
+        slot.pull();
+        slot.lines
+            .iter()
+            .rev()
+            .filter(|l| l.at >= since && self.contender.lost(l, &slot.id))
+            .map(|l| l.at)
+            .next()
+    }
+
     /// The live slots' indices.
     pub fn live(&self) -> Vec<usize> {
         (0..self.slots.len())

@@ -145,7 +145,11 @@ impl Probe {
                         .await
                 });
                 match answer {
-                    Ok(Ok(Ok(children))) => Some(children.len()),
+                    // Participants only: a pinned leader's `pinned` and the
+                    // priorities are children too.
+                    Ok(Ok(Ok(children))) => {
+                        Some(children.iter().filter(|c| participant(c)).count())
+                    }
                     Ok(Ok(Err(zookeeper_client::Error::NoNode))) => Some(0),
                     _ => {
                         *slot.borrow_mut() = None;
@@ -306,4 +310,14 @@ mod tests {
         };
         assert!(restarted.since(before).is_none());
     }
+}
+
+/// Whether a child of a ZooKeeper election is a participant: it carries a
+/// recipe's marker (Curator's `-latch-`, `-lock-`, kazoo's `__lock__`),
+/// unlike what elect keeps beside them (`pinned`, `switchover`,
+/// `priority-<sequence>`).
+fn participant(child: &str) -> bool {
+    ["-latch-", "-lock-", "__lock__"]
+        .iter()
+        .any(|marker| child.contains(marker))
 }

@@ -59,10 +59,16 @@ pub enum Scenario {
     ScaleProcesses,
     /// Many elections in one process on one session, through the library.
     Elections,
+    /// `elect switchover` to the second in line: from the request to the
+    /// target's `elected`, and the gap between the old leader's
+    /// `demoted` and it.
+    Switchover,
+    /// The same, to the last in line (the candidates between step aside).
+    SwitchoverLast,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 14] = [
+    pub const ALL: [Scenario; 16] = [
         Scenario::Election,
         Scenario::Handover,
         Scenario::Failover,
@@ -77,6 +83,8 @@ impl Scenario {
         Scenario::Scale,
         Scenario::ScaleProcesses,
         Scenario::Elections,
+        Scenario::Switchover,
+        Scenario::SwitchoverLast,
     ];
 
     pub fn name(self) -> &'static str {
@@ -95,6 +103,8 @@ impl Scenario {
             Scenario::Scale => "scale",
             Scenario::ScaleProcesses => "scale-processes",
             Scenario::Elections => "elections",
+            Scenario::Switchover => "switchover",
+            Scenario::SwitchoverLast => "switchover-last",
         }
     }
 
@@ -108,6 +118,8 @@ impl Scenario {
         match (self, quick) {
             (Scenario::Handover, false) => 200,
             (Scenario::Handover, true) => 10,
+            (Scenario::Switchover | Scenario::SwitchoverLast, false) => 50,
+            (Scenario::Switchover | Scenario::SwitchoverLast, true) => 5,
             (Scenario::Election | Scenario::Churn, false) => 20,
             (Scenario::Election | Scenario::Churn, true) => 3,
             (
@@ -139,6 +151,9 @@ impl Scenario {
                 "measured in the operations scenarios (member-kill, rolling-restart, service-leader-kill)",
             ),
             (Scenario::Election | Scenario::Handover, _) => Ok(()),
+            (Scenario::Switchover | Scenario::SwitchoverLast, _) => Err(
+                "no switchover on this service: its users SIGTERM the leader and hope the next is the one (the handover row)",
+            ),
             (Scenario::ScaleProcesses, _) => {
                 Err("elect's candidates only (the peers' tools hand over in handover)")
             }
@@ -262,6 +277,8 @@ pub fn run(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         | Scenario::ServiceLeaderKill
         | Scenario::Compaction => operation(setup, scenario)?,
         Scenario::Churn => churn(setup)?,
+        Scenario::Switchover => switchover(setup, Place::Second)?,
+        Scenario::SwitchoverLast => switchover(setup, Place::Last)?,
         Scenario::Scale => unreachable!("scale runs in-process: see scale.rs"),
         Scenario::Elections => unreachable!("elections runs in-process: see elections.rs"),
     };
@@ -465,6 +482,76 @@ fn succession(setup: &Setup<'_>, scenario: Scenario, sig: Signal) -> anyhow::Res
         out.terms_per_change = Some(terms as f64 / setup.trials as f64);
     }
     count_campaigns_since(&mut a, &mut out, counted_before);
+    Ok(out)
+}
+
+/// Where a switchover's target stands in line.
+#[derive(Clone, Copy)]
+enum Place {
+    Second,
+    Last,
+}
+
+/// Switchover: each trial reads the line (`elect candidates`), asks for
+/// a switchover to the candidate at `place`, and times the target's
+/// `elected` from the request; the old leader's `demoted` to it is the
+/// leaderless gap. Everyone stays: the old leader queues again.
+fn switchover(setup: &Setup<'_>, place: Place) -> anyhow::Result<Outcome> {
+    let mut out = Outcome::default();
+    let n = size(setup).max(3);
+    let scenario = match place {
+        Place::Second => Scenario::Switchover,
+        Place::Last => Scenario::SwitchoverLast,
+    };
+    let mut a = arena(setup, scenario, 0, Reach::Direct)?;
+    let (mut leader, _) = populate(&mut a, n)?;
+    let mut gaps = Vec::new();
+    for trial in 0..HANDOVER_WARMUP.min(3) + setup.trials {
+        let measured = trial >= HANDOVER_WARMUP.min(3);
+        let line = a.line()?;
+        let target_id = match place {
+            Place::Second => line.get(1),
+            Place::Last => line.last(),
+        }
+        .context("nobody in line behind the leader")?
+        .clone();
+        let target = a
+            .slot_of(&target_id)
+            .with_context(|| format!("{target_id} is in line but not ours"))?;
+        let sent = Instant::now();
+        let mut asked = a.switchover(&target_id)?;
+        let (next, at, _) = a.wait_elected(Some(leader), SOON)?;
+        let status = asked.wait()?;
+        anyhow::ensure!(
+            status.success(),
+            "elect switchover to {target_id} failed: {status}"
+        );
+        anyhow::ensure!(
+            next == target,
+            "{} led, not the target {target_id}",
+            a.slots[next].as_ref().map_or("?", |s| s.id.as_str())
+        );
+        if measured {
+            out.samples.push(at - sent);
+            if let Some(demoted) = a.said_demoted_after(leader, sent) {
+                gaps.push(at.saturating_duration_since(demoted));
+            }
+            setup.progress.inc();
+        }
+        leader = next;
+        a.wait_queued(n)?;
+    }
+    if !gaps.is_empty() {
+        gaps.sort();
+        let p = |q: f64| gaps[((gaps.len() - 1) as f64 * q).round() as usize];
+        out.notes.push(format!(
+            "leaderless gap (the old leader's demoted to the target's elected): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            p(0.5).as_secs_f64() * 1e3,
+            p(0.99).as_secs_f64() * 1e3,
+            gaps[gaps.len() - 1].as_secs_f64() * 1e3
+        ));
+    }
+    out.changes = setup.trials;
     Ok(out)
 }
 

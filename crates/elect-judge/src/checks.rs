@@ -38,11 +38,15 @@ pub enum Kind {
     PeriodicTwice,
     /// A key, znode, lease or process left after the end.
     Leftover,
+    /// A switchover did not end in its reported outcome within its
+    /// timeout: it hung, exited without a report, or reported done for
+    /// a target that never said it led with that token.
+    Switchover,
 }
 
 impl Kind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Overlap,
         Kind::TokenOrder,
         Kind::StaleAccept,
@@ -51,6 +55,7 @@ impl Kind {
         Kind::Liveness,
         Kind::PeriodicTwice,
         Kind::Leftover,
+        Kind::Switchover,
     ];
 
     /// Its name in reports.
@@ -64,6 +69,7 @@ impl Kind {
             Kind::Liveness => "liveness",
             Kind::PeriodicTwice => "periodic-twice",
             Kind::Leftover => "leftover",
+            Kind::Switchover => "switchover",
         }
     }
 }
@@ -302,6 +308,7 @@ fn judge_election(
     judging.line_contradictions();
     judging.writes_and_liveness(service);
     judging.leftovers(service);
+    judging.switchovers();
     let Judging { mut v, figures, .. } = judging;
     v.sort_by_key(|x| x.at);
     ElectionVerdict {
@@ -327,7 +334,89 @@ struct Judging<'a> {
     figures: Figures,
 }
 
+/// How much longer than its timeout a switchover may take: its
+/// connection's setup and the report's way out (its own clock starts
+/// once it has read the line).
+const SWITCHOVER_SLACK: Micros = 1_500_000;
+
 impl Judging<'_> {
+    /// Every switchover dealt to this election ended by its timeout in
+    /// the outcome it reported: exit 0 with `done`, 6 with `not_done`, 5
+    /// refused, 1 when the service could not be reached (the fault's own
+    /// doing); and a `done` that moved leadership names a target that
+    /// said `elected` with that token.
+    fn switchovers(&mut self) {
+        let switchovers: Vec<FaultRecord> = self
+            .faults
+            .iter()
+            .filter(|f| {
+                f.kind == FaultKind::Switchover && f.election.as_deref() == Some(&self.e.key)
+            })
+            .map(|f| (*f).clone())
+            .collect();
+        for f in switchovers {
+            if let Some(wrong) = self.switchover_wrong(&f) {
+                let detail = format!("switchover to {} at {}: {wrong}", f.target, ms(f.start));
+                let v = violation(self.h, self.e, Kind::Switchover, f.start, detail);
+                self.v.push(v);
+            }
+        }
+    }
+
+    /// What is wrong with switchover `f`, if anything.
+    fn switchover_wrong(&self, f: &FaultRecord) -> Option<String> {
+        let note: serde_json::Value = serde_json::from_str(&f.note).ok()?;
+        let exit = note["exit"].as_i64().unwrap_or(-1);
+        let timeout = note["timeout_ms"].as_u64().unwrap_or(0) * 1000;
+        let report = &note["report"];
+        let outcome = report["outcome"].as_str();
+        let took = f.end.saturating_sub(f.start);
+        match (exit, outcome) {
+            (0, Some("done")) | (6, Some("not_done")) | (5, None) | (1, None) => {}
+            (-1, _) => {
+                return Some(format!(
+                    "it hung past its timeout and was killed ({})",
+                    note["said"]
+                ));
+            }
+            (code, outcome) => {
+                return Some(format!(
+                    "exit {code} with outcome {outcome:?}: not what it reported ({})",
+                    note["said"]
+                ));
+            }
+        }
+        let reported = (report["took"].as_f64().unwrap_or(0.0) * 1000.0) as Micros;
+        if exit != 1 && reported > timeout + SWITCHOVER_SLACK {
+            return Some(format!(
+                "it took {} against a timeout of {} ({} from the nemesis's view)",
+                ms(reported),
+                ms(timeout),
+                ms(took)
+            ));
+        }
+        if outcome == Some("done") && report["changed"] == true {
+            let (leader, token) = (report["leader"].as_str()?, report["token"].as_u64()?);
+            let said = self.h.lines.iter().any(|l| match l {
+                LineRecord::Line { e, cand, text, t } => {
+                    *e == self.e.key
+                        && cand == leader
+                        && *t <= f.end + SWITCHOVER_SLACK
+                        && serde_json::from_str::<serde_json::Value>(text).is_ok_and(|j| {
+                            j["event"] == "elected" && j["token"].as_u64() == Some(token)
+                        })
+                }
+                _ => false,
+            });
+            if !said {
+                return Some(format!(
+                    "reported done, {leader} leading with token {token}, but {leader} never said it was elected with it"
+                ));
+            }
+        }
+        None
+    }
+
     /// An operator's delete takes leadership away by hand; for a TTL and
     /// a second after it, two commands may run, and fencing is the
     /// contract.

@@ -202,11 +202,17 @@ pub enum FaultKind {
     GroupKill,
     CandidateCut,
     CandidateStall,
+    /// `elect switchover` to a candidate of an elect election (live,
+    /// paused, cut off or just killed, as the other faults leave it); its
+    /// report, exit code and timeout in the record's note as JSON.
+    Switchover,
+    /// An elect candidate restarted (a clean exit) with another priority.
+    PriorityChange,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 18] = [
+    pub const ALL: [FaultKind; 20] = [
         FaultKind::MemberKill,
         FaultKind::MemberPause,
         FaultKind::MemberStall,
@@ -225,6 +231,8 @@ impl FaultKind {
         FaultKind::GroupKill,
         FaultKind::CandidateCut,
         FaultKind::CandidateStall,
+        FaultKind::Switchover,
+        FaultKind::PriorityChange,
     ];
 
     /// Its name in a history and a schedule.
@@ -244,6 +252,8 @@ impl FaultKind {
             FaultKind::CandidateFreeze => "candidate-freeze",
             FaultKind::CandidateKill => "candidate-kill",
             FaultKind::CandidateResign => "candidate-resign",
+            FaultKind::Switchover => "switchover",
+            FaultKind::PriorityChange => "priority-change",
             FaultKind::WatchdogKill => "watchdog-kill",
             FaultKind::GroupKill => "group-kill",
             FaultKind::CandidateCut => "candidate-cut",

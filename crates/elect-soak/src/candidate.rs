@@ -44,6 +44,9 @@ struct Slot {
     wanted: bool,
     stopping: bool,
     starts: usize,
+    /// The priority its next start takes (`--priority`, with a failback
+    /// delay of two seconds), once a priority change set one.
+    priority: Option<u32>,
 }
 
 /// A supervised candidate.
@@ -98,6 +101,11 @@ impl Candidate {
         self.slot.lock().unwrap().held = true;
     }
 
+    /// The priority its next start takes (an elect candidate).
+    pub fn set_priority(&self, priority: u32) {
+        self.slot.lock().unwrap().priority = Some(priority);
+    }
+
     /// Releases a hold and asks for a start.
     pub fn release(&self) {
         let mut s = self.slot.lock().unwrap();
@@ -130,7 +138,7 @@ impl Candidate {
 
     /// Starts the candidate's process in a group of its own, its stdout
     /// piped, its stderr appended to its log.
-    fn spawn(&self) -> std::io::Result<std::process::Child> {
+    fn spawn(&self, priority: Option<u32>) -> std::io::Result<std::process::Child> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -139,6 +147,15 @@ impl Candidate {
         // A group of its own, as a service has: a terminal's Ctrl-C
         // reaches the soak alone, which stops every candidate itself.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        // Options before the subcommand: elect takes them there.
+        if let Some(priority) = priority {
+            cmd.args([
+                "--priority",
+                &priority.to_string(),
+                "--failback-delay",
+                "2s",
+            ]);
+        }
         cmd.args(&self.spec.argv[1..])
             .envs(self.spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
@@ -166,7 +183,7 @@ impl Candidate {
                 std::thread::sleep(Duration::from_millis(20));
                 continue;
             }
-            let mut child = match self.spawn() {
+            let mut child = match self.spawn(s.priority) {
                 Ok(c) => c,
                 Err(err) => {
                     drop(s);

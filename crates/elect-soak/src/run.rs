@@ -73,6 +73,7 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(&str)) -> Result<Outcome,
         world::containers(options.mode),
         recorder.clone(),
         options.replay.clone(),
+        options.bin.clone(),
     );
 
     let end = options.duration.as_micros() as u64;

@@ -129,7 +129,9 @@ fn target_fits(kind: FaultKind, backend: Backend, target: &str) -> bool {
         | FaultKind::WatchdogKill
         | FaultKind::GroupKill
         | FaultKind::CandidateCut
-        | FaultKind::CandidateStall => candidate(target),
+        | FaultKind::CandidateStall
+        | FaultKind::Switchover
+        | FaultKind::PriorityChange => candidate(target),
     }
 }
 

@@ -30,6 +30,9 @@ pub struct BackendWorld {
     pub members: Vec<String>,
     /// Members' client addresses, `host:port,...` (etcd and ZooKeeper).
     pub endpoints: String,
+    /// What `elect switchover` takes as `--endpoints`: the members'
+    /// addresses, or the Raft-vote peers' own (no proxy in between).
+    pub steer_endpoints: String,
     /// Per candidate: the proxies that cut it off when blackholed.
     pub cuts: BTreeMap<String, Vec<Arc<Proxy>>>,
 }
@@ -212,6 +215,7 @@ fn start_service(
         ttl,
         elections,
         members,
+        steer_endpoints: building.endpoints.clone(),
         endpoints: building.endpoints,
         cuts: building.cuts,
     })
@@ -420,6 +424,12 @@ fn start_raft(shared: &Shared) -> Result<BackendWorld, Error> {
         cuts.insert(id.clone(), mine);
     }
     let key = "raft/elect".to_owned();
+    let steer_endpoints = ids
+        .iter()
+        .zip(&real)
+        .map(|(id, addr)| format!("{id}={addr}"))
+        .collect::<Vec<_>>()
+        .join(",");
     let mut candidates = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         let mut argv = shared.elect_argv(Backend::Raft, &views[i], "soak", id, ttl);
@@ -447,6 +457,7 @@ fn start_raft(shared: &Shared) -> Result<BackendWorld, Error> {
         }],
         members: Vec::new(),
         endpoints: String::new(),
+        steer_endpoints,
         cuts,
     })
 }

@@ -56,7 +56,116 @@ pub fn is_candidate_fault(kind: FaultKind) -> bool {
             | FaultKind::CandidateStall
             | FaultKind::WatchdogKill
             | FaultKind::GroupKill
+            | FaultKind::PriorityChange
     )
+}
+
+/// How long a dealt switchover may take (`--timeout`).
+pub const SWITCHOVER_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The priorities a priority change draws from (0: never, while a
+/// positive one is live).
+const PRIORITIES: [u32; 4] = [0, 1, 3, 7];
+
+/// Deals a switchover: `elect switchover` to a candidate of an elect
+/// election (any: live, or paused, cut off or just killed by the other
+/// faults), in a thread of its own whose end heals the fault with the
+/// command's report.
+pub fn deal_switchover(
+    world: &BackendWorld,
+    bin: &std::path::Path,
+    rng: &mut Rng,
+) -> Result<Dealt, Refusal> {
+    let elections: Vec<_> = world
+        .elections
+        .iter()
+        .filter(|e| e.meta.contender == "elect" && e.meta.period_ms.is_none())
+        .collect();
+    if elections.is_empty() {
+        return Err(Refusal::NoTarget("no elect election"));
+    }
+    let e = *rng.pick(&elections);
+    let cand = rng.pick(&e.candidates).spec.name.clone();
+    let timeout = SWITCHOVER_TIMEOUT;
+    let argv: Vec<String> = [
+        "switchover",
+        "--backend",
+        world.backend.name(),
+        "--endpoints",
+        &world.steer_endpoints,
+        "--election",
+        &e.name,
+        "--to",
+        &cand,
+        "--timeout",
+        &format!("{}ms", timeout.as_millis()),
+        "--format",
+        "json",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let bin = bin.to_owned();
+    let thread = std::thread::spawn(move || switchover_report(&bin, &argv, timeout));
+    Ok(Dealt {
+        target: Target {
+            name: cand,
+            election: Some(e.meta.key.clone()),
+        },
+        heal: Some(Heal::Switchover(thread)),
+        note: String::new(),
+    })
+}
+
+/// Runs `elect switchover`, killed if it outlives its timeout by 5 s:
+/// the note the judge reads (`{"exit", "timeout_ms", "report"}`).
+fn switchover_report(bin: &std::path::Path, argv: &[String], timeout: Duration) -> String {
+    let started = std::time::Instant::now();
+    let child = std::process::Command::new(bin)
+        .args(argv)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) => return serde_json::json!({"exit": -1, "error": e.to_string()}).to_string(),
+    };
+    let limit = timeout + Duration::from_secs(5);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status.code().unwrap_or(-1),
+            Ok(None) if started.elapsed() > limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break -1;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(_) => break -1,
+        }
+    };
+    let out = child.wait_with_output().ok();
+    let (stdout, stderr) = out.map_or_else(Default::default, |o| {
+        (
+            String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+            String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+        )
+    });
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null);
+    let said: String = stderr
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .chars()
+        .take(300)
+        .collect();
+    serde_json::json!({
+        "exit": status,
+        "timeout_ms": timeout.as_millis() as u64,
+        "report": report,
+        "said": said,
+    })
+    .to_string()
 }
 
 /// Deals member fault `kind` to `world`'s service through `lab`: the
@@ -379,6 +488,16 @@ fn hit_candidate(
             let _ = kill(Pid::from_raw(watchdog), Signal::SIGKILL);
             None
         }
+        FaultKind::PriorityChange => {
+            if !c.spec.elect {
+                return Err(Refusal::NoTarget("a peer's candidate has no priority"));
+            }
+            let priority = PRIORITIES[(c.starts() + key.len()) % PRIORITIES.len()];
+            c.set_priority(priority);
+            c.hold();
+            c.signal(Signal::SIGTERM);
+            Some(Heal::Release(key.to_owned(), cand.to_owned()))
+        }
         FaultKind::GroupKill => {
             let writer = sampler
                 .alive()
@@ -435,5 +554,6 @@ pub fn heal(heal: Heal, lab: Option<&Mutex<Lab>>, worlds: &[BackendWorld]) {
         Heal::Rolling(h) => {
             let _ = h.join();
         }
+        Heal::Switchover(_) => unreachable!("a switchover's report is taken by the nemesis"),
     }
 }

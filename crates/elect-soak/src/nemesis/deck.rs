@@ -35,7 +35,9 @@ pub fn applies(kind: FaultKind, backend: Backend, containers: bool) -> bool {
         | FaultKind::CandidateResign
         | FaultKind::WatchdogKill
         | FaultKind::GroupKill
-        | FaultKind::CandidateCut => true,
+        | FaultKind::CandidateCut
+        | FaultKind::Switchover
+        | FaultKind::PriorityChange => true,
     }
 }
 

@@ -66,6 +66,10 @@ pub fn budget(kind: FaultKind) -> Budget {
             Budget::Instant
         }
         FaultKind::WatchdogKill | FaultKind::GroupKill => Budget::Instant,
+        // Over whatever else the candidates suffer: a switchover to a
+        // paused, cut-off or just-killed target is part of the test.
+        FaultKind::Switchover => Budget::Instant,
+        FaultKind::PriorityChange => Budget::Candidate,
         FaultKind::Load => Budget::Machine,
         FaultKind::CandidateFreeze
         | FaultKind::CandidateKill
@@ -92,6 +96,9 @@ pub enum Heal {
     LoadOff(u32),
     /// The rolling restart's thread: healed once it has finished.
     Rolling(std::thread::JoinHandle<()>),
+    /// The switchover's thread: healed once it has finished, its report
+    /// (the record's note).
+    Switchover(std::thread::JoinHandle<String>),
 }
 
 /// A fault in effect.
@@ -109,6 +116,7 @@ impl Active {
     fn due(&self, now: Micros) -> bool {
         match &self.heal {
             Heal::Rolling(h) => h.is_finished(),
+            Heal::Switchover(h) => h.is_finished(),
             _ => self.heal_at <= now,
         }
     }

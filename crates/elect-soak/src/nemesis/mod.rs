@@ -44,6 +44,8 @@ pub use deck::applies;
 /// ([`Nemesis::heal_due`]: every heal is quick, and comes on time).
 pub struct Nemesis {
     recorder: Recorder,
+    /// The elect binary, which deals switchovers.
+    bin: std::path::PathBuf,
     lab: Option<Arc<Mutex<Lab>>>,
     load_dir: std::path::PathBuf,
     draws: Mutex<Draws>,
@@ -69,6 +71,7 @@ impl Nemesis {
         containers: bool,
         recorder: Recorder,
         replay: Option<Vec<FaultRecord>>,
+        bin: std::path::PathBuf,
     ) -> Nemesis {
         // The first fault comes once candidates have had time to elect a
         // leader.
@@ -77,6 +80,7 @@ impl Nemesis {
             .map(|b| Stream::new(seed, *b, containers, 5_000_000))
             .collect();
         Nemesis {
+            bin,
             load_dir: recorder.dir().join("load"),
             recorder,
             lab,
@@ -242,6 +246,7 @@ impl Nemesis {
                 Some(lab) => deal::deal_member(lab, kind, world, target, rng),
                 None => Err(Refusal::NoTarget("no lab")),
             },
+            _ if kind == FaultKind::Switchover => deal::deal_switchover(world, &self.bin, rng),
             Budget::Candidate | Budget::Instant if deal::is_candidate_fault(kind) => {
                 let busy = |key: &str| self.ledger.lock().unwrap().candidate_busy(key);
                 deal::deal_candidate(kind, world, target, sampler, rng, busy)
@@ -298,8 +303,14 @@ impl Nemesis {
     }
 
     fn heal(&self, faults: Vec<Active>, worlds: &[BackendWorld]) {
-        for a in faults {
-            deal::heal(a.heal, self.lab.as_deref(), worlds);
+        for mut a in faults {
+            match a.heal {
+                // Its end is its report.
+                Heal::Switchover(thread) => {
+                    a.record.note = thread.join().unwrap_or_default();
+                }
+                heal => deal::heal(heal, self.lab.as_deref(), worlds),
+            }
             self.healed(a.record);
         }
     }
