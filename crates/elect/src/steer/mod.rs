@@ -520,6 +520,50 @@ impl Failback {
     }
 }
 
+/// A switchover under way, from the moment it was asked for: what its
+/// report says beside the outcome.
+#[derive(Debug, Clone)]
+pub struct Started {
+    /// Its identity.
+    pub identity: String,
+    from: String,
+    to: String,
+    at: std::time::Instant,
+}
+
+impl Started {
+    /// A switchover asked for at `at`, from leader `from` to `to`, with a
+    /// fresh identity.
+    pub fn new(at: std::time::Instant, from: &str, to: &str) -> Started {
+        Started {
+            identity: fresh_identity(),
+            from: from.to_owned(),
+            to: to.to_owned(),
+            at,
+        }
+    }
+
+    /// Its report, ended in `outcome` now.
+    pub fn ended(&self, outcome: Outcome) -> Report {
+        Report {
+            switchover: self.identity.clone(),
+            from: self.from.clone(),
+            to: self.to.clone(),
+            outcome,
+            took: self.at.elapsed(),
+        }
+    }
+
+    /// Its report when the target led already, with `token`.
+    pub fn nothing_to_do(&self, token: u64) -> Report {
+        self.ended(Outcome::Done {
+            leader: self.to.clone(),
+            token,
+            changed: false,
+        })
+    }
+}
+
 /// A fresh switchover identity: 16 hex digits, random per process and call.
 pub fn fresh_identity() -> String {
     use std::hash::{BuildHasher, Hasher};

@@ -222,10 +222,11 @@ impl Candidate {
                     if let Some(released) = released.await
                         && released.touched
                     {
-                        // The successor led without reading the marker,
-                        // and the session's lease lives on: nobody else
-                        // would remove it.
-                        self.remove(&released.marker).await;
+                        // The session's lease lives on: nobody else would
+                        // remove the marker; once a successor's read of its
+                        // turn racing the touch is surely done (see
+                        // `give_way`).
+                        self.remove_later(released.marker);
                     }
                     self.resigned(led);
                     return Ok(());
@@ -326,9 +327,13 @@ impl Candidate {
         match released {
             Some(released) if released.touched => {
                 info!("handed over to the switchover's target");
-                // The target led without reading the marker, and our
-                // lease lives on: nobody else would remove it.
-                self.remove(&released.marker).await;
+                // Our lease lives on, so nobody else would remove the
+                // marker; but the target may be reading its turn right now
+                // (its stream woke on our key's deletion before the touch
+                // reached it), and a read that found the marker gone would
+                // wait for our lease (a TTL: found by compare's
+                // switchover-last). It goes once that read is surely done.
+                self.remove_later(released.marker);
             }
             Some(_) => info!("released for a switchover that had ended: a plain handover"),
             None => {}
@@ -342,16 +347,18 @@ impl Candidate {
         self.work.is_running()
     }
 
-    /// Deletes a key we wrote, giving up after the connect timeout (a key
-    /// on a lease goes with it anyway).
-    async fn remove(&self, key: &str) {
-        let mut kv = self.client.kv_client();
-        let deleted = Box::pin(kv.delete(key, None));
-        match tokio::time::timeout(self.cfg.connect_timeout, deleted).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => debug!(key, "removing: {e}"),
-            Err(_) => debug!(key, "removing timed out"),
-        }
+    /// Deletes `key`, a marker of ours, once [`HANDOVER_WAIT`] has passed,
+    /// in the background.
+    fn remove_later(&self, key: String) {
+        let (client, within) = (self.client.clone(), self.cfg.connect_timeout);
+        tokio::spawn(async move {
+            tokio::time::sleep(HANDOVER_WAIT).await;
+            let mut kv = client.kv_client();
+            let deleted = Box::pin(kv.delete(key.as_str(), None));
+            if let Ok(Err(e)) = tokio::time::timeout(within, deleted).await {
+                debug!(key, "removing: {e}");
+            }
+        });
     }
 
     /// The next in line, if we lead and it is an elect candidate: whom a

@@ -45,7 +45,9 @@ use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::counters::warn_counted;
 use crate::error::{Error, Result};
-use crate::steer::{InLine, Line, Outcome, Priority, Refusal, Report, Target, fresh_identity};
+use crate::steer::{
+    InLine, Line, Outcome, Priority, Refusal, Report, Started, Target, fresh_identity,
+};
 
 /// The switchover record's value.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -139,7 +141,7 @@ pub async fn line(cfg: &ElectionConfig) -> Result<Line> {
 /// Cancel safety: a dropped future leaves the record until its lease's
 /// TTL (the timeout) runs out; it never acts after that.
 pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) -> Result<Report> {
-    let started = Instant::now();
+    let asked = Instant::now();
     let refused = |refusal| Error::SwitchoverRefused {
         election: cfg.election.clone(),
         refusal,
@@ -151,20 +153,9 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) ->
     let keys: Vec<CandidateKey> = with_priorities.into_iter().map(|(k, _)| k).collect();
     let plan = line.plan(to).map_err(refused)?;
     let (leader, target) = (&keys[plan.leader], &keys[plan.target]);
-    let identity = fresh_identity();
-    let report = |outcome| Report {
-        switchover: identity.clone(),
-        from: leader.id.clone(),
-        to: target.id.clone(),
-        outcome,
-        took: started.elapsed(),
-    };
+    let started = Started::new(asked, &leader.id, &target.id);
     if plan.nothing_to_do() {
-        return Ok(report(Outcome::Done {
-            leader: target.id.clone(),
-            token: target.create_revision as u64,
-            changed: false,
-        }));
+        return Ok(started.nothing_to_do(target.create_revision as u64));
     }
     let ttl = timeout.as_secs().max(1) + u64::from(timeout.subsec_nanos() > 0);
     let lease = Box::pin(client.lease_client().grant(ttl as i64, None))
@@ -172,7 +163,7 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) ->
         .map_err(|e| etcd_error("granting the switchover's lease", e))?
         .id();
     let record = Record {
-        switchover: identity.clone(),
+        switchover: started.identity.clone(),
         from: leader.id.clone(),
         to: target.id.clone(),
         target_key: String::from_utf8_lossy(&target.key).into_owned(),
@@ -184,8 +175,8 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) ->
     let recorded = record_it(&client, cfg, &record, lease, [leader, target], &aside).await;
     let outcome = match recorded {
         Ok(at) => {
-            debug!(switchover = %identity, revision = at, "switchover recorded");
-            let until = started + timeout;
+            debug!(switchover = %started.identity, revision = at, "switchover recorded");
+            let until = asked + timeout;
             let waited = wait_for(&client, cfg, target, at, until).await;
             if matches!(waited, Outcome::Done { .. }) && granted_by_elect(target.lease) {
                 wait_for_pin(&client, cfg, target, until).await;
@@ -201,7 +192,7 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) ->
             });
         }
     };
-    Ok(report(outcome))
+    Ok(started.ended(outcome))
 }
 
 /// A leader's own switchover to `target` (a failback, see

@@ -29,7 +29,9 @@ use super::{peer_addresses, peer_tls, query};
 use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
-use crate::steer::{InLine, Line, Outcome, Priority, Refusal, Report, Target, fresh_identity};
+use crate::steer::{
+    InLine, Line, Outcome, Priority, Refusal, Report, Started, Target, fresh_identity,
+};
 
 /// The leader's status (or, with nobody leading, any peer's).
 async fn leader_status(cfg: &ElectionConfig, tls: Option<&PeerTls>) -> Result<WireStatus> {
@@ -114,24 +116,13 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, within: Duration) -> 
     let line = as_line(cfg, &status);
     let plan = line.plan(to).map_err(refused)?;
     let (leader, target) = (&line.candidates[plan.leader], &line.candidates[plan.target]);
-    let identity = fresh_identity();
-    let report = |outcome| Report {
-        switchover: identity.clone(),
-        from: leader.id.clone(),
-        to: target.id.clone(),
-        outcome,
-        took: started.elapsed(),
-    };
+    let begun = Started::new(started, &leader.id, &target.id);
     if plan.nothing_to_do() {
         pin(cfg, tls.as_deref(), &target.id, status.term).await;
-        return Ok(report(Outcome::Done {
-            leader: target.id.clone(),
-            token: status.term,
-            changed: false,
-        }));
+        return Ok(begun.nothing_to_do(status.term));
     }
     let ask = SwitchoverAsk {
-        id: identity.clone(),
+        id: begun.identity.clone(),
         to: target.id.clone(),
         term: status.term,
         within_ms: within.as_millis() as u64,
@@ -146,7 +137,7 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, within: Duration) -> 
     if let Outcome::Done { token, .. } = &outcome {
         pin(cfg, tls.as_deref(), &target.id, *token).await;
     }
-    Ok(report(outcome))
+    Ok(begun.ended(outcome))
 }
 
 /// Tells the target, which leads in `term`, that an operator chose it:

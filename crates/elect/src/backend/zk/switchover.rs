@@ -38,7 +38,9 @@ use crate::backend::backoff::Backoff;
 use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
-use crate::steer::{InLine, Line, Outcome, Priority, Refusal, Report, Target, fresh_identity};
+use crate::steer::{
+    InLine, Line, Outcome, Priority, Refusal, Report, Started, Target, fresh_identity,
+};
 
 /// The record's data.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -176,23 +178,12 @@ async fn run(
     let (placed, _) = read_line(client, &cfg.election).await?;
     let plan = as_line(&cfg.election, &placed).plan(to).map_err(refused)?;
     let (leader, target) = (&placed[plan.leader], &placed[plan.target]);
-    let identity = fresh_identity();
-    let report = |outcome| Report {
-        switchover: identity.clone(),
-        from: leader.id.clone(),
-        to: target.id.clone(),
-        outcome,
-        took: started.elapsed(),
-    };
+    let begun = Started::new(started, &leader.id, &target.id);
     if plan.nothing_to_do() {
-        return Ok(report(Outcome::Done {
-            leader: target.id.clone(),
-            token: target.token,
-            changed: false,
-        }));
+        return Ok(begun.nothing_to_do(target.token));
     }
     let record = Record {
-        switchover: identity.clone(),
+        switchover: begun.identity.clone(),
         from: leader.id.clone(),
         to: target.id.clone(),
         target: target.participant.name.clone(),
@@ -206,7 +197,7 @@ async fn run(
             Recording::Refused(refusal) => refused(refusal),
             Recording::Failed(e) => e,
         })?;
-    debug!(switchover = %identity, "switchover recorded");
+    debug!(switchover = %begun.identity, "switchover recorded");
     let until = tokio::time::Instant::from_std(started + timeout);
     let outcome = wait_for(client, &cfg.election, target, until).await;
     if matches!(outcome, Outcome::Done { .. })
@@ -214,7 +205,7 @@ async fn run(
     {
         wait_for_pin(client, &cfg.election, &target.participant.name, until).await;
     }
-    Ok(report(outcome))
+    Ok(begun.ended(outcome))
 }
 
 /// Waits (a second at most, and not past `until`) until the target has
