@@ -58,6 +58,11 @@
 //!   watchdog process that kills its whole tree by the deadline even if
 //!   your process is frozen or killed; a host binary calls
 //!   [`supervise::dispatch_hidden`] first in `main`.
+//! - [`steer`] says who *should* lead: [`backend::switchover`] moves
+//!   leadership to a named candidate, [`backend::line`] lists the line,
+//!   and a priority ([`config::ElectionConfig::with_priority`],
+//!   changeable with [`backend::Campaign::set_priority`]) makes the
+//!   leader hand over to a higher one after a failback delay.
 //! - [`export`] serves the leader as stdout lines, a file, HTTP and
 //!   Prometheus metrics; `once::PeriodicJob` (etcd and ZooKeeper) runs a
 //!   command once per period across hosts (`elect run --once`), on

@@ -82,7 +82,7 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
     cfg.check_raft_membership()?;
     cfg.validate()?;
     let (priority, wished) = tokio::sync::watch::channel(cfg.priority());
-    let campaign = match cfg.backend() {
+    let campaign: Result<Campaign> = match cfg.backend() {
         #[cfg(feature = "etcd")]
         Backend::Etcd => etcd::campaign(cfg, work, wished).await,
         #[cfg(feature = "zk")]
@@ -123,6 +123,16 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 /// Reads the line once: every candidate, in the order the backend
 /// would let them lead, and who leads (`elect candidates`).
 ///
+/// ```no_run
+/// # async fn f() -> elect::Result<()> {
+/// let cfg = elect::config::ElectionConfig::etcd(["127.0.0.1:2379"], "jobs")?;
+/// let line = elect::backend::line(&cfg).await?;
+/// for c in &line.candidates {
+///     println!("{} {} priority {}", c.id, if c.leads { "leads" } else { "waits" }, c.priority);
+/// }
+/// # Ok(()) }
+/// ```
+///
 /// # Errors
 /// [`Error::NotBuiltIn`] if the backend's feature is off;
 /// [`Error::Unsupported`] where the backend cannot list its line yet;
@@ -153,6 +163,19 @@ pub async fn line(cfg: &ElectionConfig) -> Result<Line> {
 /// candidates between leader and target step aside, and waits, at most
 /// `timeout`, for the target to lead. The leader's work is dead before
 /// it hands over, and the target's token is higher.
+///
+/// ```no_run
+/// # async fn f() -> elect::Result<()> {
+/// use std::time::Duration;
+/// use elect::steer::{Outcome, Target};
+/// let cfg = elect::config::ElectionConfig::etcd(["127.0.0.1:2379"], "jobs")?;
+/// let to = Target::Candidate("host-b".into());
+/// let report = elect::backend::switchover(&cfg, &to, Duration::from_secs(5)).await?;
+/// if let Outcome::Done { leader, token, .. } = &report.outcome {
+///     println!("{leader} leads with token {token}");
+/// }
+/// # Ok(()) }
+/// ```
 ///
 /// # Errors
 /// [`Error::SwitchoverRefused`] before anything changed (the target is
