@@ -287,6 +287,16 @@ fn etcd_count(member: &str, election: &str) -> Option<usize> {
         .map_or(Some(0), |n| n.parse().ok())
 }
 
+/// Whether a child of a ZooKeeper election is a participant: it carries a
+/// recipe's marker (Curator's `-latch-`, `-lock-`, kazoo's `__lock__`),
+/// unlike what elect keeps beside them (`pinned`, `switchover`,
+/// `priority-<sequence>`).
+fn participant(child: &str) -> bool {
+    ["-latch-", "-lock-", "__lock__"]
+        .iter()
+        .any(|marker| child.contains(marker))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,14 +320,4 @@ mod tests {
         };
         assert!(restarted.since(before).is_none());
     }
-}
-
-/// Whether a child of a ZooKeeper election is a participant: it carries a
-/// recipe's marker (Curator's `-latch-`, `-lock-`, kazoo's `__lock__`),
-/// unlike what elect keeps beside them (`pinned`, `switchover`,
-/// `priority-<sequence>`).
-fn participant(child: &str) -> bool {
-    ["-latch-", "-lock-", "__lock__"]
-        .iter()
-        .any(|marker| child.contains(marker))
 }

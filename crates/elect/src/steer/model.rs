@@ -34,8 +34,6 @@ use crate::clock::BootInstant;
 
 const PRIORITIES: [u32; N] = [1, 5, 3, 0];
 const N: usize = 4;
-/// The candidate of priority 0.
-const NEVER: usize = 3;
 /// Ticks of half a delay each.
 const DELAY_TICKS: u8 = 2;
 const TICK_MS: u64 = 50;
