@@ -181,8 +181,12 @@ impl Candidate {
         };
         watches.pinned = pin.as_deref() == Some(own.key.as_slice());
         watches.failback.set_pinned(watches.pinned);
+        // Only elect's candidates can be handed over to, and only up to
+        // the first peer's: one cannot step aside (nor is its key ours
+        // to delete).
         let seen: Vec<_> = behind
             .iter()
+            .take_while(|(k, _)| layout::granted_by_elect(k.lease))
             .map(|(k, p)| (String::from_utf8_lossy(&k.key).into_owned(), *p))
             .collect();
         watches.failback.saw(now, &seen);

@@ -280,8 +280,11 @@ impl Candidacy<'_> {
             return;
         };
         let behind = &line[us + 1..];
+        // Only elect's candidates can be handed over to, and only up to
+        // the first peer's: one cannot step aside.
         let seen: Vec<_> = behind
             .iter()
+            .take_while(|p| layout::made_by(&p.participant.name) == "elect")
             .map(|p| (p.participant.name.clone(), p.priority))
             .collect();
         steering.failback.saw(now, &seen);
