@@ -127,6 +127,8 @@ pub mod error;
 pub mod export;
 pub mod input;
 pub mod leadership;
+#[cfg(test)]
+mod model_check;
 #[cfg(any(feature = "etcd", feature = "zk"))]
 pub mod once;
 pub mod periodic;

@@ -16,8 +16,6 @@ mod candidates;
 #[cfg(feature = "etcd")]
 pub(crate) mod etcd;
 mod handle;
-#[cfg(test)]
-pub(crate) mod model_check;
 #[cfg_attr(not(any(feature = "etcd", feature = "zk")), allow(dead_code))]
 pub(crate) mod publish;
 #[cfg(feature = "raft")]

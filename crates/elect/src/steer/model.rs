@@ -27,10 +27,11 @@
 
 use stateright::{Checker, HasDiscoveries, Model, Property};
 
-use super::{Failback, FailbackRule, InLine, Line, Priority, Target};
-use crate::backend::model_check::breadth_first;
+use super::line::{InLine, Line, Target};
+use super::priority::{Failback, FailbackRule, Priority};
 use crate::backend_kind::Backend;
 use crate::clock::BootInstant;
+use crate::model_check::breadth_first;
 
 const PRIORITIES: [u32; N] = [1, 5, 3, 0];
 const N: usize = 4;
@@ -202,7 +203,7 @@ impl Model for Priorities {
                     .collect();
                 let failback = w.failback.as_mut()?;
                 failback.saw(now, &behind);
-                let (pinned, urgent) = (failback.pinned, failback.own == Priority::NEVER);
+                let (pinned, urgent) = (failback.pinned(), failback.own() == Priority::NEVER);
                 let positive_behind = behind.iter().any(|(_, p)| *p > Priority::NEVER);
                 let decided = failback.decide(now).map(str::to_owned);
                 w.never_stayed |= urgent && !pinned && positive_behind && decided.is_none();

@@ -11,11 +11,11 @@
 //! The fencing token is the leader's term.
 
 pub(crate) mod driver;
+mod reach;
 pub(crate) mod store;
 pub mod switchover;
 pub mod transport;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,16 +30,8 @@ use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
 use crate::work::WorkWatch;
-use transport::{BoxStream, PeerTls, WireStatus};
-
-/// Peer id -> address.
-pub(super) fn peer_addresses(cfg: &ElectionConfig) -> BTreeMap<String, String> {
-    cfg.raft_peers()
-        .into_iter()
-        .flat_map(|peers| peers.iter())
-        .map(|p| (p.id().to_owned(), p.addr().to_owned()))
-        .collect()
-}
+use reach::{peer_addresses, peer_tls, query};
+use transport::{BoxStream, WireStatus};
 
 /// Starts this process as a peer: listens on its own address, loads its
 /// term and vote, and runs the election.
@@ -137,29 +129,6 @@ pub async fn campaign(
         result
     });
     Ok(Campaign::new(leadership, resign, task))
-}
-
-pub(super) fn peer_tls(cfg: &ElectionConfig) -> Result<Option<Arc<PeerTls>>> {
-    cfg.tls.as_ref().map(PeerTls::new).transpose()
-}
-
-/// Opens a query stream to the first peer that answers.
-pub(super) async fn query(cfg: &ElectionConfig, tls: Option<&PeerTls>) -> Result<BoxStream> {
-    let mut last = String::from("no peer listed");
-    for (id, addr) in peer_addresses(cfg) {
-        let peer = (id.as_str(), addr.as_str());
-        let attempt = timeout(
-            cfg.connect_timeout,
-            transport::open_query(&cfg.election, &cfg.id, peer, tls),
-        )
-        .await;
-        match attempt {
-            Ok(Ok(stream)) => return Ok(stream),
-            Ok(Err(e)) => last = format!("{id} at {addr}: {e}"),
-            Err(_) => last = format!("{id} at {addr}: no answer"),
-        }
-    }
-    Err(cfg.unreachable(last))
 }
 
 async fn next_status(stream: &mut BoxStream) -> std::io::Result<Leadership> {

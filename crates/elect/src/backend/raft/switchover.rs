@@ -22,10 +22,10 @@ use std::time::{Duration, Instant};
 
 use tokio::time::timeout;
 
+use super::reach::{peer_addresses, peer_tls, query};
 use super::transport::{
     self, Body, BoxStream, Frame, PeerTls, SwitchoverAsk, WireRefusal, WireStatus,
 };
-use super::{peer_addresses, peer_tls, query};
 use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
@@ -92,7 +92,11 @@ fn as_line(cfg: &ElectionConfig, status: &WireStatus) -> Line {
 
 /// Reads the line once, from the leader.
 ///
-/// Errors: [`Error::Unreachable`] when no peer answers.
+/// # Errors
+/// [`Error::Unreachable`] when no peer answers.
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
 pub async fn line(cfg: &ElectionConfig) -> Result<Line> {
     let tls = peer_tls(cfg)?;
     let status = leader_status(cfg, tls.as_deref()).await?;
@@ -102,9 +106,14 @@ pub async fn line(cfg: &ElectionConfig) -> Result<Line> {
 /// Asks the leader to hand over to `to`, and waits (at most `timeout`)
 /// for `to` to lead.
 ///
-/// Errors: [`Error::SwitchoverRefused`] by the plan or by the leader,
-/// before anything changed; [`Error::Auth`] when our certificate names
-/// no peer; [`Error::Unreachable`].
+/// # Errors
+/// [`Error::SwitchoverRefused`] by the plan or by the leader, before
+/// anything changed; [`Error::Auth`] when our certificate names no peer;
+/// [`Error::Unreachable`].
+///
+/// # Cancel safety
+/// A dropped future closes the connection the switchover lives on: the
+/// leader drops it, and it never acts after that.
 pub async fn switchover(cfg: &ElectionConfig, to: &Target, within: Duration) -> Result<Report> {
     let started = Instant::now();
     let refused = |refusal| Error::SwitchoverRefused {

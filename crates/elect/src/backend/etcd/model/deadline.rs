@@ -46,7 +46,7 @@ use std::time::Duration;
 
 use stateright::{Checker, Model, Property};
 
-use crate::backend::model_check::breadth_first;
+use crate::model_check::breadth_first;
 
 use crate::backend::etcd::recipe::{
     Grant, Mutation, Renewal, RenewalInput, RenewalNext, RenewalRequest, Stint, StintInput,

@@ -105,7 +105,7 @@
 
 use stateright::{Checker, HasDiscoveries, Model, Property};
 
-use crate::backend::model_check::breadth_first;
+use crate::model_check::breadth_first;
 
 use crate::backend::etcd::keywatch::Woken as Reported;
 use crate::backend::etcd::layout::{self, CandidateKey, ELECT_LEASE_TAG, Ours};

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use stateright::{Checker, Model, Property};
 
-use crate::backend::model_check::breadth_first;
+use crate::model_check::breadth_first;
 
 use crate::backend::recipe::Recipe;
 use crate::backend::zk::recipe::{Mutation, TurnInput, TurnNext, TurnRequest, WaitForTurn};
