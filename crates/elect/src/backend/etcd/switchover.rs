@@ -177,9 +177,15 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) ->
         Ok(at) => {
             debug!(switchover = %started.identity, revision = at, "switchover recorded");
             let until = asked + timeout;
-            let waited = wait_for(&client, cfg, target, at, until).await;
-            if matches!(waited, Outcome::Done { .. }) && granted_by_elect(target.lease) {
-                wait_for_pin(&client, cfg, target, until).await;
+            let mut waited = wait_for(&client, cfg, target, at, until).await;
+            // First in line is etcd's word; that an elect target leads is
+            // its own, said by its pin (a target paused or cut off is
+            // first in line and leads nobody).
+            if matches!(waited, Outcome::Done { .. })
+                && granted_by_elect(target.lease)
+                && !wait_for_pin(&client, cfg, target, until).await
+            {
+                waited = not_done(UNPINNED, Some(target));
             }
             revoke(&client, lease).await;
             waited
@@ -348,18 +354,22 @@ async fn wait_for(
     }
 }
 
-/// Waits (a second at most, and not past `until`) until the target has
-/// pinned itself: it read the record naming it, so no failback undoes
-/// the operator's choice. The record must live until then.
+/// What a switchover whose elect target is first in line but never led
+/// reports.
+const UNPINNED: &str =
+    "the target is first in line but did not take leadership by the timeout (paused, or cut off?)";
+
+/// Waits, until `until`, for the target to pin itself: it leads, and read
+/// the record naming it, so no failback undoes the operator's choice (the
+/// record must live until then). Whether it did.
 async fn wait_for_pin(
     client: &Client,
     cfg: &ElectionConfig,
     target: &CandidateKey,
     until: Instant,
-) {
-    let until = until.min(Instant::now() + Duration::from_secs(1));
+) -> bool {
     let pin = layout::pin_key(&cfg.election);
-    while Instant::now() < until {
+    loop {
         let read = Box::pin(client.kv_client().get(pin.as_str(), None)).await;
         if let Ok(resp) = read
             && resp
@@ -367,11 +377,14 @@ async fn wait_for_pin(
                 .first()
                 .is_some_and(|kv| kv.value() == target.key.as_slice())
         {
-            return;
+            return true;
+        }
+        if Instant::now() >= until {
+            debug!("the target did not pin itself in time");
+            return false;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    debug!("the target did not pin itself in time");
 }
 
 fn same_key(a: &CandidateKey, b: &CandidateKey) -> bool {

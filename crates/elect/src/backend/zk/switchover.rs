@@ -199,30 +199,44 @@ async fn run(
         })?;
     debug!(switchover = %begun.identity, "switchover recorded");
     let until = tokio::time::Instant::from_std(started + timeout);
-    let outcome = wait_for(client, &cfg.election, target, until).await;
+    let mut outcome = wait_for(client, &cfg.election, target, until).await;
+    // First in line is ZooKeeper's word; that an elect target leads is
+    // its own, said by its pin (a target paused or cut off is first in
+    // line and leads nobody).
     if matches!(outcome, Outcome::Done { .. })
         && layout::made_by(&target.participant.name) == "elect"
+        && !wait_for_pin(client, &cfg.election, &target.participant.name, until).await
     {
-        wait_for_pin(client, &cfg.election, &target.participant.name, until).await;
+        outcome = not_done(
+            "the target is first in line but did not take leadership by the timeout (paused, or cut off?)",
+            Some(target),
+        );
     }
     Ok(begun.ended(outcome))
 }
 
-/// Waits (a second at most, and not past `until`) until the target has
-/// pinned itself: it read the record naming it, so no failback undoes the
-/// operator's choice. The record must live until then.
-async fn wait_for_pin(client: &Client, election: &str, target: &str, until: tokio::time::Instant) {
-    let until = until.min(tokio::time::Instant::now() + Duration::from_secs(1));
+/// Waits, until `until`, for the target to pin itself: it leads, and read
+/// the record naming it, so no failback undoes the operator's choice (the
+/// record must live until then). Whether it did.
+async fn wait_for_pin(
+    client: &Client,
+    election: &str,
+    target: &str,
+    until: tokio::time::Instant,
+) -> bool {
     let pin = layout::pin_node(election);
-    while tokio::time::Instant::now() < until {
+    loop {
         if let Ok((data, _)) = client.get_data(&pin).await
             && data == target.as_bytes()
         {
-            return;
+            return true;
+        }
+        if tokio::time::Instant::now() >= until {
+            debug!("the target did not pin itself in time");
+            return false;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    debug!("the target did not pin itself in time");
 }
 
 /// A leader's own switchover to `target` (a failback, see
