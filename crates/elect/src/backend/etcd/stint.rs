@@ -120,14 +120,27 @@ impl Candidate {
                     .as_ref()
                     .filter(|s| s.manual && s.target.key == own_key)
                 {
-                    self.pin(watches, &s.target).await;
+                    // A resignation does not wait for the pin (a cut-off
+                    // leader must stop leading at once).
+                    let resign = self.resign.clone();
+                    tokio::select! {
+                        () = self.pin(watches, &s.target) => {}
+                        () = resign.cancelled() => return Some(StintInput::Resign),
+                        () = until_or_never(until) => return None,
+                    }
                 }
                 Some(StintInput::Switchover(steer))
             }
             Woke::LookTime => {
+                // Nor for a failback's read.
                 let own = watches.own.clone();
-                self.look_for_failback(watches, &own).await;
-                None
+                let resign = self.resign.clone();
+                tokio::select! {
+                    () = self.look_for_failback(watches, &own) => None,
+                    () = resign.cancelled() => Some(StintInput::Resign),
+                    // Nor the deadline: the stint steps down on time.
+                    () = until_or_never(until) => None,
+                }
             }
             Woke::Priority => {
                 watches.failback.set_own(*self.priority.borrow_and_update());
@@ -135,6 +148,14 @@ impl Candidate {
                 None
             }
         }
+    }
+}
+
+/// Sleeps until `until`, or for ever.
+async fn until_or_never(until: Option<BootInstant>) {
+    match until {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

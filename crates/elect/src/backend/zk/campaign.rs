@@ -241,7 +241,6 @@ impl Candidacy<'_> {
             Err(end) => end,
         };
         published.abort();
-        priority::unpublish(client, &election, sequence).await;
         if matches!(end, End::Resigned) {
             if self.reporter.leading {
                 // We stop leading now, not once the delete lands: a delete
@@ -254,6 +253,12 @@ impl Candidacy<'_> {
                 Ok(Err(e)) => warn_counted!("deleting {path}: {e}; it goes with the session"),
                 Err(_) => warn_counted!("deleting {path} timed out; it goes with the session"),
             }
+        }
+        // The next candidacy in this session publishes its own; a session
+        // that ends takes this one with it.
+        if matches!(end, End::NodeGone) {
+            let unpublished = priority::unpublish(client, &election, sequence);
+            let _ = tokio::time::timeout(self.cfg.connect_timeout, unpublished).await;
         }
         end
     }

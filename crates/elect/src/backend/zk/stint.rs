@@ -197,12 +197,26 @@ impl Candidacy<'_> {
             Ok(()) = switchover.changed() => {
                 let (switchover, next) = *switchover.borrow_and_update();
                 if let Some(s) = switchover.filter(|s| s.manual && s.target == steering.own) {
-                    self.pin(steering, s).await;
+                    // A resignation does not wait for the pin (a cut-off
+                    // leader must stop leading at once).
+                    let resign = self.resign.clone();
+                    tokio::select! {
+                        () = self.pin(steering, s) => {}
+                        () = resign.cancelled() => return Heard::Done(Led::Resigned),
+                        () = clock::sleep_until(wake) => return Heard::Nothing,
+                    }
                 }
                 StintInput::Steering { switchover, next }
             }
             () = clock::sleep_until(look_at), if leading => {
-                self.look_for_failback(steering).await;
+                // Nor for a failback's read.
+                let resign = self.resign.clone();
+                tokio::select! {
+                    () = self.look_for_failback(steering) => {}
+                    () = resign.cancelled() => return Heard::Done(Led::Resigned),
+                    // Nor the deadline: the stint steps down on time.
+                    () = clock::sleep_until(wake) => {}
+                }
                 return Heard::Nothing;
             }
             Ok(()) = self.priority.changed() => {
