@@ -12,13 +12,6 @@ use support::{eventually, loopback_net, metric};
 
 const SOON: Duration = Duration::from_secs(10);
 
-/// Waits until `n` candidate keys exist, so the creation order is known.
-fn wait_for_candidates(etcd: &Cluster, election: &str, n: usize) {
-    eventually(&format!("{n} candidates"), SOON, || {
-        (etcd.candidates(election).len() == n).then_some(())
-    });
-}
-
 #[test]
 fn one_candidate_is_elected_with_its_key_in_go_layout() {
     let etcd = Cluster::start();
@@ -51,7 +44,7 @@ fn candidates_lead_in_creation_order_as_each_resigns() {
     let mut procs = Vec::new();
     for (i, id) in ["a", "b", "c"].iter().enumerate() {
         procs.push(campaign(&etcd.endpoints, "order", id, "5"));
-        wait_for_candidates(&etcd, "order", i + 1);
+        etcd.wait_for_candidates("order", i + 1);
     }
     let (_, first) = procs[0].wait_event("elected", SOON);
     let (_, seen) = procs[2].wait_event("leader", SOON);
@@ -92,7 +85,7 @@ fn sigterm_to_the_leader_hands_over_within_a_second() {
     let mut a = campaign(&etcd.endpoints, "handover", "a", "10");
     a.wait_event("elected", SOON);
     let mut b = campaign(&etcd.endpoints, "handover", "b", "10");
-    wait_for_candidates(&etcd, "handover", 2);
+    etcd.wait_for_candidates("handover", 2);
     let sent = Instant::now();
     a.signal(Signal::SIGTERM);
     let (at, _) = b.wait_event("elected", SOON);
@@ -134,7 +127,7 @@ fn a_resignation_hands_over_to_the_next_in_line_without_a_read_of_its_own() {
     let mut procs = Vec::new();
     for (i, id) in ["a", "b", "c"].iter().enumerate() {
         procs.push(candidate_serving(&etcd, "touch", id, &http[i]));
-        wait_for_candidates(&etcd, "touch", i + 1);
+        etcd.wait_for_candidates("touch", i + 1);
     }
     let (_, first) = procs[0].wait_event("elected", SOON);
     let mut token = first["token"].as_u64().unwrap();
@@ -178,12 +171,12 @@ fn the_leader_hands_over_to_whoever_is_next_when_it_resigns() {
     let mut a = candidate_serving(&etcd, "next", "a", &http[0]);
     a.wait_event("elected", SOON);
     let mut b = candidate_serving(&etcd, "next", "b", &http[1]);
-    wait_for_candidates(&etcd, "next", 2);
+    etcd.wait_for_candidates("next", 2);
     let mut c = candidate_serving(&etcd, "next", "c", &http[2]);
-    wait_for_candidates(&etcd, "next", 3);
+    etcd.wait_for_candidates("next", 3);
     b.signal(Signal::SIGTERM);
     assert_eq!(b.wait_exit(SOON), 0);
-    wait_for_candidates(&etcd, "next", 2);
+    etcd.wait_for_candidates("next", 2);
     // The leader learns of b's departure from its watch on b's key and
     // reads who is next now. (Had it not yet, the touch of b's gone key
     // would fail and c would read its turn instead: slower, as sound.)
@@ -205,7 +198,7 @@ fn a_waiting_candidate_whose_key_is_deleted_queues_again() {
     let mut a = campaign(&etcd.endpoints, "deleted", "a", "10");
     a.wait_event("elected", SOON);
     let mut b = campaign(&etcd.endpoints, "deleted", "b", "10");
-    wait_for_candidates(&etcd, "deleted", 2);
+    etcd.wait_for_candidates("deleted", 2);
     let (key, _) = etcd.candidates("deleted").pop().unwrap();
     etcd.etcdctl_ok(&["del", &key]);
     eventually("b queued again under a new key", SOON, || {
@@ -264,7 +257,7 @@ fn a_waiting_candidates_watch_on_a_silent_member_is_opened_again_elsewhere() {
         "10",
     ];
     let mut b = elect("b", &through, &args);
-    wait_for_candidates(&etcd, "silent-watch", 2);
+    etcd.wait_for_candidates("silent-watch", 2);
     // b's observer opens one watch, its turn two on one stream: three in
     // all, the turn's member gaining two of them.
     let serving = eventually("b's turn watch", SOON, || {
@@ -299,7 +292,7 @@ fn sigkill_of_the_leader_fails_over_within_ttl_plus_two_seconds() {
     let mut a = campaign(&etcd.endpoints, "failover", "a", "2");
     a.wait_event("elected", SOON);
     let mut b = campaign(&etcd.endpoints, "failover", "b", "2");
-    wait_for_candidates(&etcd, "failover", 2);
+    etcd.wait_for_candidates("failover", 2);
     let sent = Instant::now();
     a.signal(Signal::SIGKILL);
     let (at, _) = b.wait_event("elected", SOON);

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use support::elect::{Proc, elect, elect_once, elect_zk};
 use support::etcd::Cluster;
-use support::eventually;
 use support::raft::Cluster as RaftCluster;
 use support::zk::Ensemble;
 
@@ -35,12 +34,6 @@ fn candidate(etcd: &Cluster, election: &str, id: &str, priority: &str) -> Proc {
     elect(id, &etcd.endpoints, &args)
 }
 
-fn wait_for_keys(etcd: &Cluster, election: &str, n: usize) {
-    eventually(&format!("{n} candidates"), SOON, || {
-        (etcd.candidates(election).len() == n).then_some(())
-    });
-}
-
 #[test]
 fn a_higher_priority_takes_over_after_the_delay_and_a_manual_choice_stands() {
     let etcd = Cluster::start();
@@ -51,7 +44,7 @@ fn a_higher_priority_takes_over_after_the_delay_and_a_manual_choice_stands() {
     let (demoted_at, _) = a.wait_event("demoted", SOON);
     assert!(demoted_at <= elected_at, "one leader at a time");
     assert_eq!(elected["leader"], "b");
-    wait_for_keys(&etcd, "prio", 2);
+    etcd.wait_for_candidates("prio", 2);
 
     // An operator moves it back: it stays, though b's priority is higher.
     let base = [
@@ -79,10 +72,10 @@ fn priority_zero_leads_only_alone_and_steps_aside_at_its_turn() {
     let mut a = candidate(&etcd, "never", "a", "1");
     a.wait_event("elected", SOON);
     never.wait_event("demoted", SOON);
-    wait_for_keys(&etcd, "never", 2);
+    etcd.wait_for_candidates("never", 2);
     // n waits before b now; when a leaves, n's turn comes and it passes.
     let mut b = candidate(&etcd, "never", "b", "1");
-    wait_for_keys(&etcd, "never", 3);
+    etcd.wait_for_candidates("never", 3);
     a.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(a.wait_exit(SOON), 0);
     b.wait_event("elected", SOON);

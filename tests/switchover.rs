@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::elect::{Proc, campaign, campaign_zk, elect_once, etcdctl_elect};
+use support::elect::{Proc, campaign, campaign_zk, elect_at, etcdctl_elect};
 use support::etcd::Cluster;
 use support::eventually;
 use support::raft::Cluster as RaftCluster;
@@ -16,19 +16,12 @@ use support::zk::Ensemble;
 
 const SOON: Duration = Duration::from_secs(10);
 
-/// Waits until `n` candidate keys exist, so the creation order is known.
-fn wait_for_candidates(etcd: &Cluster, election: &str, n: usize) {
-    eventually(&format!("{n} candidates"), SOON, || {
-        (etcd.candidates(election).len() == n).then_some(())
-    });
-}
-
 /// Candidates `ids` in `election`, created in that order; the first leads.
 fn line_of(etcd: &Cluster, election: &str, ids: &[&str]) -> (Vec<Proc>, u64) {
     let mut procs = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         procs.push(campaign(&etcd.endpoints, election, id, "10"));
-        wait_for_candidates(etcd, election, i + 1);
+        etcd.wait_for_candidates(election, i + 1);
     }
     let (_, elected) = procs[0].wait_event("elected", SOON);
     (procs, elected["token"].as_u64().unwrap())
@@ -38,27 +31,6 @@ fn line_of(etcd: &Cluster, election: &str, ids: &[&str]) -> (Vec<Proc>, u64) {
 /// code, stdout, stderr.
 fn elect_on(etcd: &Cluster, command: &str, election: &str, args: &[&str]) -> (i32, String, String) {
     elect_at("etcd", &etcd.endpoints, command, election, args)
-}
-
-/// The same on any backend's `endpoints`.
-fn elect_at(
-    backend: &str,
-    endpoints: &str,
-    command: &str,
-    election: &str,
-    args: &[&str],
-) -> (i32, String, String) {
-    let base = [
-        command,
-        "--backend",
-        backend,
-        "--endpoints",
-        endpoints,
-        "--election",
-        election,
-    ];
-    let (code, out, err, _) = elect_once(&[&base[..], args].concat());
-    (code, out, err)
 }
 
 /// The candidates' ids in line order, as `elect candidates` lists them.
@@ -181,9 +153,9 @@ fn a_go_candidate_in_the_way_refuses_the_switchover() {
     let mut a = campaign(&etcd.endpoints, "mixed", "a", "10");
     a.wait_event("elected", SOON);
     let _go = etcdctl_elect(&etcd.endpoints, &["mixed", "go"]);
-    wait_for_candidates(&etcd, "mixed", 2);
+    etcd.wait_for_candidates("mixed", 2);
     let _c = campaign(&etcd.endpoints, "mixed", "c", "10");
-    wait_for_candidates(&etcd, "mixed", 3);
+    etcd.wait_for_candidates("mixed", 3);
     let (code, _, err) = elect_on(&etcd, "switchover", "mixed", &["--to", "c"]);
     assert_eq!(code, 5, "{err}");
     assert!(

@@ -165,10 +165,17 @@ pub fn elect_once(args: &[&str]) -> (i32, String, String, Duration) {
     )
 }
 
-/// `elect leader` once; returns its exit code and stdout.
-pub fn leader_once(backend: &str, endpoints: &str, election: &str, format: &str) -> (i32, String) {
-    let args = [
-        "leader",
+/// `elect <command> --backend B --endpoints E --election X <args>` to
+/// completion: exit code, stdout, stderr.
+pub fn elect_at(
+    backend: &str,
+    endpoints: &str,
+    command: &str,
+    election: &str,
+    args: &[&str],
+) -> (i32, String, String) {
+    let base = [
+        command,
         "--backend",
         backend,
         "--endpoints",
@@ -176,7 +183,19 @@ pub fn leader_once(backend: &str, endpoints: &str, election: &str, format: &str)
         "--election",
         election,
     ];
-    let (code, out, _, _) = elect_once(&[&args[..], &["--format", format]].concat());
+    let (code, out, err, _) = elect_once(&[&base[..], args].concat());
+    (code, out, err)
+}
+
+/// `elect leader` once; returns its exit code and stdout.
+pub fn leader_once(backend: &str, endpoints: &str, election: &str, format: &str) -> (i32, String) {
+    let (code, out, _) = elect_at(
+        backend,
+        endpoints,
+        "leader",
+        election,
+        &["--format", format],
+    );
     (code, out)
 }
 

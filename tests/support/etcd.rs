@@ -105,6 +105,14 @@ impl Cluster {
             .collect()
     }
 
+    /// Waits (10 s at most) until `n` candidate keys exist under
+    /// `<election>/`, so the order they queued in is known.
+    pub fn wait_for_candidates(&self, election: &str, n: usize) {
+        eventually(&format!("{n} candidates"), Duration::from_secs(10), || {
+            (self.candidates(election).len() == n).then_some(())
+        });
+    }
+
     /// The candidates under `<election>/`, oldest first: each one's value
     /// and its key's version (1 until the key is put again).
     pub fn versions(&self, election: &str) -> Vec<(String, i64)> {

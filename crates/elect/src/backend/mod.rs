@@ -48,6 +48,7 @@ pub use zk::tls_options as zk_tls_options;
 
 use std::time::Duration;
 
+#[cfg(any(feature = "etcd", feature = "zk", feature = "raft"))]
 use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
@@ -133,7 +134,6 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 ///
 /// # Errors
 /// [`Error::NotBuiltIn`] if the backend's feature is off;
-/// [`Error::Unsupported`] where the backend cannot list its line yet;
 /// the service could not be reached within the connect timeout.
 ///
 /// # Cancel safety
@@ -152,7 +152,7 @@ pub async fn line(cfg: &ElectionConfig) -> Result<Line> {
         #[cfg(feature = "raft")]
         Backend::Raft => raft::switchover::line(cfg).await,
         #[allow(unreachable_patterns)]
-        backend => Err(not_steerable(backend)),
+        backend => Err(Error::NotBuiltIn { backend }),
     }
 }
 
@@ -200,24 +200,7 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) ->
         #[cfg(feature = "raft")]
         Backend::Raft => raft::switchover::switchover(cfg, to, timeout).await,
         #[allow(unreachable_patterns)]
-        backend => Err(not_steerable(backend)),
-    }
-}
-
-/// What a backend that cannot steer says: not yet, or not built in.
-#[cfg_attr(feature = "etcd", allow(dead_code))]
-fn not_steerable(backend: Backend) -> Error {
-    let built_in = match backend {
-        Backend::Etcd => cfg!(feature = "etcd"),
-        Backend::Zk => cfg!(feature = "zk"),
-        Backend::Raft => cfg!(feature = "raft"),
-    };
-    match built_in {
-        true => Error::Unsupported {
-            backend,
-            what: "switchovers and the line are not built for this backend yet",
-        },
-        false => Error::NotBuiltIn { backend },
+        backend => Err(Error::NotBuiltIn { backend }),
     }
 }
 

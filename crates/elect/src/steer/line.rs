@@ -118,8 +118,6 @@ pub enum Refusal {
     /// The line changed between the read and the record (a candidate came
     /// or went): nothing was done; try again.
     LineChanged,
-    /// This backend cannot switch over (yet).
-    Unsupported(Backend),
 }
 
 impl fmt::Display for Refusal {
@@ -153,9 +151,6 @@ impl fmt::Display for Refusal {
                     f,
                     "the line changed while the switchover was being recorded"
                 )
-            }
-            Refusal::Unsupported(backend) => {
-                write!(f, "the {backend} backend cannot switch over yet")
             }
         }
     }

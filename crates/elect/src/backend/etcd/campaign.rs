@@ -33,6 +33,7 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info};
 
 use super::bounds::WatchBounds;
@@ -210,7 +211,7 @@ impl Candidate {
         let ended = || Error::SessionEnded {
             backend: Backend::Etcd,
         };
-        let _published = AbortOnDrop(self.publish_priority(lease.id));
+        let _published = AbortOnDropHandle::new(self.publish_priority(lease.id));
         loop {
             match self.candidacy(&lease).await {
                 Outcome::Resigned { led } => {
@@ -565,15 +566,6 @@ impl Candidate {
                 _ = backoff.wait() => {}
             }
         }
-    }
-}
-
-/// Aborts its task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

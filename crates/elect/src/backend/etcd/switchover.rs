@@ -30,7 +30,7 @@ use etcd_client::{
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::debug;
 
 use super::bounds::WatchBounds;
@@ -430,7 +430,7 @@ async fn revoke(client: &Client, lease: i64) {
 /// read and a watch on its key. Dropping it stops watching.
 pub struct SwitchoverWatch {
     steer: watch::Receiver<Option<Steer>>,
-    task: JoinHandle<()>,
+    _task: AbortOnDropHandle<()>,
 }
 
 impl SwitchoverWatch {
@@ -450,18 +450,15 @@ impl SwitchoverWatch {
                 }
             }
         });
-        SwitchoverWatch { steer, task }
+        SwitchoverWatch {
+            steer,
+            _task: AbortOnDropHandle::new(task),
+        }
     }
 
     /// The switchover under way, as last read.
     pub fn steer(&self) -> watch::Receiver<Option<Steer>> {
         self.steer.clone()
-    }
-}
-
-impl Drop for SwitchoverWatch {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::debug;
 use zookeeper_client::{Client, CreateMode, Error as ZkError, MultiWriteError};
 
@@ -410,7 +410,7 @@ fn not_done(reason: &str, leader: Option<&Placed>) -> Outcome {
 /// watches the election's children only then). Dropping it stops.
 pub struct SwitchoverWatch {
     seen: watch::Receiver<(Option<Steer>, Option<u64>)>,
-    task: JoinHandle<()>,
+    _task: AbortOnDropHandle<()>,
 }
 
 impl SwitchoverWatch {
@@ -429,18 +429,15 @@ impl SwitchoverWatch {
                 }
             }
         });
-        SwitchoverWatch { seen, task }
+        SwitchoverWatch {
+            seen,
+            _task: AbortOnDropHandle::new(task),
+        }
     }
 
     /// The switchover under way and the next in line, as last read.
     pub fn seen(&self) -> watch::Receiver<(Option<Steer>, Option<u64>)> {
         self.seen.clone()
-    }
-}
-
-impl Drop for SwitchoverWatch {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
