@@ -118,7 +118,13 @@ pub struct CandidateArgs {
     /// there for --failback-delay; equal priorities keep the line's order.
     /// 0 (or `never`): lead only when no candidate of positive priority is
     /// live.
-    #[arg(long, env = "ELECT_PRIORITY", value_name = "N", default_value = "1")]
+    #[arg(
+        long,
+        env = "ELECT_PRIORITY",
+        value_name = "N",
+        default_value = "1",
+        allow_negative_numbers = true
+    )]
     pub priority: String,
 
     /// How long a candidate of higher priority must have been there

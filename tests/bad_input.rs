@@ -1010,6 +1010,33 @@ fn cases(s: &Scratch) -> Vec<Case> {
         .to_owned();
     all.push(case(&["man", "--out", &man_dir], "--out"));
     all.push(case(&["completions", "tcsh"], "tcsh"));
+    // Steering: the target, the switchover's timeout, the priority and
+    // the failback delay.
+    let switchover = ["switchover", "--election", "jobs"];
+    all.push(case(&switchover, "--to"));
+    all.push(case(&[&switchover[..], &["--to", ""]].concat(), "--to"));
+    for bad in ["0s", "50ms", "11m", "soon"] {
+        let args = [&switchover[..], &["--to", "b", "--timeout", bad]].concat();
+        all.push(case(&args, "--timeout"));
+    }
+    for bad in ["-1", "1000001", "high", "1.5"] {
+        all.push(case(
+            &["campaign", "--election", "jobs", "--priority", bad],
+            "--priority",
+        ));
+    }
+    for bad in ["1ms", "25h", "soon"] {
+        let args = [
+            "run",
+            "--election",
+            "jobs",
+            "--failback-delay",
+            bad,
+            "--",
+            "true",
+        ];
+        all.push(case(&args, "--failback-delay"));
+    }
     all
 }
 
@@ -1229,7 +1256,7 @@ fn the_exit_codes_page_lists_every_code() {
         .map(|c| c.trim().to_owned())
         .filter(|c| c != "code" && !c.starts_with("---"))
         .collect();
-    for code in ["0", "1", "2", "3", "4", "125", "128+N"] {
+    for code in ["0", "1", "2", "3", "4", "5", "6", "125", "128+N"] {
         assert!(
             listed.iter().any(|c| c == code),
             "exit code {code} is not listed: {listed:?}"
