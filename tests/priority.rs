@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::elect::{Proc, elect, elect_once, elect_zk};
+use support::elect::{Proc, elect, elect_at, elect_once, elect_zk};
 use support::etcd::Cluster;
 use support::raft::Cluster as RaftCluster;
 use support::zk::Ensemble;
@@ -127,5 +127,55 @@ fn a_raft_leader_fails_back_to_the_peer_of_highest_priority() {
     assert!(
         !procs[2].sees_event("demoted", Duration::from_secs(3)),
         "p2 keeps it"
+    );
+}
+
+#[test]
+fn a_raft_switchover_to_a_priority_zero_peer_is_refused() {
+    // The soak's seed 7309 found it: the leader lists its peers'
+    // priorities, so the plan refuses a target that would hand over at
+    // once (before the operator's pin reached it) and never act.
+    let cluster = RaftCluster::new(3, "1s");
+    let priorities = ["1", "1", "0"];
+    let mut procs: Vec<Proc> = cluster
+        .ids
+        .iter()
+        .zip(priorities)
+        .map(|(id, p)| cluster.campaign_with(id, &["--priority", p]))
+        .collect();
+    let candidates =
+        support::eventually("p2 listed with priority 0", Duration::from_secs(20), || {
+            let (code, out, _) = elect_at(
+                "raft",
+                &cluster.endpoints,
+                "candidates",
+                "test",
+                &["--format", "json"],
+            );
+            let line: serde_json::Value = serde_json::from_str(out.trim()).ok()?;
+            let p2 = line["candidates"]
+                .as_array()?
+                .iter()
+                .find(|c| c["id"] == "p2")?
+                .clone();
+            let leads = line["candidates"][0]["leads"] == true;
+            (code == 0 && leads && p2["priority"] == 0 && p2["live"] == true).then_some(line)
+        });
+    assert_ne!(
+        candidates["candidates"][0]["id"], "p2",
+        "priority 0 does not lead"
+    );
+    let (code, _, err) = elect_at(
+        "raft",
+        &cluster.endpoints,
+        "switchover",
+        "test",
+        &["--to", "p2"],
+    );
+    assert_eq!(code, 5, "refused: {err}; line {candidates}");
+    assert!(err.contains("priority 0"), "{err}");
+    assert!(
+        !procs[2].sees_event("elected", Duration::from_secs(2)),
+        "nothing changed"
     );
 }

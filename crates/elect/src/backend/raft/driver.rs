@@ -158,6 +158,8 @@ impl Driver {
             Some(WireRefusal::NotLive)
         } else if self.switchover.is_some() {
             Some(WireRefusal::Busy)
+        } else if self.never_leads(&ask.to) {
+            Some(WireRefusal::NeverLeads)
         } else {
             None
         };
@@ -192,6 +194,28 @@ impl Driver {
                 (at.elapsed() < t).then_some((id, *priority))
             })
             .collect()
+    }
+
+    /// Our priority and each live peer's, by id.
+    fn priorities(&self) -> std::collections::BTreeMap<String, u32> {
+        let mut all: std::collections::BTreeMap<String, u32> = self
+            .present()
+            .into_iter()
+            .map(|(id, p)| (id, p.get()))
+            .collect();
+        all.insert(self.node.id().to_owned(), self.priority.borrow().get());
+        all
+    }
+
+    /// Whether peer `id` has priority 0 while another of positive
+    /// priority (us included) is live: it would not act as leader, and
+    /// would hand over at once (so a switchover to it is refused).
+    fn never_leads(&self, id: &str) -> bool {
+        let all = self.priorities();
+        all.get(id) == Some(&Priority::NEVER.get())
+            && all
+                .iter()
+                .any(|(other, p)| other != id && *p > Priority::NEVER.get())
     }
 
     /// Priority 0 while a peer of positive priority is live: we do not
@@ -374,6 +398,10 @@ impl Driver {
                 term: status.term,
                 successors: self.node.successors(),
                 live: self.node.live_followers(self.now()),
+                priorities: match status.is_self {
+                    true => self.priorities(),
+                    false => Default::default(),
+                },
             },
         );
     }
@@ -507,6 +535,7 @@ mod tests {
             term: 0,
             successors: Vec::new(),
             live: Vec::new(),
+            priorities: Default::default(),
         });
         let (_steer, steering) = mpsc::channel(1);
         let driver = Driver {

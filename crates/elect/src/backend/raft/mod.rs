@@ -78,6 +78,7 @@ pub async fn campaign(
         term: node.term(),
         successors: Vec::new(),
         live: Vec::new(),
+        priorities: Default::default(),
     });
     let (steering_tx, steering) = mpsc::channel(4);
     let heard = transport::Heard::default();

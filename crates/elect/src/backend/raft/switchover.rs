@@ -57,13 +57,21 @@ async fn leader_status(cfg: &ElectionConfig, tls: Option<&PeerTls>) -> Result<Wi
 }
 
 fn as_line(cfg: &ElectionConfig, status: &WireStatus) -> Line {
+    // The leader's view; the default for a peer it has no word of.
+    let priority_of = |id: &str| {
+        status
+            .priorities
+            .get(id)
+            .and_then(|p| Priority::new(*p))
+            .unwrap_or(Priority::DEFAULT)
+    };
     let mut candidates = Vec::new();
     if let Some(leader) = &status.leader {
         candidates.push(InLine {
             id: leader.clone(),
             token: Some(status.term),
             leads: true,
-            priority: Priority::DEFAULT,
+            priority: priority_of(leader),
             live: true,
             by: "elect",
         });
@@ -75,10 +83,10 @@ fn as_line(cfg: &ElectionConfig, status: &WireStatus) -> Line {
     for id in rest.chain(unlisted) {
         let live = status.live.contains(&id);
         candidates.push(InLine {
+            priority: priority_of(&id),
             id,
             token: None,
             leads: false,
-            priority: Priority::DEFAULT,
             live,
             by: "elect",
         });
@@ -205,6 +213,7 @@ fn wire_refusal(cfg: &ElectionConfig, refusal: WireRefusal, target: &str) -> Err
         WireRefusal::NotLeader | WireRefusal::TermChanged => Refusal::LineChanged,
         WireRefusal::NotLive => Refusal::NotLive(target.to_owned()),
         WireRefusal::Busy => Refusal::Busy,
+        WireRefusal::NeverLeads => Refusal::NeverLeads(target.to_owned()),
         WireRefusal::NotAllowed => {
             return Error::Auth {
                 backend: Backend::Raft,

@@ -194,6 +194,8 @@ pub enum WireRefusal {
     NotLive,
     /// Another switchover is under way.
     Busy,
+    /// The target has priority 0 and a peer of positive priority is live.
+    NeverLeads,
     /// The connection's certificate names no peer.
     NotAllowed,
 }
@@ -224,6 +226,10 @@ pub struct WireStatus {
     /// timeout.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub live: Vec<String>,
+    /// A leader: its own priority and each live follower's, as their
+    /// frames said (a switchover's plan refuses a priority 0 target).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub priorities: BTreeMap<String, u32>,
 }
 
 /// Opens a query to peer `id` at `addr` of `cluster`, as client `from`:
