@@ -11,6 +11,7 @@ use elect::Backend;
 use elect::config::{ElectionConfig, Service};
 use elect::credentials::{PASSWORD_VAR, Password, Tls, User};
 use elect::export::{Format, OutputConfig};
+use elect::health::{Check, HealthConfig, HttpUrl};
 
 use crate::usage::{Result, UsageError, parse_duration, refuse_unused_flag};
 
@@ -137,6 +138,45 @@ pub struct CandidateArgs {
         default_value = "10s"
     )]
     pub failback_delay: String,
+
+    /// Gate leadership on this shell command (`sh -c`), run every
+    /// --health-interval under the watchdog and killed whole by its end:
+    /// exit 0 is healthy. An unhealthy candidate does not lead while a
+    /// healthy one is live; an unhealthy leader hands over at once, and
+    /// leads again only after passing for --failback-delay.
+    #[arg(
+        long,
+        env = "ELECT_HEALTH_CMD",
+        value_name = "CMD",
+        conflicts_with = "health_url"
+    )]
+    pub health_cmd: Option<String>,
+
+    /// Gate leadership on this http:// URL, as --health-cmd: an answer
+    /// with a 2xx status within --health-interval is healthy.
+    #[arg(long, env = "ELECT_HEALTH_URL", value_name = "URL")]
+    pub health_url: Option<String>,
+
+    /// How often the health check runs, and how long one may take (a
+    /// check that hangs fails at its end).
+    #[arg(
+        long,
+        env = "ELECT_HEALTH_INTERVAL",
+        value_name = "DURATION",
+        default_value = "5s"
+    )]
+    pub health_interval: String,
+
+    /// How many failed health checks in a row make this candidate
+    /// unhealthy.
+    #[arg(
+        long,
+        env = "ELECT_HEALTH_FAILURES",
+        value_name = "N",
+        default_value = "3",
+        allow_negative_numbers = true
+    )]
+    pub health_failures: String,
 }
 
 /// Where the current leader is exported besides stdout.
@@ -300,6 +340,9 @@ impl ElectionArgs {
             cfg = cfg.with_priority(priority);
             let delay = parse_duration("--failback-delay", &candidate.failback_delay)?;
             cfg = cfg.with_failback_delay(delay)?;
+            if let Some(health) = health_config(candidate, delay, matches, warnings)? {
+                cfg = cfg.with_health(health);
+            }
         }
         cfg = self.credentials(cfg)?;
         // Checked again by the library; here so bad input exits 2 first.
@@ -357,4 +400,59 @@ impl ElectionArgs {
         }
         Ok(cfg)
     }
+}
+
+/// The health check `candidate`'s flags ask for, if any; its backoff is
+/// the failback delay.
+fn health_config(
+    candidate: &CandidateArgs,
+    failback_delay: std::time::Duration,
+    matches: &ArgMatches,
+    warnings: &mut Vec<String>,
+) -> Result<Option<HealthConfig>> {
+    let check = match (&candidate.health_cmd, &candidate.health_url) {
+        (Some(cmd), _) if cmd.trim().is_empty() => {
+            return Err(UsageError::new(
+                "--health-cmd",
+                "is empty: give a shell command whose exit status 0 means healthy",
+            ));
+        }
+        (Some(cmd), _) => {
+            Check::command(cmd).map_err(|e| UsageError::new("--health-cmd", e.to_string()))?
+        }
+        (None, Some(url)) => Check::Url(
+            HttpUrl::parse(url).map_err(|e| UsageError::new("--health-url", e.to_string()))?,
+        ),
+        (None, None) => {
+            for (id, flag) in [
+                ("health_interval", "--health-interval"),
+                ("health_failures", "--health-failures"),
+            ] {
+                refuse_unused_flag(
+                    matches,
+                    id,
+                    flag,
+                    "there is no health check (give --health-cmd or --health-url)",
+                    warnings,
+                )?;
+            }
+            return Ok(None);
+        }
+    };
+    let interval = parse_duration("--health-interval", &candidate.health_interval)?;
+    let failures = candidate.health_failures.parse::<u32>().map_err(|_| {
+        UsageError::new(
+            "--health-failures",
+            format!(
+                "{:?}: give a whole number from 1 to 100",
+                candidate.health_failures
+            ),
+        )
+    })?;
+    Ok(Some(
+        HealthConfig::new(check)
+            .with_interval(interval)?
+            .with_failures(failures)?
+            .with_backoff(failback_delay),
+    ))
 }

@@ -1037,6 +1037,37 @@ fn cases(s: &Scratch) -> Vec<Case> {
         ];
         all.push(case(&args, "--failback-delay"));
     }
+    // Health checks: the check, its interval and failures.
+    let campaign = ["campaign", "--election", "jobs"];
+    for (flag, bad) in [
+        ("--health-cmd", " "),
+        ("--health-url", "https://db/"),
+        ("--health-url", "db:80"),
+        ("--health-url", "http://db:99999/"),
+        ("--health-url", "http://"),
+    ] {
+        all.push(case(&[&campaign[..], &[flag, bad]].concat(), flag));
+    }
+    for bad in ["0s", "50ms", "2h", "soon"] {
+        let args = [
+            &campaign[..],
+            &["--health-cmd", "true", "--health-interval", bad],
+        ]
+        .concat();
+        all.push(case(&args, "--health-interval"));
+    }
+    for bad in ["0", "101", "-1", "many"] {
+        let args = [
+            &campaign[..],
+            &["--health-url", "http://db/", "--health-failures", bad],
+        ]
+        .concat();
+        all.push(case(&args, "--health-failures"));
+    }
+    all.push(case(
+        &[&campaign[..], &["--health-interval", "1s"]].concat(),
+        "--health-interval",
+    ));
     all
 }
 

@@ -64,6 +64,7 @@ fn forgeries(claimed: &str, term: u64) -> Vec<Frame> {
         from: claimed.into(),
         body: Body::Peer(msg),
         priority: None,
+        unhealthy: false,
     };
     vec![
         frame(Message::Heartbeat {

@@ -59,7 +59,7 @@ async fn campaign(Request { election, output }: Request) -> anyhow::Result<u8> {
         return Ok(0);
     };
     let campaign = campaign?;
-    let running = exports.start(campaign.leadership());
+    let running = exports.start_with_health(campaign.leadership(), campaign.health());
     let mut leadership = campaign.leadership();
     tokio::select! {
         sig = shutdown.recv() => match sig {

@@ -68,6 +68,7 @@ async fn leader(Request { election, format }: Request) -> anyhow::Result<u8> {
                 &context(&election),
                 &snapshot,
                 event,
+                None,
                 std::time::SystemTime::now()
             )
         ),

@@ -287,7 +287,7 @@ async fn run_while_leading(
         return Ok(0);
     };
     let campaign = campaign?;
-    let running = exports.start(campaign.leadership());
+    let running = exports.start_with_health(campaign.leadership(), campaign.health());
     if let Some(job) = &job
         && job.turn(&campaign.leadership(), &mut shutdown).await? != Some(Turn::Run)
     {

@@ -150,6 +150,9 @@ pub enum Event {
     Elected,
     /// This process stopped being the leader.
     Demoted,
+    /// Our health check started or stopped failing (the line's `healthy`
+    /// says which); the leader is as the line before said.
+    Health,
 }
 
 #[cfg(test)]

@@ -63,6 +63,9 @@
 //!   and a priority ([`config::ElectionConfig::with_priority`],
 //!   changeable with [`backend::Campaign::set_priority`]) makes the
 //!   leader hand over to a higher one after a failback delay.
+//! - [`health`] gates leadership on a check of the host
+//!   ([`config::ElectionConfig::with_health`]): an unhealthy leader hands
+//!   over to a healthy candidate.
 //! - [`export`] serves the leader as stdout lines, a file, HTTP and
 //!   Prometheus metrics; `once::PeriodicJob` (etcd and ZooKeeper) runs a
 //!   command once per period across hosts (`elect run --once`), on
@@ -125,6 +128,7 @@ pub mod counters;
 pub mod credentials;
 pub mod error;
 pub mod export;
+pub mod health;
 pub mod input;
 pub mod leadership;
 #[cfg(test)]

@@ -9,7 +9,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Result;
 use crate::leadership::Leadership;
-use crate::steer::Priority;
+use std::sync::Arc;
+
+use tokio_util::task::AbortOnDropHandle;
+
+use crate::steer::{Priority, Standing};
 
 /// A running candidacy.
 ///
@@ -24,8 +28,11 @@ pub struct Campaign {
     pub(super) leadership: watch::Receiver<Leadership>,
     resign: CancellationToken,
     task: Option<JoinHandle<Result<()>>>,
-    /// Where [`Campaign::set_priority`] tells the backend.
-    priority: Option<watch::Sender<Priority>>,
+    /// Where [`Campaign::set_priority`] and [`Campaign::sethealth_monitory`]
+    /// tell the backend.
+    standing: Option<Arc<watch::Sender<Standing>>>,
+    /// The health check's monitor, while the campaign lives.
+    health_monitor: Option<AbortOnDropHandle<()>>,
 }
 
 impl Campaign {
@@ -38,13 +45,20 @@ impl Campaign {
             leadership,
             resign,
             task: Some(task),
-            priority: None,
+            standing: None,
+            health_monitor: None,
         }
     }
 
-    /// The same, its priority changeable through `priority`.
-    pub(crate) fn steered_by(mut self, priority: watch::Sender<Priority>) -> Self {
-        self.priority = Some(priority);
+    /// The same, its priority and health changeable through `standing`,
+    /// and its health check's monitor (if any) held as long as it lives.
+    pub(crate) fn steered_by(
+        mut self,
+        standing: Arc<watch::Sender<Standing>>,
+        health: Option<AbortOnDropHandle<()>>,
+    ) -> Self {
+        self.standing = Some(standing);
+        self.health_monitor = health;
         self
     }
 
@@ -60,9 +74,36 @@ impl Campaign {
     /// # }
     /// ```
     pub fn set_priority(&self, priority: Priority) {
-        if let Some(sender) = &self.priority {
-            sender.send_replace(priority);
+        if let Some(sender) = &self.standing {
+            sender.send_if_modified(|s| std::mem::replace(&mut s.priority, priority) != priority);
         }
+    }
+
+    /// Says whether this host is healthy, for a library that runs its own
+    /// check (or none: [`crate::config::ElectionConfig::withhealth_monitor`] runs
+    /// one for you). An unhealthy candidate is passed over while a healthy
+    /// one is live; an unhealthy leader hands over to one at once (see
+    /// [`crate::health`]). Apply your own hysteresis
+    /// ([`crate::health::Gate`]): each change may move leadership.
+    ///
+    /// ```no_run
+    /// # async fn f(campaign: elect::backend::Campaign, database_up: bool) {
+    /// campaign.sethealth_monitory(database_up);
+    /// # }
+    /// ```
+    pub fn sethealth_monitory(&self, healthy: bool) {
+        if let Some(sender) = &self.standing {
+            sender.send_if_modified(|s| std::mem::replace(&mut s.healthy, healthy) != healthy);
+        }
+    }
+
+    /// With a health check ([`crate::config::ElectionConfig::withhealth_monitor`]):
+    /// this candidate's standing as the others see it, health included.
+    pub fn health(&self) -> Option<watch::Receiver<Standing>> {
+        self.health_monitor
+            .as_ref()
+            .and(self.standing.as_ref())
+            .map(|s| s.subscribe())
     }
 
     /// The snapshots of this candidacy, starting with an unknown leader.

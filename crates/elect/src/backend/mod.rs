@@ -53,7 +53,7 @@ use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
-use crate::steer::{Line, Report, Target};
+use crate::steer::{Line, Report, Standing, Target};
 use crate::work::WorkWatch;
 
 /// Joins the election described by `cfg`. `work` tells the backend whether
@@ -80,7 +80,7 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
     // The default id (hostname-pid) is no Raft peer's.
     cfg.check_raft_membership()?;
     cfg.validate()?;
-    let (priority, wished) = tokio::sync::watch::channel(cfg.priority());
+    let (standing, wished, health) = standing_of(cfg).await?;
     let campaign: Result<Campaign> = match cfg.backend() {
         #[cfg(feature = "etcd")]
         Backend::Etcd => etcd::campaign(cfg, work, wished).await,
@@ -94,7 +94,43 @@ pub async fn campaign(cfg: &ElectionConfig, work: WorkWatch) -> Result<Campaign>
             Err(Error::NotBuiltIn { backend })
         }
     };
-    campaign.map(|c| c.steered_by(priority))
+    campaign.map(|c| c.steered_by(standing, health))
+}
+
+/// What `cfg`'s candidate says of itself at first (its health from a
+/// first check, when it has one), where it can be changed, and the
+/// monitor that keeps its health up to date.
+async fn standing_of(
+    cfg: &ElectionConfig,
+) -> Result<(
+    std::sync::Arc<tokio::sync::watch::Sender<Standing>>,
+    tokio::sync::watch::Receiver<Standing>,
+    Option<tokio_util::task::AbortOnDropHandle<()>>,
+)> {
+    let Some(health) = cfg.health() else {
+        let (standing, wished) = tokio::sync::watch::channel(Standing::healthy(cfg.priority()));
+        return Ok((std::sync::Arc::new(standing), wished, None));
+    };
+    let (first, mut verdicts, checking) = crate::health::monitor(health.clone()).await?;
+    let initial = Standing {
+        priority: cfg.priority(),
+        healthy: first,
+    };
+    let (standing, wished) = tokio::sync::watch::channel(initial);
+    let standing = std::sync::Arc::new(standing);
+    let told = standing.clone();
+    let forwarding = tokio::spawn(async move {
+        let _checking = tokio_util::task::AbortOnDropHandle::new(checking);
+        while verdicts.changed().await.is_ok() {
+            let healthy = *verdicts.borrow_and_update();
+            told.send_if_modified(|s| std::mem::replace(&mut s.healthy, healthy) != healthy);
+        }
+    });
+    Ok((
+        standing,
+        wished,
+        Some(tokio_util::task::AbortOnDropHandle::new(forwarding)),
+    ))
 }
 
 /// Follows the election without taking part.

@@ -10,6 +10,7 @@ use crate::backend_kind::Backend;
 use crate::clock::MAX_DURATION;
 use crate::credentials::{Tls, User};
 use crate::error::{Error, Result};
+use crate::health::HealthConfig;
 use crate::steer::Priority;
 
 /// Where and how to take part in (or watch) one election. Built only
@@ -31,6 +32,8 @@ pub struct ElectionConfig {
     /// How long a candidate of higher priority must be there before the
     /// leader hands over to it.
     pub(crate) failback_delay: Duration,
+    /// The health check that gates this candidate (see [`crate::health`]).
+    pub(crate) health: Option<HealthConfig>,
 }
 
 /// The failback delay unless told otherwise: long enough that a
@@ -74,6 +77,7 @@ impl ElectionConfig {
             user: None,
             priority: Priority::DEFAULT,
             failback_delay: DEFAULT_FAILBACK_DELAY,
+            health: None,
         })
     }
 
@@ -104,6 +108,36 @@ impl ElectionConfig {
         }
         self.failback_delay = delay;
         Ok(self)
+    }
+
+    /// Gates this candidate's leadership on `health`'s check (see
+    /// [`crate::health`]): [`backend::campaign`](crate::backend::campaign)
+    /// runs it once before joining, then every interval; an unhealthy
+    /// candidate is passed over while a healthy one is live, and an
+    /// unhealthy leader hands over to one at once.
+    ///
+    /// ```no_run
+    /// # async fn f() -> elect::Result<()> {
+    /// use std::time::Duration;
+    /// use elect::health::{Check, HealthConfig, HttpUrl};
+    /// use elect::{backend, config::ElectionConfig, work::WorkWatch};
+    ///
+    /// let check = Check::Url(HttpUrl::parse("http://127.0.0.1:8080/healthz")?);
+    /// let health = HealthConfig::new(check)
+    ///     .with_interval(Duration::from_secs(2))?
+    ///     .with_failures(2)?;
+    /// let cfg = ElectionConfig::etcd(["127.0.0.1:2379"], "jobs")?.with_health(health);
+    /// let campaign = backend::campaign(&cfg, WorkWatch::none()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_health(mut self, health: HealthConfig) -> Self {
+        self.health = Some(health);
+        self
+    }
+
+    /// The health check, if any.
+    pub fn health(&self) -> Option<&HealthConfig> {
+        self.health.as_ref()
     }
 
     /// This candidate's priority.

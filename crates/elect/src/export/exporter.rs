@@ -16,6 +16,7 @@ use super::view::{Context, Exported, Format};
 use super::{leader_file, lines, stdout};
 use crate::clock::BootInstant;
 use crate::leadership::Leadership;
+use crate::steer::Standing;
 
 /// Where leadership is exported.
 #[derive(Debug, Clone)]
@@ -44,6 +45,7 @@ pub struct OutputConfig {
 /// writing thread are still written.
 pub async fn run(
     mut rx: watch::Receiver<Leadership>,
+    mut health: Option<watch::Receiver<Standing>>,
     ctx: Context,
     output: OutputConfig,
     metrics: Arc<Metrics>,
@@ -78,6 +80,15 @@ pub async fn run(
     let direct = stdout::NonBlocking::open();
     let mut shown = Leadership::unknown();
     let mut next = rx.borrow_and_update().clone().as_of(BootInstant::now());
+    // With a health check: whether it passes, as last shown and now.
+    let healthy_now = |h: &mut Option<watch::Receiver<Standing>>| {
+        h.as_mut().map(|h| h.borrow_and_update().healthy)
+    };
+    let mut healthy = healthy_now(&mut health);
+    let mut shown_healthy = healthy;
+    if let Some(h) = healthy {
+        metrics.set_healthy(h);
+    }
     // Armed anew on every renewal: one timer for the loop's life.
     let mut deadline_timer = crate::clock::BootTimer::new();
     loop {
@@ -86,15 +97,24 @@ pub async fn run(
                 exported.since = next.leader.as_ref().map(|_| SystemTime::now());
             }
             exported.leadership = next.clone();
+            exported.healthy = healthy;
         });
-        if !next.same_view(&shown) {
+        let health_changed = healthy != shown_healthy;
+        if !next.same_view(&shown) || health_changed {
+            let event = match next.same_view(&shown) {
+                true => crate::leadership::Event::Health,
+                false => next.event_since(&shown),
+            };
             metrics.record(&shown, &next, BootInstant::now());
-            let event = next.event_since(&shown);
+            if let Some(h) = healthy {
+                metrics.set_healthy(h);
+            }
             let line = lines::render(
                 output.format,
                 &ctx,
                 &next,
                 event,
+                healthy,
                 std::time::SystemTime::now(),
             );
             let in_file = next.leader.clone().filter(|_| next.current);
@@ -108,6 +128,7 @@ pub async fn run(
                 let _ = writes.send((line, in_file));
             }
             shown = next.clone();
+            shown_healthy = healthy;
         }
         // While we lead, our deadline ends it unless the backend renews it
         // first: a backend that is late to say so (stalled) must not keep
@@ -124,6 +145,14 @@ pub async fn run(
             }
             () = deadline_timer.sleep_until(expires.unwrap_or(BootInstant::now())), if expires.is_some() => {
                 next = next.as_of(BootInstant::now());
+            }
+            Some(Ok(())) = async {
+                match health.as_mut() {
+                    Some(h) => Some(h.changed().await),
+                    None => std::future::pending().await,
+                }
+            } => {
+                healthy = healthy_now(&mut health);
             }
         }
     }
@@ -159,7 +188,7 @@ mod tests {
             http: None,
         };
         let metrics = Arc::new(Metrics::with_containment(None));
-        let exporter = tokio::spawn(run(rx, ctx, output, metrics, state));
+        let exporter = tokio::spawn(run(rx, None, ctx, output, metrics, state));
         let shown = exported
             .wait_for(|e| e.leadership.is_self)
             .await

@@ -14,6 +14,7 @@ use super::metrics::Metrics;
 use super::no_metrics::Metrics;
 use super::view::{Context, Exported};
 use crate::leadership::Leadership;
+use crate::steer::Standing;
 
 /// The exporters of one election: lines, leader file, metrics and, when
 /// asked, the HTTP server. [`Exports::prepare`] binds the HTTP port before
@@ -66,6 +67,16 @@ impl Exports {
 
     /// Starts exporting what `leadership` says.
     pub fn start(self, leadership: watch::Receiver<Leadership>) -> Running {
+        self.start_with_health(leadership, None)
+    }
+
+    /// Starts exporting what `leadership` says, and with a health check
+    /// (see [`crate::backend::Campaign::health`]) whether it passes.
+    pub fn start_with_health(
+        self,
+        leadership: watch::Receiver<Leadership>,
+        health: Option<watch::Receiver<Standing>>,
+    ) -> Running {
         #[cfg_attr(not(feature = "http"), allow(unused_variables))]
         let (state, exported) = Exported::channel();
         #[cfg(feature = "http")]
@@ -79,6 +90,7 @@ impl Exports {
         });
         let exporter = tokio::spawn(run(
             leadership,
+            health,
             self.ctx,
             self.output,
             self.metrics.clone(),

@@ -94,6 +94,9 @@ struct LeaderBody<'a> {
     since: Option<String>,
     backend: crate::backend_kind::Backend,
     election: &'a str,
+    /// Whether this candidate's health check passes (with a check only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    healthy: Option<bool>,
 }
 
 async fn leader(State(shared): State<Shared>) -> Response {
@@ -115,6 +118,7 @@ async fn leader(State(shared): State<Shared>) -> Response {
         since: exported.since.map(rfc3339),
         backend: shared.ctx.backend,
         election: &shared.ctx.election,
+        healthy: exported.healthy,
     };
     axum::Json(body).into_response()
 }

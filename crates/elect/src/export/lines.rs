@@ -27,6 +27,9 @@ pub struct JsonLine<'a> {
     pub is_self: bool,
     /// What changed.
     pub event: Event,
+    /// With a health check: whether it passes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<bool>,
 }
 
 /// The line that reports `snapshot`, reached through `event`, at `at`.
@@ -35,6 +38,7 @@ pub fn render(
     ctx: &Context,
     snapshot: &Leadership,
     event: Event,
+    healthy: Option<bool>,
     at: SystemTime,
 ) -> String {
     let at = humantime::format_rfc3339_millis(at).to_string();
@@ -49,14 +53,15 @@ pub fn render(
                 token: snapshot.token,
                 is_self: snapshot.is_self,
                 event,
+                healthy,
             };
             serde_json::to_string(&line).expect("plain data serializes")
         }
-        Format::Text => format!("{at} {}", sentence(ctx, snapshot, event)),
+        Format::Text => format!("{at} {}", sentence(ctx, snapshot, event, healthy)),
     }
 }
 
-fn sentence(ctx: &Context, s: &Leadership, event: Event) -> String {
+fn sentence(ctx: &Context, s: &Leadership, event: Event, healthy: Option<bool>) -> String {
     let election = &ctx.election;
     let who = s.leader.as_deref().unwrap_or("?");
     let token = s.token.map_or(String::new(), |t| format!(", token {t}"));
@@ -65,6 +70,12 @@ fn sentence(ctx: &Context, s: &Leadership, event: Event) -> String {
         Event::Demoted => format!("demoted: this process no longer leads {election}"),
         Event::Leader => format!("leader: {who} leads {election}{token}"),
         Event::None => format!("none: nobody leads {election}"),
+        Event::Health => match healthy {
+            Some(false) => format!(
+                "health: this process fails its health check; it does not lead {election} while a healthy candidate is live"
+            ),
+            _ => "health: this process passes its health check again".to_owned(),
+        },
         Event::Unknown => format!(
             "unknown: lost contact with {}; the leader of {election} is not known",
             ctx.backend
@@ -89,7 +100,7 @@ mod tests {
     fn json_has_every_contract_field() {
         let at = UNIX_EPOCH + Duration::from_millis(1_500);
         let s = Leadership::observed(Some(("node-b".into(), 42)));
-        let line = render(Format::Json, &ctx(), &s, Event::Leader, at);
+        let line = render(Format::Json, &ctx(), &s, Event::Leader, None, at);
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["at"], "1970-01-01T00:00:01.500Z");
         assert_eq!(v["backend"], "etcd");
@@ -107,6 +118,7 @@ mod tests {
             &ctx(),
             &Leadership::unknown(),
             Event::Unknown,
+            None,
             UNIX_EPOCH,
         );
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
@@ -117,7 +129,7 @@ mod tests {
     #[test]
     fn text_reads_as_a_sentence() {
         let s = Leadership::observed(Some(("node-b".into(), 42)));
-        let line = render(Format::Text, &ctx(), &s, Event::Leader, UNIX_EPOCH);
+        let line = render(Format::Text, &ctx(), &s, Event::Leader, None, UNIX_EPOCH);
         assert!(
             line.ends_with("leader: node-b leads jobs, token 42"),
             "{line}"

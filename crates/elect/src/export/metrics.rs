@@ -29,6 +29,7 @@ fn duration_buckets() -> impl Iterator<Item = f64> {
 pub struct Metrics {
     registry: Registry,
     is_leader: Gauge,
+    healthy: Gauge,
     view_current: Gauge,
     leader_changes: Counter,
     failover: Histogram,
@@ -83,6 +84,13 @@ impl Metrics {
             "1 while this process leads, else 0",
             Gauge::default(),
         );
+        let healthy = registered(
+            &mut registry,
+            "healthy",
+            "0 while this candidate's health check fails (--health-cmd, --health-url), else 1",
+            Gauge::default(),
+        );
+        healthy.set(1);
         let view_current = registered(
             &mut registry,
             "view_current",
@@ -142,6 +150,7 @@ impl Metrics {
         Metrics {
             registry,
             is_leader,
+            healthy,
             view_current,
             leader_changes,
             failover,
@@ -180,6 +189,11 @@ impl Metrics {
         } else if known(previous) && leaderless.since.is_none() {
             leaderless.since = Some(now);
         }
+    }
+
+    /// Our health check passes, or not.
+    pub fn set_healthy(&self, healthy: bool) {
+        self.healthy.set(i64::from(healthy));
     }
 
     /// Accounts for one resignation of ours that took `took`.

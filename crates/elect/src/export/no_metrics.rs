@@ -26,5 +26,8 @@ impl Metrics {
     pub fn record(&self, _previous: &Leadership, _next: &Leadership, _now: BootInstant) {}
 
     /// Counts nothing.
+    pub fn set_healthy(&self, _healthy: bool) {}
+
+    /// Counts nothing.
     pub fn record_handover(&self, _took: Duration) {}
 }

@@ -39,6 +39,8 @@ pub struct Exported {
     pub leadership: Leadership,
     /// When this process first saw the current leader (and term).
     pub since: Option<SystemTime>,
+    /// Whether our health check passes, when we have one.
+    pub healthy: Option<bool>,
 }
 
 impl Exported {
@@ -47,6 +49,7 @@ impl Exported {
         watch::channel(Exported {
             leadership: Leadership::unknown(),
             since: None,
+            healthy: None,
         })
     }
 }

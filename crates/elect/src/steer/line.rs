@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::priority::Priority;
+use super::priority::{Priority, Standing};
 use crate::backend_kind::Backend;
 
 /// Whom a switchover moves leadership to.
@@ -65,6 +65,9 @@ pub struct InLine {
     pub leads: bool,
     /// Its priority (the default where it published none).
     pub priority: Priority,
+    /// Whether its health check passes (a candidate with none, and every
+    /// peer's candidate, is healthy).
+    pub healthy: bool,
     /// Whether it is known alive: its key or znode exists (etcd,
     /// ZooKeeper), it answered the leader within an election timeout
     /// (Raft-vote).
@@ -75,6 +78,14 @@ pub struct InLine {
 }
 
 impl InLine {
+    /// Its priority and health.
+    pub fn standing(&self) -> Standing {
+        Standing {
+            priority: self.priority,
+            healthy: self.healthy,
+        }
+    }
+
     /// Whether it follows a switchover: hands over, or steps aside.
     pub fn steerable(&self) -> bool {
         self.by == "elect"
@@ -93,10 +104,14 @@ pub enum Refusal {
     /// The candidate with this id has priority 0 and another of positive
     /// priority is live: it never leads then (Patroni's `nofailover`).
     NeverLeads(String),
+    /// The candidate with this id fails its health check, and a healthy
+    /// one is live: it would hand over at once.
+    Unhealthy(String),
     /// Several live candidates have this id: the switchover would not
     /// know which one was meant.
     AmbiguousTarget(String),
-    /// `--to any`, and nobody waits behind the leader.
+    /// `--to any`, and nobody live (and healthy, where one is) waits
+    /// behind the leader.
     NobodyNext,
     /// The leader is a peer's candidate, which knows no switchovers.
     LeaderNotSteerable {
@@ -129,6 +144,10 @@ impl fmt::Display for Refusal {
                 f,
                 "{id:?} has priority 0, and a candidate of positive priority is live: it never leads then"
             ),
+            Refusal::Unhealthy(id) => write!(
+                f,
+                "{id:?} fails its health check, and a healthy candidate is live: it would hand over at once"
+            ),
             Refusal::NotLive(id) => write!(
                 f,
                 "{id:?} has not answered the leader lately: it is not known alive"
@@ -136,7 +155,10 @@ impl fmt::Display for Refusal {
             Refusal::AmbiguousTarget(id) => {
                 write!(f, "several live candidates have the id {id:?}")
             }
-            Refusal::NobodyNext => write!(f, "nobody waits behind the leader"),
+            Refusal::NobodyNext => write!(
+                f,
+                "nobody live waits behind the leader (healthy, where a candidate is)"
+            ),
             Refusal::LeaderNotSteerable { id, by } => write!(
                 f,
                 "the leader {id:?} is a {by} candidate, which cannot hand over on request"
@@ -188,10 +210,10 @@ impl Line {
             _ => return Err(Refusal::NoLeader),
         };
         let target = match to {
-            Target::Any => match self.candidates.len() {
-                0 | 1 => return Err(Refusal::NobodyNext),
-                _ => 1,
-            },
+            // The first behind the leader that the checks below accept.
+            Target::Any => (1..self.candidates.len())
+                .find(|&at| self.refusal_of(at).is_none())
+                .ok_or(Refusal::NobodyNext)?,
             Target::Candidate(id) => {
                 let mut named = self
                     .candidates
@@ -205,16 +227,8 @@ impl Line {
                 }
             }
         };
-        if !self.candidates[target].live {
-            return Err(Refusal::NotLive(self.candidates[target].id.clone()));
-        }
-        let positive_elsewhere = self
-            .candidates
-            .iter()
-            .enumerate()
-            .any(|(i, c)| i != target && c.live && c.priority > Priority::NEVER);
-        if self.candidates[target].priority == Priority::NEVER && positive_elsewhere {
-            return Err(Refusal::NeverLeads(self.candidates[target].id.clone()));
+        if let Some(refusal) = self.refusal_of(target) {
+            return Err(refusal);
         }
         if target == 0 {
             return Ok(Plan {
@@ -240,6 +254,29 @@ impl Line {
             target,
             step_aside: (1..target).collect(),
         })
+    }
+
+    /// Why the candidate at `target` may not be switched over to, if it
+    /// may not: it is not known alive, or another live candidate is of a
+    /// higher tier ([`Standing::tier`]: healthy where it is not, or of
+    /// positive priority where it has 0), so it would hand over at once.
+    fn refusal_of(&self, target: usize) -> Option<Refusal> {
+        let candidate = &self.candidates[target];
+        if !candidate.live {
+            return Some(Refusal::NotLive(candidate.id.clone()));
+        }
+        let own = candidate.standing();
+        let above = self
+            .candidates
+            .iter()
+            .enumerate()
+            .filter(|(i, c)| *i != target && c.live && c.standing().tier() > own.tier())
+            .count();
+        match (above > 0, own.healthy) {
+            (false, _) => None,
+            (true, false) => Some(Refusal::Unhealthy(candidate.id.clone())),
+            (true, true) => Some(Refusal::NeverLeads(candidate.id.clone())),
+        }
     }
 
     /// Who leads, if anyone.
@@ -374,6 +411,7 @@ mod tests {
                     token: Some(10 + i as u64),
                     leads: led && i == 0,
                     priority: Priority::DEFAULT,
+                    healthy: true,
                     live: true,
                     by,
                 })
@@ -410,6 +448,22 @@ mod tests {
         let mut never = line(&[("a", "elect"), ("b", "elect")], true);
         never.candidates[1].priority = Priority::NEVER;
         assert_eq!(never.plan(&to("b")), Err(Refusal::NeverLeads("b".into())));
+        let mut sick = line(&[("a", "elect"), ("b", "elect"), ("c", "elect")], true);
+        sick.candidates[1].healthy = false;
+        assert_eq!(sick.plan(&to("b")), Err(Refusal::Unhealthy("b".into())));
+        assert_eq!(
+            sick.plan(&Target::Any).unwrap().target,
+            2,
+            "the next healthy"
+        );
+        for c in &mut sick.candidates {
+            c.healthy = false;
+        }
+        assert_eq!(
+            sick.plan(&to("b")).unwrap().target,
+            1,
+            "none healthy: any live"
+        );
         assert!("".parse::<Target>().is_err());
     }
 

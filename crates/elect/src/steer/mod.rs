@@ -36,4 +36,6 @@ mod model;
 mod priority;
 
 pub use line::{InLine, Line, Outcome, Plan, Refusal, Report, Started, Target, fresh_identity};
-pub use priority::{Failback, Priority, steps_aside};
+#[cfg(test)]
+pub(crate) use priority::FailbackRule;
+pub use priority::{Failback, Priority, Standing, steps_aside};

@@ -28,7 +28,7 @@
 use stateright::{Checker, HasDiscoveries, Model, Property};
 
 use super::line::{InLine, Line, Target};
-use super::priority::{Failback, FailbackRule, Priority};
+use super::priority::{Failback, FailbackRule, Priority, Standing};
 use crate::backend_kind::Backend;
 use crate::clock::BootInstant;
 use crate::model_check::breadth_first;
@@ -99,7 +99,7 @@ enum Action {
 
 impl Priorities {
     fn failback_for(&self, leader: usize) -> Failback {
-        let own = Priority::new(PRIORITIES[leader]).expect("in range");
+        let own = Standing::healthy(Priority::new(PRIORITIES[leader]).expect("in range"));
         let delay = std::time::Duration::from_millis(DELAY_TICKS as u64 * TICK_MS);
         Failback::new(own, delay).without(self.off)
     }
@@ -122,6 +122,7 @@ impl Priorities {
                     token: None,
                     leads: place == 0,
                     priority: Priority::new(PRIORITIES[c]).expect("in range"),
+                    healthy: true,
                     live: true,
                     by: "elect",
                 })
@@ -192,19 +193,23 @@ impl Model for Priorities {
             Action::Tick => {
                 w.tick += 1;
                 let now = at(w.tick);
-                let behind: Vec<(String, Priority)> = w
+                let behind: Vec<(String, Standing)> = w
                     .line
                     .iter()
                     .skip(1)
                     .map(|&c| {
                         let incarnated = format!("{}.{}", key(c), w.incarnation[c]);
-                        (incarnated, Priority::new(PRIORITIES[c]).expect("in range"))
+                        let priority = Priority::new(PRIORITIES[c]).expect("in range");
+                        (incarnated, Standing::healthy(priority))
                     })
                     .collect();
                 let failback = w.failback.as_mut()?;
                 failback.saw(now, &behind);
-                let (pinned, urgent) = (failback.pinned(), failback.own() == Priority::NEVER);
-                let positive_behind = behind.iter().any(|(_, p)| *p > Priority::NEVER);
+                let (pinned, urgent) = (
+                    failback.pinned(),
+                    failback.own().priority == Priority::NEVER,
+                );
+                let positive_behind = behind.iter().any(|(_, s)| s.priority > Priority::NEVER);
                 let decided = failback.decide(now).map(str::to_owned);
                 w.never_stayed |= urgent && !pinned && positive_behind && decided.is_none();
                 if let Some(target) = decided {

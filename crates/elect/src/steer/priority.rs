@@ -1,4 +1,5 @@
-//! Priorities and the leader's failback decision: see [`crate::steer`].
+//! Priorities, health, and the leader's failback decision: see
+//! [`crate::steer`].
 
 use std::fmt;
 use std::str::FromStr;
@@ -64,31 +65,112 @@ impl FromStr for Priority {
     }
 }
 
-/// Whether a candidate of priority `own` whose turn has come gives it up
-/// to those behind it: priority 0, and one of them has a positive one.
-pub fn steps_aside(own: Priority, behind: impl IntoIterator<Item = Priority>) -> bool {
-    own == Priority::NEVER && behind.into_iter().any(|p| p > Priority::NEVER)
+/// What a candidate says of itself to the others: its priority, and
+/// whether its health check passes ([`crate::health`]; a candidate
+/// without one is healthy).
+///
+/// Candidates rank by tier, then by priority: a healthy candidate of
+/// positive priority, then a healthy one of priority 0, then an
+/// unhealthy one of any priority. A candidate whose tier is below
+/// another live one's does not lead: it steps aside at its turn and,
+/// leading, hands over at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Standing {
+    /// Its priority.
+    pub priority: Priority,
+    /// Whether its health check passes.
+    pub healthy: bool,
+}
+
+impl Standing {
+    /// A healthy candidate of the default priority: what one that
+    /// publishes nothing (and every peer's candidate) counts as.
+    pub const DEFAULT: Standing = Standing {
+        priority: Priority::DEFAULT,
+        healthy: true,
+    };
+
+    /// Healthy, with `priority`.
+    pub fn healthy(priority: Priority) -> Standing {
+        Standing {
+            priority,
+            healthy: true,
+        }
+    }
+
+    /// 2: healthy with a positive priority; 1: healthy with priority 0;
+    /// 0: unhealthy.
+    pub fn tier(self) -> u8 {
+        match (self.healthy, self.priority == Priority::NEVER) {
+            (false, _) => 0,
+            (true, true) => 1,
+            (true, false) => 2,
+        }
+    }
+
+    /// How the backends store it: the priority, then ` unhealthy` when
+    /// its check fails.
+    pub fn encode(self) -> String {
+        match self.healthy {
+            true => self.priority.to_string(),
+            false => format!("{} unhealthy", self.priority),
+        }
+    }
+
+    /// Reads what [`Standing::encode`] wrote.
+    pub fn decode(s: &str) -> Option<Standing> {
+        let (priority, healthy) = match s.strip_suffix(" unhealthy") {
+            Some(priority) => (priority, false),
+            None => (s, true),
+        };
+        let priority = priority.parse::<u32>().ok().and_then(Priority::new)?;
+        Some(Standing { priority, healthy })
+    }
+}
+
+impl fmt::Display for Standing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.encode())
+    }
+}
+
+impl Default for Standing {
+    fn default() -> Standing {
+        Standing::DEFAULT
+    }
+}
+
+/// Whether a candidate standing `own` whose turn has come gives it up to
+/// those behind it: one of them is of a higher tier (healthy where we are
+/// not, or of positive priority where ours is 0).
+pub fn steps_aside(own: Standing, behind: impl IntoIterator<Item = Standing>) -> bool {
+    behind.into_iter().any(|b| b.tier() > own.tier())
 }
 
 /// The leader's failback decision, sans I/O: to whom, if anyone, it
 /// should hand over because a candidate of higher priority is there.
 ///
 /// 1. Only a candidate whose priority is above ours, present (under the
-///    same key, with the same priority) for the failback delay as far as
+///    same key, with the same standing) for the failback delay as far as
 ///    this leader has seen it; the highest, the first in line among
 ///    equals. A candidate that flaps never stays present that long, and
 ///    causes nothing; and since a new leader starts with nobody seen, a
 ///    failback comes at least a delay after the change before it:
 ///    failbacks change leaders at most once per delay.
 /// 2. Never while we are pinned (a manual switchover chose us).
-/// 3. A leader of priority 0 hands over to a positive one at once.
+/// 3. A leader of a lower tier than a candidate's (unhealthy, or priority
+///    0) hands over at once to the best of the highest tier; pinned, only
+///    if unhealthy: an operator's choice does not keep a broken host
+///    leading. A
+///    health check's own hysteresis ([`crate::health::Gate`]) is what
+///    keeps a flapping candidate from being handed to often.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Failback {
     delay: Duration,
-    own: Priority,
+    own: Standing,
     pinned: bool,
-    /// Who is in line behind us: key, priority, present since.
-    present: Vec<(String, Priority, BootInstant)>,
+    /// Who is in line behind us: key, standing, present since.
+    present: Vec<(String, Standing, BootInstant)>,
     /// A rule switched off (the model check's teeth only).
     #[cfg(test)]
     off: Option<FailbackRule>,
@@ -102,11 +184,13 @@ pub(crate) enum FailbackRule {
     Settled,
     /// Rule 2: a pinned leader fails back too.
     Pinned,
+    /// Rule 3: a leader of a lower tier waits like any other.
+    Urgent,
 }
 
 impl Failback {
-    /// We lead, with priority `own`; nobody seen yet.
-    pub fn new(own: Priority, delay: Duration) -> Failback {
+    /// We lead, standing `own`; nobody seen yet.
+    pub fn new(own: Standing, delay: Duration) -> Failback {
         Failback {
             delay,
             own,
@@ -135,8 +219,8 @@ impl Failback {
         }
     }
 
-    /// Our priority.
-    pub fn own(&self) -> Priority {
+    /// Our standing.
+    pub fn own(&self) -> Standing {
         self.own
     }
 
@@ -145,8 +229,8 @@ impl Failback {
         self.pinned
     }
 
-    /// Our priority changed.
-    pub fn set_own(&mut self, own: Priority) {
+    /// Our priority or health changed.
+    pub fn set_own(&mut self, own: Standing) {
         self.own = own;
     }
 
@@ -156,8 +240,8 @@ impl Failback {
     }
 
     /// The candidates behind us as a read found them at `now`, in line
-    /// order: each candidate's key and priority.
-    pub fn saw(&mut self, now: BootInstant, behind: &[(String, Priority)]) {
+    /// order: each candidate's key and standing.
+    pub fn saw(&mut self, now: BootInstant, behind: &[(String, Standing)]) {
         let before = std::mem::take(&mut self.present);
         self.present = behind
             .iter()
@@ -173,15 +257,31 @@ impl Failback {
 
     /// Whom to hand over to at `now`, if anyone.
     pub fn decide(&self, now: BootInstant) -> Option<&str> {
-        if self.pinned && self.holds(FailbackRule::Pinned) {
+        let own_tier = self.own.tier();
+        // An operator's pin keeps a healthy leader of priority 0, not an
+        // unhealthy one.
+        let pinned = self.pinned && self.holds(FailbackRule::Pinned);
+        if own_tier < 2 && !(pinned && self.own.healthy) && self.holds(FailbackRule::Urgent) {
+            // Rule 3: the best of a higher tier, at once.
+            let mut best: Option<&(String, Standing, BootInstant)> = None;
+            for candidate @ (_, standing, _) in &self.present {
+                let rank = (standing.tier(), standing.priority);
+                if standing.tier() > own_tier
+                    && best.is_none_or(|(_, b, _)| rank > (b.tier(), b.priority))
+                {
+                    best = Some(candidate);
+                }
+            }
+            return best.map(|(key, _, _)| key.as_str());
+        }
+        if pinned {
             return None;
         }
-        let urgent = self.own == Priority::NEVER;
-        let mut best: Option<&(String, Priority, BootInstant)> = None;
-        for candidate @ (_, priority, since) in &self.present {
-            let settled =
-                urgent || now >= *since + self.delay || !self.holds(FailbackRule::Settled);
-            if *priority > self.own && settled && best.is_none_or(|(_, b, _)| priority > b) {
+        let mut best: Option<&(String, Standing, BootInstant)> = None;
+        for candidate @ (_, standing, since) in &self.present {
+            let settled = now >= *since + self.delay || !self.holds(FailbackRule::Settled);
+            let above = standing.tier() >= own_tier && standing.priority > self.own.priority;
+            if above && settled && best.is_none_or(|(_, b, _)| standing.priority > b.priority) {
                 best = Some(candidate);
             }
         }
@@ -193,7 +293,7 @@ impl Failback {
     pub fn next_change(&self) -> Option<BootInstant> {
         self.present
             .iter()
-            .filter(|(_, p, _)| *p > self.own)
+            .filter(|(_, s, _)| s.tier() >= self.own.tier() && s.priority > self.own.priority)
             .map(|(_, _, since)| *since + self.delay)
             .min()
     }
@@ -207,16 +307,23 @@ mod tests {
         BootInstant::from_nanos(n * 1_000_000)
     }
 
-    fn seen(list: &[(&str, u32)]) -> Vec<(String, Priority)> {
+    fn seen(list: &[(&str, u32)]) -> Vec<(String, Standing)> {
         list.iter()
-            .map(|(k, p)| ((*k).into(), Priority::new(*p).unwrap()))
+            .map(|(k, p)| ((*k).into(), Standing::healthy(Priority::new(*p).unwrap())))
             .collect()
+    }
+
+    fn standing(p: u32, healthy: bool) -> Standing {
+        Standing {
+            priority: Priority::new(p).unwrap(),
+            healthy,
+        }
     }
 
     #[test]
     fn a_higher_priority_present_for_the_delay_is_failed_back_to() {
         let delay = Duration::from_millis(100);
-        let mut f = Failback::new(Priority::DEFAULT, delay);
+        let mut f = Failback::new(Standing::DEFAULT, delay);
         f.saw(ms(10), &seen(&[("b", 1), ("c", 5), ("d", 3)]));
         assert_eq!(f.decide(ms(50)), None, "not settled");
         assert_eq!(f.next_change(), Some(ms(110)));
@@ -228,7 +335,7 @@ mod tests {
     #[test]
     fn a_flapping_candidate_causes_nothing() {
         let delay = Duration::from_millis(100);
-        let mut f = Failback::new(Priority::DEFAULT, delay);
+        let mut f = Failback::new(Standing::DEFAULT, delay);
         for t in (0..1000).step_by(60) {
             // Gone, then back under a new key, every 60 ms.
             let key = format!("c{t}");
@@ -241,21 +348,53 @@ mod tests {
     #[test]
     fn a_priority_change_restarts_the_wait_and_zero_hands_over_at_once() {
         let delay = Duration::from_millis(100);
-        let mut f = Failback::new(Priority::DEFAULT, delay);
+        let mut f = Failback::new(Standing::DEFAULT, delay);
         f.saw(ms(0), &seen(&[("c", 2)]));
         f.saw(ms(90), &seen(&[("c", 3)]));
         assert_eq!(f.decide(ms(150)), None);
         assert_eq!(f.decide(ms(190)), Some("c"));
-        let mut never = Failback::new(Priority::NEVER, delay);
+        let mut never = Failback::new(Standing::healthy(Priority::NEVER), delay);
         never.saw(ms(1), &seen(&[("b", 0), ("c", 1)]));
         assert_eq!(never.decide(ms(1)), Some("c"));
         assert!(steps_aside(
-            Priority::NEVER,
-            [Priority::NEVER, Priority::DEFAULT]
+            standing(0, true),
+            [standing(0, true), standing(1, true)]
         ));
-        assert!(!steps_aside(Priority::NEVER, [Priority::NEVER]));
-        assert!(!steps_aside(Priority::DEFAULT, [Priority::new(9).unwrap()]));
+        assert!(!steps_aside(standing(0, true), [standing(0, true)]));
+        assert!(!steps_aside(standing(1, true), [standing(9, true)]));
         assert_eq!("never".parse(), Ok(Priority::NEVER));
         assert!("-1".parse::<Priority>().is_err());
+    }
+
+    #[test]
+    fn health_ranks_first_and_an_unhealthy_leader_hands_over_at_once_even_pinned() {
+        assert!(steps_aside(standing(9, false), [standing(0, true)]));
+        assert!(!steps_aside(standing(9, false), [standing(1, false)]));
+        assert!(!steps_aside(standing(0, true), [standing(9, false)]));
+        let delay = Duration::from_millis(100);
+        let mut f = Failback::new(standing(5, false), delay);
+        f.set_pinned(true);
+        f.saw(
+            ms(0),
+            &[
+                ("b".into(), standing(9, false)),
+                ("c".into(), standing(0, true)),
+                ("d".into(), standing(2, true)),
+            ],
+        );
+        assert_eq!(f.decide(ms(0)), Some("d"), "the best healthy one, at once");
+        // Nobody healthy: the unhealthy leader keeps leading.
+        f.saw(ms(1), &[("b".into(), standing(9, false))]);
+        assert_eq!(f.decide(ms(500)), None);
+        // A healthy leader never hands over to an unhealthy candidate,
+        // whatever its priority.
+        let mut g = Failback::new(standing(1, true), delay);
+        g.saw(ms(0), &[("b".into(), standing(9, false))]);
+        assert_eq!(g.decide(ms(500)), None);
+        assert_eq!(g.next_change(), None);
+        for s in [standing(0, true), standing(7, false), Standing::DEFAULT] {
+            assert_eq!(Standing::decode(&s.encode()), Some(s));
+        }
+        assert_eq!(Standing::decode("5 sick"), None);
     }
 }

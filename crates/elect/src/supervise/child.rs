@@ -59,11 +59,16 @@ pub struct Child {
     sigchld: tokio::signal::unix::Signal,
     /// Whether a full control pipe has been reported already.
     warned_full: bool,
+    /// A health check's: its end is logged at debug, not info.
+    quiet: bool,
 }
 
 impl Child {
     /// Starts `command` under a watchdog (`watchdog` is the `elect`
     /// executable) that kills its group at `deadline` unless extended.
+    ///
+    /// `quiet`: its start and end are logged at debug level (a health
+    /// check's, every interval), not info.
     ///
     /// Errors: the watchdog could not be started. A command that cannot be
     /// started makes the watchdog exit with 127.
@@ -74,6 +79,7 @@ impl Child {
         grace: Duration,
         level: Level,
         deadline: BootInstant,
+        quiet: bool,
     ) -> Result<Child> {
         // Registered before the fork so no SIGCHLD can be missed.
         let sigchld =
@@ -142,12 +148,19 @@ impl Child {
             &control_write,
             nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK),
         );
-        info!(
-            watchdog = pid.as_raw(),
-            group = pgid.map(Pid::as_raw),
-            "started {}",
-            display_command(command)
-        );
+        let started = format!("started {}", display_command(command));
+        match quiet {
+            true => debug!(
+                watchdog = pid.as_raw(),
+                group = pgid.map(Pid::as_raw),
+                "{started}"
+            ),
+            false => info!(
+                watchdog = pid.as_raw(),
+                group = pgid.map(Pid::as_raw),
+                "{started}"
+            ),
+        }
         Ok(Child {
             pid,
             pgid,
@@ -156,6 +169,7 @@ impl Child {
             ended: None,
             sigchld,
             warned_full: false,
+            quiet,
         })
     }
 
@@ -253,7 +267,10 @@ impl Child {
                 }
                 Ok(status) => {
                     let code = exit_code(status).unwrap_or(1);
-                    info!(code, "command ended");
+                    match self.quiet {
+                        true => debug!(code, "command ended"),
+                        false => info!(code, "command ended"),
+                    }
                     self.ended = Some(Ended::Command(code));
                     continue;
                 }

@@ -191,6 +191,7 @@ impl Supervision<'_> {
             self.cfg.grace,
             self.level,
             deadline,
+            false,
         )
         .await;
         match spawned {

@@ -56,7 +56,7 @@ use crate::config::ElectionConfig;
 use crate::counters::warn_counted;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
-use crate::steer::{self, Priority};
+use crate::steer::{self, Standing};
 use crate::work::WorkWatch;
 
 /// How long a resigning leader waits for an elect successor to take its
@@ -117,7 +117,7 @@ pub struct Candidate {
     /// hands over to.
     pub(super) leader_watch: Option<LeaderWatch>,
     /// Our priority, as the campaign's owner wishes it.
-    pub(super) priority: watch::Receiver<Priority>,
+    pub(super) priority: watch::Receiver<Standing>,
 }
 
 impl Candidate {
@@ -139,12 +139,12 @@ impl Candidate {
             resign,
             current: None,
             leader_watch: None,
-            priority: watch::channel(Priority::DEFAULT).1,
+            priority: watch::channel(Standing::DEFAULT).1,
         }
     }
 
     /// The same, its priority as `priority` says (the config's, at first).
-    pub fn wishing(mut self, priority: watch::Receiver<Priority>) -> Self {
+    pub fn wishing(mut self, priority: watch::Receiver<Standing>) -> Self {
         self.priority = priority;
         self
     }
@@ -300,18 +300,17 @@ impl Candidate {
         priority::publish(client, &self.cfg.election, lease, self.priority.clone())
     }
 
-    /// Priority 0 at our turn: whether a candidate of positive priority
-    /// waits behind us (a failed read says no: we lead, as any candidate
-    /// whose turn came; a failback hands over later).
+    /// Unhealthy or priority 0 at our turn: whether a candidate of a
+    /// higher tier waits behind us (a failed read says no: we lead, as any
+    /// candidate whose turn came; a failback hands over later).
     async fn others_come_first(&self, create_revision: i64) -> bool {
-        if *self.priority.borrow() != Priority::NEVER {
+        let own = *self.priority.borrow();
+        if own.tier() == Standing::DEFAULT.tier() {
             return false;
         }
         let read = priority::behind(&self.client, &self.cfg.election, create_revision);
         match tokio::time::timeout(self.cfg.connect_timeout, read).await {
-            Ok(Ok((behind, _))) => {
-                steer::steps_aside(Priority::NEVER, behind.iter().map(|(_, p)| *p))
-            }
+            Ok(Ok((behind, _))) => steer::steps_aside(own, behind.iter().map(|(_, s)| *s)),
             _ => false,
         }
     }
@@ -476,7 +475,10 @@ impl Candidate {
             Err(outcome) => return outcome,
         };
         if self.others_come_first(my_rev).await {
-            info!("priority 0: our turn came; stepping aside for a candidate of positive priority");
+            info!(
+                standing = self.priority.borrow().encode(),
+                "our turn came; stepping aside for a candidate healthier or of positive priority"
+            );
             let resignation = Resignation::new(None, false);
             self.release_when_idle(lease.id, resignation, lease.ttl)
                 .await;

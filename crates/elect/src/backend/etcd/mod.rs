@@ -57,7 +57,7 @@ use crate::backend::publish::{self, Observed};
 use crate::config::ElectionConfig;
 use crate::error::Result;
 use crate::leadership::Leadership;
-use crate::steer::Priority;
+use crate::steer::Standing;
 use crate::work::WorkWatch;
 use bounds::WatchBounds;
 use connection::{Connections, connect, connect_reader, first_contact};
@@ -101,7 +101,7 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 pub async fn campaign(
     cfg: &ElectionConfig,
     work: WorkWatch,
-    priority: watch::Receiver<Priority>,
+    priority: watch::Receiver<Standing>,
 ) -> Result<Campaign> {
     let Connections { client, renewers } = connect(cfg).await?;
     let prefix = layout::prefix(&cfg.election);
@@ -168,7 +168,7 @@ mod tests {
         let bounds = WatchBounds::new(cfg.connect_timeout);
         let follower = observe::follow(client, "e/".into(), first, view_tx, bounds);
         let run = candidate.run(lease);
-        let setup = campaign(&cfg, WorkWatch::none(), watch::channel(Priority::DEFAULT).1);
+        let setup = campaign(&cfg, WorkWatch::none(), watch::channel(Standing::DEFAULT).1);
 
         let kib = |size: usize| size as f64 / 1024.0;
         let sizes = [

@@ -15,29 +15,30 @@ use super::errors::etcd_error;
 use super::layout::{self, CandidateKey};
 use crate::backend::backoff::Backoff;
 use crate::error::Result;
-use crate::steer::Priority;
+use crate::steer::Standing;
 
-/// Keeps the priority key of `lease` as `wished` says, for as long as the
+/// Keeps the priority key of `lease` (its value the standing: the
+/// priority, and whether the health check fails) as `wished` says, for as long as the
 /// task runs (abort it when the lease ends; the key goes with the lease).
 pub fn publish(
     client: std::sync::Arc<Client>,
     election: &str,
     lease: i64,
-    mut wished: watch::Receiver<Priority>,
+    mut wished: watch::Receiver<Standing>,
 ) -> JoinHandle<()> {
     let key = layout::priority_key(election, lease);
     tokio::spawn(async move {
-        let mut published = Priority::DEFAULT;
+        let mut published = Standing::DEFAULT;
         loop {
             let want = *wished.borrow_and_update();
             let mut backoff = Backoff::new();
             while want != published {
                 let mut kv = client.kv_client();
-                let done = match want == Priority::DEFAULT {
+                let done = match want == Standing::DEFAULT {
                     true => Box::pin(kv.delete(key.as_str(), None)).await.map(|_| ()),
                     false => {
                         let options = PutOptions::new().with_lease(lease);
-                        let value = want.to_string();
+                        let value = want.encode();
                         Box::pin(kv.put(key.as_str(), value, Some(options)))
                             .await
                             .map(|_| ())
@@ -45,7 +46,7 @@ pub fn publish(
                 };
                 match done {
                     Ok(()) => {
-                        debug!(priority = %want, "priority published");
+                        debug!(standing = want.encode(), "priority published");
                         published = want;
                     }
                     Err(e) => {
@@ -62,12 +63,12 @@ pub fn publish(
 }
 
 /// The candidates younger than `own` (behind it in line), each with its
-/// priority, and the pin's value, from one read.
+/// standing, and the pin's value, from one read.
 pub async fn behind(
     client: &Client,
     election: &str,
     own: i64,
-) -> Result<(Vec<(CandidateKey, Priority)>, Option<Vec<u8>>)> {
+) -> Result<(Vec<(CandidateKey, Standing)>, Option<Vec<u8>>)> {
     let younger = GetOptions::new()
         .with_prefix()
         .with_sort(SortTarget::Create, SortOrder::Ascend)
@@ -98,8 +99,8 @@ pub async fn behind(
             .kvs()
             .iter()
             .find(|kv| kv.key() == key.as_bytes())
-            .and_then(|kv| std::str::from_utf8(kv.value()).ok()?.parse().ok())
-            .unwrap_or(Priority::DEFAULT)
+            .and_then(|kv| Standing::decode(std::str::from_utf8(kv.value()).ok()?))
+            .unwrap_or(Standing::DEFAULT)
     };
     let line = keys
         .kvs()

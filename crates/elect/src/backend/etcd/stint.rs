@@ -226,8 +226,8 @@ impl Candidate {
         match tokio::time::timeout(self.cfg.connect_timeout, proposed).await {
             Ok(Ok(_)) => info!(
                 to = target.id.as_str(),
-                %priority,
-                "failing back to a candidate of higher priority"
+                standing = %priority,
+                "handing over to a candidate healthier or of higher priority"
             ),
             Ok(Err(e)) => debug!("failback not proposed: {e}"),
             Err(_) => debug!("failback not proposed in time"),

@@ -46,7 +46,7 @@ use crate::config::ElectionConfig;
 use crate::counters::warn_counted;
 use crate::error::{Error, Result};
 use crate::steer::{
-    InLine, Line, Outcome, Priority, Refusal, Report, Started, Target, fresh_identity,
+    InLine, Line, Outcome, Refusal, Report, Standing, Started, Target, fresh_identity,
 };
 
 /// The switchover record's value.
@@ -97,15 +97,16 @@ async fn read_keys(client: &Client, election: &str) -> Result<(Vec<CandidateKey>
 }
 
 /// The line as data: the first key leads (Go's rule).
-fn as_line(election: &str, keys: &[(CandidateKey, Priority)]) -> Line {
+fn as_line(election: &str, keys: &[(CandidateKey, Standing)]) -> Line {
     Line {
         backend: Backend::Etcd,
         election: election.to_owned(),
         candidates: keys
             .iter()
             .enumerate()
-            .map(|(i, (key, priority))| InLine {
-                priority: *priority,
+            .map(|(i, (key, standing))| InLine {
+                priority: standing.priority,
+                healthy: standing.healthy,
                 id: key.id.clone(),
                 token: Some(key.create_revision as u64),
                 live: true,

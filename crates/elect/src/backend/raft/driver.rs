@@ -20,7 +20,7 @@ use crate::clock::{BootInstant, BootTimer};
 use crate::counters::warn_counted;
 use crate::error::Result;
 use crate::leadership::Leadership;
-use crate::steer::{self, Failback, Priority};
+use crate::steer::{self, Failback, Standing};
 use crate::work::WorkWatch;
 use elect_raft::{Message, Node, Ready, Status};
 
@@ -47,7 +47,7 @@ pub struct Driver {
     /// The switchover under way, if we lead and accepted one.
     pub switchover: Option<Switchover>,
     /// Our priority, as the campaign's owner wishes it.
-    pub priority: watch::Receiver<Priority>,
+    pub priority: watch::Receiver<Standing>,
     /// The peers' priorities, as their frames carried them.
     pub heard: transport::Heard,
     /// How long a peer of higher priority must be there before we hand
@@ -158,10 +158,8 @@ impl Driver {
             Some(WireRefusal::NotLive)
         } else if self.switchover.is_some() {
             Some(WireRefusal::Busy)
-        } else if self.never_leads(&ask.to) {
-            Some(WireRefusal::NeverLeads)
         } else {
-            None
+            self.outranked(&ask.to)
         };
         if let Some(refusal) = refusal {
             debug!(to = %ask.to, ?refusal, "switchover refused");
@@ -182,8 +180,8 @@ impl Driver {
     }
 
     /// The peers heard from within an election timeout, in the order of
-    /// succession, with their priorities.
-    fn present(&self) -> Vec<(String, Priority)> {
+    /// succession, with their standings.
+    fn present(&self) -> Vec<(String, Standing)> {
         let t = self.node.election_timeout();
         let heard = self.heard.lock().unwrap_or_else(|e| e.into_inner());
         self.node
@@ -196,33 +194,36 @@ impl Driver {
             .collect()
     }
 
-    /// Our priority and each live peer's, by id.
-    fn priorities(&self) -> std::collections::BTreeMap<String, u32> {
-        let mut all: std::collections::BTreeMap<String, u32> = self
-            .present()
-            .into_iter()
-            .map(|(id, p)| (id, p.get()))
-            .collect();
-        all.insert(self.node.id().to_owned(), self.priority.borrow().get());
+    /// Our standing and each live peer's, by id.
+    fn standings(&self) -> BTreeMap<String, Standing> {
+        let mut all: BTreeMap<String, Standing> = self.present().into_iter().collect();
+        all.insert(self.node.id().to_owned(), *self.priority.borrow());
         all
     }
 
-    /// Whether peer `id` has priority 0 while another of positive
-    /// priority (us included) is live: it would not act as leader, and
-    /// would hand over at once (so a switchover to it is refused).
-    fn never_leads(&self, id: &str) -> bool {
-        let all = self.priorities();
-        all.get(id) == Some(&Priority::NEVER.get())
-            && all
-                .iter()
-                .any(|(other, p)| other != id && *p > Priority::NEVER.get())
+    /// Why peer `id` may not be switched over to, if it may not: another
+    /// live peer (us included) is of a higher tier ([`Standing::tier`]),
+    /// so it would not act as leader and would hand over at once.
+    fn outranked(&self, id: &str) -> Option<WireRefusal> {
+        let all = self.standings();
+        let own = all.get(id)?;
+        let above = all
+            .iter()
+            .any(|(other, s)| other != id && s.tier() > own.tier());
+        match (above, own.healthy) {
+            (false, _) => None,
+            (true, false) => Some(WireRefusal::Unhealthy),
+            (true, true) => Some(WireRefusal::NeverLeads),
+        }
     }
 
-    /// Priority 0 while a peer of positive priority is live: we do not
-    /// act as leader (and fail back to it at once).
+    /// Unhealthy or priority 0 while a live peer is of a higher tier: we
+    /// do not act as leader (and hand over to it at once).
     fn holds_back(&self) -> bool {
-        *self.priority.borrow() == Priority::NEVER
-            && steer::steps_aside(Priority::NEVER, self.present().into_iter().map(|(_, p)| p))
+        steer::steps_aside(
+            *self.priority.borrow(),
+            self.present().into_iter().map(|(_, s)| s),
+        )
     }
 
     /// While we lead: hands over to a peer of higher priority once
@@ -249,7 +250,7 @@ impl Driver {
         let Some(target) = failback.decide(BootInstant::now()).map(str::to_owned) else {
             return;
         };
-        info!(to = %target, "failing back to a peer of higher priority");
+        info!(to = %target, "handing over to a peer healthier or of higher priority");
         self.node.prefer(now, Some(&target));
         self.switchover = Some(Switchover {
             ask: SwitchoverAsk {
@@ -399,8 +400,21 @@ impl Driver {
                 successors: self.node.successors(),
                 live: self.node.live_followers(self.now()),
                 priorities: match status.is_self {
-                    true => self.priorities(),
+                    true => self
+                        .standings()
+                        .into_iter()
+                        .map(|(id, s)| (id, s.priority.get()))
+                        .collect(),
                     false => Default::default(),
+                },
+                unhealthy: match status.is_self {
+                    true => self
+                        .standings()
+                        .into_iter()
+                        .filter(|(_, s)| !s.healthy)
+                        .map(|(id, _)| id)
+                        .collect(),
+                    false => Vec::new(),
                 },
             },
         );
@@ -471,6 +485,7 @@ impl Driver {
                 from: self.node.id().to_owned(),
                 body: Body::Peer(msg),
                 priority: None,
+                unhealthy: false,
             };
             let sent = timeout(Duration::from_millis(500), async {
                 let mut stream = transport::dial(&to, addr, self.tls.as_deref()).await?;
@@ -536,6 +551,7 @@ mod tests {
             successors: Vec::new(),
             live: Vec::new(),
             priorities: Default::default(),
+            unhealthy: Vec::new(),
         });
         let (_steer, steering) = mpsc::channel(1);
         let driver = Driver {
@@ -553,7 +569,7 @@ mod tests {
             steering,
             work: WorkWatch::none(),
             switchover: None,
-            priority: watch::channel(Priority::DEFAULT).1,
+            priority: watch::channel(Standing::DEFAULT).1,
             heard: transport::Heard::default(),
             failback_delay: Duration::from_secs(10),
             failback: None,

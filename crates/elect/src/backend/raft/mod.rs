@@ -45,7 +45,7 @@ use transport::{BoxStream, WireStatus};
 pub async fn campaign(
     cfg: &ElectionConfig,
     work: WorkWatch,
-    priority: tokio::sync::watch::Receiver<crate::steer::Priority>,
+    priority: tokio::sync::watch::Receiver<crate::steer::Standing>,
 ) -> Result<Campaign> {
     // `work` is waited for only by a switchover (it transfers once the
     // work has stopped): otherwise the lease ends before anyone else can
@@ -79,6 +79,7 @@ pub async fn campaign(
         successors: Vec::new(),
         live: Vec::new(),
         priorities: Default::default(),
+        unhealthy: Vec::new(),
     });
     let (steering_tx, steering) = mpsc::channel(4);
     let heard = transport::Heard::default();

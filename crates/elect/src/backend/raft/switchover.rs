@@ -65,6 +65,7 @@ fn as_line(cfg: &ElectionConfig, status: &WireStatus) -> Line {
             .and_then(|p| Priority::new(*p))
             .unwrap_or(Priority::DEFAULT)
     };
+    let healthy = |id: &str| !status.unhealthy.iter().any(|u| u == id);
     let mut candidates = Vec::new();
     if let Some(leader) = &status.leader {
         candidates.push(InLine {
@@ -72,6 +73,7 @@ fn as_line(cfg: &ElectionConfig, status: &WireStatus) -> Line {
             token: Some(status.term),
             leads: true,
             priority: priority_of(leader),
+            healthy: healthy(leader),
             live: true,
             by: "elect",
         });
@@ -84,6 +86,7 @@ fn as_line(cfg: &ElectionConfig, status: &WireStatus) -> Line {
         let live = status.live.contains(&id);
         candidates.push(InLine {
             priority: priority_of(&id),
+            healthy: healthy(&id),
             id,
             token: None,
             leads: false,
@@ -193,6 +196,7 @@ async fn ask_leader(
             from: cfg.id.clone(),
             body: Body::Switchover(ask),
             priority: None,
+            unhealthy: false,
         };
         transport::write_frame(&mut stream, &frame).await?;
         loop {
@@ -214,6 +218,7 @@ fn wire_refusal(cfg: &ElectionConfig, refusal: WireRefusal, target: &str) -> Err
         WireRefusal::NotLive => Refusal::NotLive(target.to_owned()),
         WireRefusal::Busy => Refusal::Busy,
         WireRefusal::NeverLeads => Refusal::NeverLeads(target.to_owned()),
+        WireRefusal::Unhealthy => Refusal::Unhealthy(target.to_owned()),
         WireRefusal::NotAllowed => {
             return Error::Auth {
                 backend: Backend::Raft,

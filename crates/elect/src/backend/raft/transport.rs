@@ -31,7 +31,7 @@ use tracing::debug;
 use crate::config::ElectionConfig;
 use crate::credentials::Tls;
 use crate::error::{Error, Result};
-use crate::steer::Priority;
+use crate::steer::{Priority, Standing};
 use elect_raft::Message;
 
 /// How long a connecting client may take over its TLS handshake: a
@@ -146,10 +146,14 @@ pub struct Frame {
     /// how a leader learns who wants to lead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<u32>,
+    /// Whether the sender's health check fails (see [`crate::health`]),
+    /// on a peer's frames.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unhealthy: bool,
 }
 
-/// The priorities the peers' frames carried, and when each was heard.
-pub type Heard = Arc<std::sync::Mutex<BTreeMap<String, (Priority, crate::clock::BootInstant)>>>;
+/// The standings the peers' frames carried, and when each was heard.
+pub type Heard = Arc<std::sync::Mutex<BTreeMap<String, (Standing, crate::clock::BootInstant)>>>;
 
 /// A frame's content.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -196,6 +200,8 @@ pub enum WireRefusal {
     Busy,
     /// The target has priority 0 and a peer of positive priority is live.
     NeverLeads,
+    /// The target's health check fails and a healthy peer is live.
+    Unhealthy,
     /// The connection's certificate names no peer.
     NotAllowed,
 }
@@ -230,6 +236,9 @@ pub struct WireStatus {
     /// frames said (a switchover's plan refuses a priority 0 target).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub priorities: BTreeMap<String, u32>,
+    /// A leader: those of them whose health check fails.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unhealthy: Vec<String>,
 }
 
 /// Opens a query to peer `id` at `addr` of `cluster`, as client `from`:
@@ -253,6 +262,7 @@ pub async fn open_query(
         from: from.to_owned(),
         body: Body::Query,
         priority: None,
+        unhealthy: false,
     };
     write_frame(&mut stream, &query).await?;
     Ok(stream)
@@ -419,8 +429,12 @@ pub async fn serve(
                     Body::Peer(msg) if peers.contains(&frame.from) => {
                         if let Some(priority) = frame.priority.and_then(Priority::new) {
                             let now = crate::clock::BootInstant::now();
+                            let standing = Standing {
+                                priority,
+                                healthy: !frame.unhealthy,
+                            };
                             let mut heard = heard.lock().unwrap_or_else(|e| e.into_inner());
-                            heard.insert(frame.from.clone(), (priority, now));
+                            heard.insert(frame.from.clone(), (standing, now));
                         }
                         if inbound.send((frame.from, msg)).await.is_err() {
                             return;
@@ -442,6 +456,7 @@ pub async fn serve(
                             from: me.clone(),
                             body: Body::SwitchoverAnswer(answer),
                             priority: None,
+                            unhealthy: false,
                         };
                         if !a_peer {
                             warn_counted!(%addr, "refused a switchover: the connection's certificate names no peer");
@@ -495,6 +510,7 @@ async fn answer_queries(
             from: me.to_owned(),
             body: Body::Status(current),
             priority: None,
+            unhealthy: false,
         };
         if write_frame(stream, &frame).await.is_err() || status.changed().await.is_err() {
             return;
@@ -526,7 +542,7 @@ pub fn connect_peers(
     me: &str,
     addresses: &BTreeMap<String, String>,
     tls: Option<Arc<PeerTls>>,
-    priority: watch::Receiver<Priority>,
+    priority: watch::Receiver<Standing>,
 ) -> BTreeMap<String, mpsc::Sender<Outgoing>> {
     let mut queues = BTreeMap::new();
     for (peer, addr) in addresses {
@@ -572,7 +588,7 @@ async fn send_loop(
     me: String,
     (peer, addr): (String, String),
     tls: Option<Arc<PeerTls>>,
-    priority: watch::Receiver<Priority>,
+    priority: watch::Receiver<Standing>,
     mut rx: mpsc::Receiver<Outgoing>,
 ) {
     let tell = |written: Option<tokio::sync::oneshot::Sender<bool>>, ok: bool| {
@@ -636,7 +652,8 @@ async fn send_loop(
                 cluster: cluster.clone(),
                 from: me.clone(),
                 body: Body::Peer(msg),
-                priority: Some(priority.borrow().get()),
+                priority: Some(priority.borrow().priority.get()),
+                unhealthy: !priority.borrow().healthy,
             };
             match write_frame(&mut stream, &frame).await {
                 Ok(()) => tell(written, true),

@@ -47,7 +47,7 @@ use crate::config::ElectionConfig;
 use crate::counters::warn_counted;
 use crate::error::{Error, Result};
 use crate::leadership::Leadership;
-use crate::steer::{self, Priority};
+use crate::steer::{self, Standing};
 use crate::work::WorkWatch;
 
 /// Why a session's campaign ended.
@@ -76,7 +76,7 @@ pub struct Candidate {
     out: watch::Sender<Leadership>,
     work: WorkWatch,
     resign: CancellationToken,
-    priority: watch::Receiver<Priority>,
+    priority: watch::Receiver<Standing>,
 }
 
 impl Candidate {
@@ -86,7 +86,7 @@ impl Candidate {
         work: WorkWatch,
         resign: CancellationToken,
     ) -> Self {
-        let priority = watch::channel(cfg.priority).1;
+        let priority = watch::channel(Standing::healthy(cfg.priority)).1;
         Candidate {
             cfg,
             out,
@@ -97,7 +97,7 @@ impl Candidate {
     }
 
     /// The same, its priority as `priority` says (the config's, at first).
-    pub fn wishing(mut self, priority: watch::Receiver<Priority>) -> Self {
+    pub fn wishing(mut self, priority: watch::Receiver<Standing>) -> Self {
         self.priority = priority;
         self
     }
@@ -167,7 +167,7 @@ pub(super) struct Candidacy<'a> {
     /// The deadline our session's syncs prove (see the keeper).
     pub(super) lease: watch::Receiver<Option<BootInstant>>,
     /// Our priority, as the campaign's owner wishes it.
-    pub(super) priority: watch::Receiver<Priority>,
+    pub(super) priority: watch::Receiver<Standing>,
 }
 
 impl Candidacy<'_> {
@@ -227,7 +227,8 @@ impl Candidacy<'_> {
         let end = match outcome {
             Ok(()) if self.others_come_first(&election, sequence).await => {
                 info!(
-                    "priority 0: our turn came; stepping aside for a candidate of positive priority"
+                    standing = %*self.priority.borrow(),
+                    "our turn came; stepping aside for a candidate healthier or of positive priority"
                 );
                 match client.delete(&path, None).await {
                     Ok(()) | Err(ZkError::NoNode) => End::NodeGone,
@@ -263,20 +264,21 @@ impl Candidacy<'_> {
         end
     }
 
-    /// Priority 0 at our turn: whether a candidate of positive priority
-    /// waits behind us (a failed read says no: we lead, as any candidate
-    /// whose turn came; a failback hands over later).
+    /// Unhealthy or priority 0 at our turn: whether a candidate of a
+    /// higher tier waits behind us (a failed read says no: we lead, as any
+    /// candidate whose turn came; a failback hands over later).
     async fn others_come_first(&self, election: &str, sequence: u64) -> bool {
-        if *self.priority.borrow() != Priority::NEVER {
+        let own = *self.priority.borrow();
+        if own.tier() == Standing::DEFAULT.tier() {
             return false;
         }
         let read = super::switchover::read_line(self.client, election);
         match tokio::time::timeout(self.cfg.connect_timeout, read).await {
             Ok(Ok((line, _))) => steer::steps_aside(
-                Priority::NEVER,
+                own,
                 line.iter()
                     .filter(|p| p.participant.sequence > sequence)
-                    .map(|p| p.priority),
+                    .map(|p| p.standing),
             ),
             _ => false,
         }

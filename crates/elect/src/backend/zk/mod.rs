@@ -90,7 +90,7 @@ pub async fn observe(cfg: &ElectionConfig) -> Result<Observation> {
 pub async fn campaign(
     cfg: &ElectionConfig,
     work: WorkWatch,
-    priority: tokio::sync::watch::Receiver<crate::steer::Priority>,
+    priority: tokio::sync::watch::Receiver<crate::steer::Standing>,
 ) -> Result<Campaign> {
     let opened = first_contact(cfg).await?;
     check_timing(cfg, &opened);

@@ -1,5 +1,6 @@
-//! Priorities in ZooKeeper (see [`crate::steer`]): each candidacy whose
-//! priority is not the default publishes it in an ephemeral child of the
+//! Priorities and health in ZooKeeper (see [`crate::steer`]): each
+//! candidacy whose standing is not the default (priority 1, healthy)
+//! publishes it ([`Standing::encode`]) in an ephemeral child of the
 //! election, `priority-<its sequence>` ([`layout::priority_node`]), which
 //! no recipe counts as a participant; Curator's and kazoo's candidates
 //! have none and count as default.
@@ -13,7 +14,7 @@ use super::layout;
 use super::znode::acls;
 use crate::backend::backoff::Backoff;
 use crate::credentials::User;
-use crate::steer::Priority;
+use crate::steer::Standing;
 
 /// Keeps the priority znode of our candidacy (`sequence`) as `wished`
 /// says, until aborted; [`unpublish`] removes it then.
@@ -22,19 +23,19 @@ pub fn publish(
     election: &str,
     sequence: u64,
     user: Option<User>,
-    mut wished: watch::Receiver<Priority>,
+    mut wished: watch::Receiver<Standing>,
 ) -> JoinHandle<()> {
     let path = layout::priority_node(election, sequence);
     tokio::spawn(async move {
         let acls = acls(user.as_ref());
         let ephemeral = CreateMode::Ephemeral.with_acls(Acls::new(&acls));
-        let mut published = Priority::DEFAULT;
+        let mut published = Standing::DEFAULT;
         loop {
             let want = *wished.borrow_and_update();
             let mut backoff = Backoff::new();
             while want != published {
-                let data = want.to_string();
-                let done = match (published == Priority::DEFAULT, want == Priority::DEFAULT) {
+                let data = want.encode();
+                let done = match (published == Standing::DEFAULT, want == Standing::DEFAULT) {
                     (_, true) => match client.delete(&path, None).await {
                         Ok(()) | Err(ZkError::NoNode) => Ok(()),
                         Err(e) => Err(e),
@@ -50,7 +51,7 @@ pub fn publish(
                 };
                 match done {
                     Ok(()) => {
-                        debug!(priority = %want, "priority published");
+                        debug!(standing = %want, "priority published");
                         published = want;
                     }
                     Err(ZkError::SessionExpired | ZkError::ClientClosed) => return,

@@ -69,7 +69,7 @@ impl SharedSession {
                 resign: &resign,
                 state: client.state_watcher(),
                 lease,
-                priority: watch::channel(cfg.priority).1,
+                priority: watch::channel(crate::steer::Standing::healthy(cfg.priority)).1,
             };
             let end = session.campaign().await;
             session.follower.stop().await;

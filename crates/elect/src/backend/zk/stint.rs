@@ -299,7 +299,7 @@ impl Candidacy<'_> {
         let seen: Vec<_> = behind
             .iter()
             .take_while(|p| layout::made_by(&p.participant.name) == "elect")
-            .map(|p| (p.participant.name.clone(), p.priority))
+            .map(|p| (p.participant.name.clone(), p.standing))
             .collect();
         steering.failback.saw(now, &seen);
         if let Some(at) = steering.failback.next_change() {
@@ -318,8 +318,8 @@ impl Candidacy<'_> {
         match tokio::time::timeout(self.cfg.connect_timeout, proposed).await {
             Ok(Ok(())) => info!(
                 to = behind[at].id.as_str(),
-                priority = %behind[at].priority,
-                "failing back to a candidate of higher priority"
+                standing = %behind[at].standing,
+                "handing over to a candidate healthier or of higher priority"
             ),
             Ok(Err(e)) => debug!("failback not proposed: {e}"),
             Err(_) => debug!("failback not proposed in time"),

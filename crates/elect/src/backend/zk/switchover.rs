@@ -39,7 +39,7 @@ use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::steer::{
-    InLine, Line, Outcome, Priority, Refusal, Report, Started, Target, fresh_identity,
+    InLine, Line, Outcome, Refusal, Report, Standing, Started, Target, fresh_identity,
 };
 
 /// The record's data.
@@ -68,8 +68,8 @@ pub(super) struct Placed {
     pub id: String,
     /// Its czxid: the token it leads with.
     pub token: u64,
-    /// Its priority (the default where it published none).
-    pub priority: Priority,
+    /// Its priority and health (the default where it published none).
+    pub standing: Standing,
 }
 
 /// The participants of the election, in line order, each read with its
@@ -87,7 +87,7 @@ pub(super) async fn read_line(
     for sequence in children.iter().filter_map(|c| layout::priority_of(c)) {
         let path = layout::priority_node(election, sequence);
         if let Ok((data, _)) = client.get_data(&path).await
-            && let Some(priority) = std::str::from_utf8(&data).ok().and_then(|d| d.parse().ok())
+            && let Some(priority) = std::str::from_utf8(&data).ok().and_then(Standing::decode)
         {
             priorities.insert(sequence, priority);
         }
@@ -105,7 +105,7 @@ pub(super) async fn read_line(
         let path = format!("{election}/{}", participant.name);
         match client.get_data(&path).await {
             Ok((data, stat)) => placed.push(Placed {
-                priority: priorities
+                standing: priorities
                     .get(&participant.sequence)
                     .copied()
                     .unwrap_or_default(),
@@ -132,7 +132,8 @@ fn as_line(election: &str, placed: &[Placed]) -> Line {
                 token: Some(p.token),
                 live: true,
                 leads: i == 0,
-                priority: p.priority,
+                priority: p.standing.priority,
+                healthy: p.standing.healthy,
                 by: layout::made_by(&p.participant.name),
             })
             .collect(),

@@ -1276,6 +1276,7 @@ impl Election {
                     token: Some(k.create as u64),
                     leads: place == 0 && leads(k),
                     priority: Priority::DEFAULT,
+                    healthy: true,
                     live: true,
                     by: if k.lease == GO_LEASE { "go" } else { "elect" },
                 })
