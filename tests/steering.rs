@@ -52,7 +52,12 @@ fn the_steering_guide_works_as_written_against_the_lab() {
     // The candidates it left in the background, by the lab's pids file's
     // absence of them: whatever still runs from this directory.
     let _ = Command::new("pkill")
-        .args(["-KILL", "-f", "--", "--election (nightly|orders) --id"])
+        .args([
+            "-KILL",
+            "-f",
+            "--",
+            "--election (nightly|orders|reports) --id",
+        ])
         .status();
     let _ = Command::new(support::elect::BIN)
         .args(["lab", "down"])
@@ -70,4 +75,15 @@ fn the_steering_guide_works_as_written_against_the_lab() {
         .filter(|l| matches!(*l, "near-db" | "far-1"))
         .collect();
     assert_eq!(leaders, ["near-db", "far-1"], "{stdout}");
+    let gated: Vec<&str> = stdout
+        .lines()
+        .filter(|l| matches!(*l, "db-a" | "db-b"))
+        .collect();
+    assert_eq!(gated, ["db-a", "db-b"], "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains(" db-a ") && l.contains("failing")),
+        "{stdout}"
+    );
 }

@@ -170,8 +170,8 @@ fn print_line(line: &Line, format: Format) {
         ),
         Format::Text => {
             println!(
-                "{:<5} {:<24} {:>12} {:>8}  {:<7} ROLE",
-                "PLACE", "ID", "TOKEN", "PRIORITY", "BY"
+                "{:<5} {:<24} {:>12} {:>8}  {:<7} {:<7} ROLE",
+                "PLACE", "ID", "TOKEN", "PRIORITY", "HEALTH", "BY"
             );
             for (place, c) in line.candidates.iter().enumerate() {
                 let role = match (c.leads, c.live) {
@@ -180,12 +180,14 @@ fn print_line(line: &Line, format: Format) {
                     (false, false) => "silent",
                 };
                 let token = c.token.map_or_else(|| "-".to_owned(), |t| t.to_string());
+                let health = if c.healthy { "ok" } else { "failing" };
                 println!(
-                    "{:<5} {:<24} {:>12} {:>8}  {:<7} {role}",
+                    "{:<5} {:<24} {:>12} {:>8}  {:<7} {:<7} {role}",
                     place + 1,
                     c.id,
                     token,
                     c.priority,
+                    health,
                     c.by
                 );
             }
