@@ -236,6 +236,9 @@ fn kinds(backend: &str) -> Vec<&'static str> {
         "candidate-cut",
         "switchover",
         "priority-change",
+        "health-flap",
+        "health-hang",
+        "health-all",
     ];
     let service = [
         "member-kill",

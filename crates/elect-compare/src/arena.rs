@@ -148,6 +148,9 @@ pub struct Cost {
     pub leader: Option<usize>,
 }
 
+/// The health scenario's check interval.
+pub const HEALTH_INTERVAL: &str = "200ms";
+
 /// A running election.
 pub struct Arena<'a> {
     pub contender: &'a Contender,
@@ -169,6 +172,9 @@ pub struct Arena<'a> {
     rotate: bool,
     /// What the campaigns of candidates that have exited counted.
     retired: CampaignCounts,
+    /// The health scenario's: where each candidate's marker file makes
+    /// its health check fail (`<dir>/<id>`).
+    pub health: Option<PathBuf>,
 }
 
 impl<'a> Arena<'a> {
@@ -200,6 +206,7 @@ impl<'a> Arena<'a> {
             reach,
             rotate,
             retired: CampaignCounts::default(),
+            health: None,
         };
         if contender.backend == Backend::Raft {
             arena.raft = Some(arena.raft_peers(raft_peers)?);
@@ -274,9 +281,14 @@ impl<'a> Arena<'a> {
         };
         let script = self.store.as_ref().map(FencedStore::writer_script);
         let role = Role::with(script.as_deref());
-        let spawned = self
-            .contender
-            .spawn(&self.election, &id, &endpoints, None, role)?;
+        let spawned = self.contender.spawn(
+            &self.election,
+            &id,
+            &endpoints,
+            None,
+            role,
+            &self.health_flags(&id),
+        )?;
         self.slots
             .push(Some(Slot::new(id, spawned, proxies, endpoints)));
         Ok(self.slots.len() - 1)
@@ -289,9 +301,14 @@ impl<'a> Arena<'a> {
         let dir: PathBuf = raft.dir.join(&id);
         let script = self.store.as_ref().map(FencedStore::writer_script);
         let role = Role::with(script.as_deref());
-        let spawned = self
-            .contender
-            .spawn(RAFT_CLUSTER, &id, &endpoints, Some(&dir), role)?;
+        let spawned = self.contender.spawn(
+            RAFT_CLUSTER,
+            &id,
+            &endpoints,
+            Some(&dir),
+            role,
+            &self.health_flags(&id),
+        )?;
         let slot = Slot::new(id, spawned, Vec::new(), endpoints);
         if i < self.slots.len() {
             self.slots[i] = Some(slot);
@@ -299,6 +316,35 @@ impl<'a> Arena<'a> {
             self.slots.push(Some(slot));
         }
         Ok(i)
+    }
+
+    /// The health check of candidate `id`, in the health scenario: every
+    /// 200 ms, failing while its marker exists; unhealthy at the first
+    /// failure, healthy again after passing for a second.
+    fn health_flags(&self, id: &str) -> Vec<String> {
+        let Some(dir) = &self.health else {
+            return Vec::new();
+        };
+        let check = format!("test ! -e '{}'", dir.join(id).display());
+        [
+            "--health-cmd",
+            &check,
+            "--health-interval",
+            HEALTH_INTERVAL,
+            "--health-failures",
+            "1",
+            "--failback-delay",
+            "1s",
+        ]
+        .map(str::to_owned)
+        .into()
+    }
+
+    /// The marker that makes candidate `i`'s check fail, in the health
+    /// scenario.
+    pub fn health_marker(&self, i: usize) -> Option<PathBuf> {
+        let slot = self.slots.get(i)?.as_ref()?;
+        Some(self.health.as_ref()?.join(&slot.id))
     }
 
     /// The candidates' ids in line order, the leader first, as `elect

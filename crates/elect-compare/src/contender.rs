@@ -157,6 +157,7 @@ impl Contender {
         endpoints: &str,
         peer_dir: Option<&Path>,
         role: Role<'_>,
+        extra: &[String],
     ) -> anyhow::Result<Spawned> {
         let ttl = humantime::format_duration(self.ttl)
             .to_string()
@@ -179,6 +180,7 @@ impl Contender {
                 if let Some(credentials) = &self.credentials {
                     cmd.args(credentials.flags(self.backend, id)?);
                 }
+                cmd.args(extra);
                 match role {
                     Role::Campaign => {
                         cmd.arg("campaign");

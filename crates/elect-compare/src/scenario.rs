@@ -65,10 +65,14 @@ pub enum Scenario {
     Switchover,
     /// The same, to the last in line (the candidates between step aside).
     SwitchoverLast,
+    /// The leader's health check starts failing (`--health-cmd`, every
+    /// 200 ms, unhealthy at the first failure): from the failure's cause
+    /// to the healthy successor's `elected`, and the leaderless gap.
+    Health,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 16] = [
+    pub const ALL: [Scenario; 17] = [
         Scenario::Election,
         Scenario::Handover,
         Scenario::Failover,
@@ -85,6 +89,7 @@ impl Scenario {
         Scenario::Elections,
         Scenario::Switchover,
         Scenario::SwitchoverLast,
+        Scenario::Health,
     ];
 
     pub fn name(self) -> &'static str {
@@ -105,6 +110,7 @@ impl Scenario {
             Scenario::Elections => "elections",
             Scenario::Switchover => "switchover",
             Scenario::SwitchoverLast => "switchover-last",
+            Scenario::Health => "health",
         }
     }
 
@@ -120,6 +126,8 @@ impl Scenario {
             (Scenario::Handover, true) => 10,
             (Scenario::Switchover | Scenario::SwitchoverLast, false) => 50,
             (Scenario::Switchover | Scenario::SwitchoverLast, true) => 5,
+            (Scenario::Health, false) => 20,
+            (Scenario::Health, true) => 3,
             (Scenario::Election | Scenario::Churn, false) => 20,
             (Scenario::Election | Scenario::Churn, true) => 3,
             (
@@ -153,6 +161,9 @@ impl Scenario {
             (Scenario::Election | Scenario::Handover, _) => Ok(()),
             (Scenario::Switchover | Scenario::SwitchoverLast, _) => Err(
                 "no switchover on this service: its users SIGTERM the leader and hope the next is the one (the handover row)",
+            ),
+            (Scenario::Health, _) => Err(
+                "no health gate in this tool: its users stop the leader when its check fails (the handover row)",
             ),
             (Scenario::ScaleProcesses, _) => {
                 Err("elect's candidates only (the peers' tools hand over in handover)")
@@ -279,6 +290,7 @@ pub fn run(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         Scenario::Churn => churn(setup)?,
         Scenario::Switchover => switchover(setup, Place::Second)?,
         Scenario::SwitchoverLast => switchover(setup, Place::Last)?,
+        Scenario::Health => health(setup)?,
         Scenario::Scale => unreachable!("scale runs in-process: see scale.rs"),
         Scenario::Elections => unreachable!("elections runs in-process: see elections.rs"),
     };
@@ -546,6 +558,64 @@ fn switchover(setup: &Setup<'_>, place: Place) -> anyhow::Result<Outcome> {
         let p = |q: f64| gaps[((gaps.len() - 1) as f64 * q).round() as usize];
         out.notes.push(format!(
             "leaderless gap (the old leader's demoted to the target's elected): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            p(0.5).as_secs_f64() * 1e3,
+            p(0.99).as_secs_f64() * 1e3,
+            gaps[gaps.len() - 1].as_secs_f64() * 1e3
+        ));
+    }
+    out.changes = setup.trials;
+    Ok(out)
+}
+
+/// Health: each trial makes the leader's health check fail (its marker
+/// file created) and times the healthy successor's `elected` from then:
+/// up to one check interval (200 ms) to the check that fails, then the
+/// leader's hand-over. The old leader's marker is removed, and it counts
+/// as healthy again a second later (its backoff), before the next trial;
+/// with equal priorities nothing moves back to it.
+fn health(setup: &Setup<'_>) -> anyhow::Result<Outcome> {
+    let mut out = Outcome::default();
+    let n = size(setup).max(3);
+    let mut a = arena(setup, Scenario::Health, 0, Reach::Direct)?;
+    let dir = std::env::temp_dir().join(format!(
+        "elect-compare-health-{}-{}",
+        setup.contender.backend.name(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).context("creating the health markers' directory")?;
+    a.health = Some(dir.clone());
+    let (mut leader, _) = populate(&mut a, n)?;
+    let mut gaps = Vec::new();
+    let warmup = HANDOVER_WARMUP.min(2);
+    for trial in 0..warmup + setup.trials {
+        let marker = a
+            .health_marker(leader)
+            .context("the leader has no marker")?;
+        let failed = Instant::now();
+        std::fs::write(&marker, b"").context("creating a health marker")?;
+        let waited = a.wait_elected(Some(leader), SOON);
+        let _ = std::fs::remove_file(&marker);
+        let (next, at, _) = waited?;
+        if trial >= warmup {
+            out.samples.push(at - failed);
+            if let Some(demoted) = a.said_demoted_after(leader, failed) {
+                gaps.push(at.saturating_duration_since(demoted));
+            }
+            setup.progress.inc();
+        }
+        leader = next;
+        a.wait_queued(n)?;
+        // The old leader's backoff (its failback delay), and a check.
+        std::thread::sleep(Duration::from_millis(1_400));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    if !gaps.is_empty() {
+        gaps.sort();
+        let p = |q: f64| gaps[((gaps.len() - 1) as f64 * q).round() as usize];
+        out.notes.push(format!(
+            "from the marker (a check every {}) to the healthy successor; leaderless gap (the old leader's demoted to its elected): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            crate::arena::HEALTH_INTERVAL,
             p(0.5).as_secs_f64() * 1e3,
             p(0.99).as_secs_f64() * 1e3,
             gaps[gaps.len() - 1].as_secs_f64() * 1e3

@@ -42,11 +42,15 @@ pub enum Kind {
     /// timeout: it hung, exited without a report, or reported done for
     /// a target that never said it led with that token.
     Switchover,
+    /// A leader whose health check failed kept leading past the bound
+    /// while its election's other candidates were healthy and nothing
+    /// else was wrong.
+    HealthHandOff,
 }
 
 impl Kind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Overlap,
         Kind::TokenOrder,
         Kind::StaleAccept,
@@ -56,6 +60,7 @@ impl Kind {
         Kind::PeriodicTwice,
         Kind::Leftover,
         Kind::Switchover,
+        Kind::HealthHandOff,
     ];
 
     /// Its name in reports.
@@ -70,6 +75,7 @@ impl Kind {
             Kind::PeriodicTwice => "periodic-twice",
             Kind::Leftover => "leftover",
             Kind::Switchover => "switchover",
+            Kind::HealthHandOff => "health-hand-off",
         }
     }
 }
@@ -309,6 +315,7 @@ fn judge_election(
     judging.writes_and_liveness(service);
     judging.leftovers(service);
     judging.switchovers();
+    judging.health_hand_offs();
     let Judging { mut v, figures, .. } = judging;
     v.sort_by_key(|x| x.at);
     ElectionVerdict {
@@ -339,7 +346,77 @@ struct Judging<'a> {
 /// once it has read the line).
 const SWITCHOVER_SLACK: Micros = 1_500_000;
 
+/// How long a leader whose check started failing may go on leading while
+/// the others are healthy: the soak's check fails twice, a second apart
+/// (2 s), one may have begun just before the marker (1 s), then the
+/// leader's read of the line and the hand-over (1.5 s, generous).
+const HEALTH_HAND_OFF: Micros = 4_500_000;
+
+/// How long before a health fault nothing else may have happened for its
+/// hand-off to be judged: an earlier health fault's backoff (2 s) and a
+/// restarted candidate's first check.
+const HEALTH_QUIET_BEFORE: Micros = 5_000_000;
+
 impl Judging<'_> {
+    /// Every health flap that outlasted the hand-off bound, with nothing
+    /// else in effect on its election from a while before it to that
+    /// bound (so every other candidate was running and healthy), left its
+    /// target not leading by the bound.
+    fn health_hand_offs(&mut self) {
+        let flaps: Vec<FaultRecord> = self
+            .faults
+            .iter()
+            .filter(|f| {
+                f.kind == FaultKind::HealthFlap
+                    && f.election.as_deref() == Some(&self.e.key)
+                    && f.end.saturating_sub(f.start) > HEALTH_HAND_OFF
+            })
+            .map(|f| (*f).clone())
+            .collect();
+        for f in flaps {
+            let (from, to) = (
+                f.start.saturating_sub(HEALTH_QUIET_BEFORE),
+                f.start + HEALTH_HAND_OFF,
+            );
+            let quiet = !self.faults.iter().any(|g| {
+                (g.kind, &g.target, g.start) != (f.kind, &f.target, f.start)
+                    && g.start <= to
+                    && g.end >= from
+            });
+            if quiet && self.leads_at(&f.target, to) {
+                let detail = format!(
+                    "{}'s health check failed from {} on, the others healthy, and it still led at {}",
+                    f.target,
+                    ms(f.start),
+                    ms(to)
+                );
+                let v = violation(self.h, self.e, Kind::HealthHandOff, to, detail);
+                self.v.push(v);
+            }
+        }
+    }
+
+    /// Whether candidate `cand`'s last line at or before `t` said it led.
+    fn leads_at(&self, cand: &str, t: Micros) -> bool {
+        let mut leads = false;
+        for l in &self.h.lines {
+            if let LineRecord::Line {
+                e,
+                cand: c,
+                text,
+                t: at,
+            } = l
+                && *e == self.e.key
+                && c == cand
+                && *at <= t
+                && let Ok(j) = serde_json::from_str::<serde_json::Value>(text)
+            {
+                leads = j["is_self"] == true;
+            }
+        }
+        leads
+    }
+
     /// Every switchover dealt to this election ended by its timeout in
     /// the outcome it reported: exit 0 with `done`, 6 with `not_done`, 5
     /// refused, 1 when the service could not be reached (the fault's own

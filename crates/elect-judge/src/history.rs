@@ -208,11 +208,19 @@ pub enum FaultKind {
     Switchover,
     /// An elect candidate restarted (a clean exit) with another priority.
     PriorityChange,
+    /// An elect candidate's health check fails while it lasts.
+    HealthFlap,
+    /// An elect candidate's health check hangs (until its interval ends
+    /// it) while it lasts.
+    HealthHang,
+    /// Every elect candidate's health check of the election fails while
+    /// it lasts.
+    HealthAll,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 20] = [
+    pub const ALL: [FaultKind; 23] = [
         FaultKind::MemberKill,
         FaultKind::MemberPause,
         FaultKind::MemberStall,
@@ -233,6 +241,9 @@ impl FaultKind {
         FaultKind::CandidateStall,
         FaultKind::Switchover,
         FaultKind::PriorityChange,
+        FaultKind::HealthFlap,
+        FaultKind::HealthHang,
+        FaultKind::HealthAll,
     ];
 
     /// Its name in a history and a schedule.
@@ -254,6 +265,9 @@ impl FaultKind {
             FaultKind::CandidateResign => "candidate-resign",
             FaultKind::Switchover => "switchover",
             FaultKind::PriorityChange => "priority-change",
+            FaultKind::HealthFlap => "health-flap",
+            FaultKind::HealthHang => "health-hang",
+            FaultKind::HealthAll => "health-all",
             FaultKind::WatchdogKill => "watchdog-kill",
             FaultKind::GroupKill => "group-kill",
             FaultKind::CandidateCut => "candidate-cut",

@@ -641,3 +641,34 @@ fn a_history_round_trips_through_its_files() {
     assert!(md.starts_with("# Soak: every check held"), "{md}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+fn health_flap(target: &str, start: u64, end: u64) -> FaultRecord {
+    FaultRecord {
+        kind: FaultKind::HealthFlap,
+        backend: "etcd".into(),
+        target: target.into(),
+        election: Some("etcd/elect".into()),
+        start,
+        end,
+        breaks_quorum: false,
+        note: String::new(),
+    }
+}
+
+#[test]
+fn a_leader_that_stays_past_its_failed_health_check_is_refused() {
+    // c2 leads from 10 s to 30 s; its check fails from 20 s to 28 s,
+    // nothing else happening: it should have handed over by 24.5 s.
+    let mut h = clean();
+    h.faults.push(health_flap("c2", 20 * S, 28 * S));
+    assert_eq!(kinds(&h), vec![Kind::HealthHandOff]);
+    // A follower's failing check asks nothing of the leader; nor does a
+    // leader's while another fault (the member kill, 12-14 s) may have
+    // kept the others from being healthy and live.
+    let mut h = clean();
+    h.faults.push(health_flap("c1", 20 * S, 28 * S));
+    assert_eq!(kinds(&h), vec![]);
+    let mut h = clean();
+    h.faults.push(health_flap("c2", 15 * S, 22 * S));
+    assert_eq!(kinds(&h), vec![]);
+}

@@ -33,6 +33,57 @@ pub struct Spec {
     pub elect: bool,
     /// Started only when asked (a periodic job's timer), not at once.
     pub on_demand: bool,
+    /// An elect candidate gated on a health check: the markers that make
+    /// its check fail or hang (see [`HealthMarkers`]).
+    pub health: Option<HealthMarkers>,
+}
+
+/// The files the nemesis creates to make a candidate's health check
+/// fail: `sick` (its own check fails), `hang` (its own check hangs until
+/// the interval kills it), `all` (every candidate's of its election
+/// fails).
+#[derive(Clone, Debug)]
+pub struct HealthMarkers {
+    pub sick: PathBuf,
+    pub hang: PathBuf,
+    pub all: PathBuf,
+}
+
+/// The health check's interval and failures in the soak: an unhealthy
+/// leader is seen in 2 s at most.
+pub const HEALTH_INTERVAL: &str = "1s";
+pub const HEALTH_FAILURES: &str = "2";
+
+impl HealthMarkers {
+    /// The markers of candidate `cand` of election `key`, under `dir`.
+    pub fn new(dir: &std::path::Path, key: &str, cand: &str) -> HealthMarkers {
+        let key = key.replace('/', "-");
+        HealthMarkers {
+            sick: dir.join(format!("{key}-{cand}.sick")),
+            hang: dir.join(format!("{key}-{cand}.hang")),
+            all: dir.join(format!("{key}-all.sick")),
+        }
+    }
+
+    /// The flags that gate a candidate on them.
+    fn flags(&self) -> Vec<String> {
+        let check = format!(
+            "[ -e '{}' ] && exec sleep 3600; [ ! -e '{}' ] && [ ! -e '{}' ]",
+            self.hang.display(),
+            self.sick.display(),
+            self.all.display()
+        );
+        [
+            "--health-cmd",
+            &check,
+            "--health-interval",
+            HEALTH_INTERVAL,
+            "--health-failures",
+            HEALTH_FAILURES,
+        ]
+        .map(str::to_owned)
+        .into()
+    }
 }
 
 #[derive(Default)]
@@ -147,14 +198,16 @@ impl Candidate {
         // A group of its own, as a service has: a terminal's Ctrl-C
         // reaches the soak alone, which stops every candidate itself.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        // Options before the subcommand: elect takes them there.
+        // Options before the subcommand: elect takes them there. The
+        // failback delay is also the health check's backoff.
         if let Some(priority) = priority {
-            cmd.args([
-                "--priority",
-                &priority.to_string(),
-                "--failback-delay",
-                "2s",
-            ]);
+            cmd.args(["--priority", &priority.to_string()]);
+        }
+        if let Some(health) = &self.spec.health {
+            cmd.args(health.flags());
+        }
+        if priority.is_some() || self.spec.health.is_some() {
+            cmd.args(["--failback-delay", "2s"]);
         }
         cmd.args(&self.spec.argv[1..])
             .envs(self.spec.env.iter().map(|(k, v)| (k, v)))
@@ -296,6 +349,7 @@ mod tests {
                     log: dir.join("log"),
                     elect: false,
                     on_demand: true,
+                    health: None,
                 },
                 recorder.clone(),
             );

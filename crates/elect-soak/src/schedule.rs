@@ -131,7 +131,10 @@ fn target_fits(kind: FaultKind, backend: Backend, target: &str) -> bool {
         | FaultKind::CandidateCut
         | FaultKind::CandidateStall
         | FaultKind::Switchover
-        | FaultKind::PriorityChange => candidate(target),
+        | FaultKind::PriorityChange
+        | FaultKind::HealthFlap
+        | FaultKind::HealthHang
+        | FaultKind::HealthAll => candidate(target),
     }
 }
 

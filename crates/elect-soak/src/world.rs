@@ -13,7 +13,7 @@ use elect_lab::fault::Proxy;
 use elect_lab::peers::{self, Leading, Peer};
 use elect_lab::{Lab, Mode, Role, Spec, loopback_net};
 
-use crate::candidate::{Candidate, Spec as CandidateSpec};
+use crate::candidate::{Candidate, HealthMarkers, Spec as CandidateSpec};
 use crate::options::{Backend, Error, Options};
 use crate::record::Recorder;
 use crate::scripts;
@@ -103,6 +103,13 @@ impl Shared<'_> {
         elect: bool,
         on_demand: bool,
     ) -> Candidate {
+        // elect's own `run` candidates are gated on a health check the
+        // nemesis can fail; a periodic job's are not.
+        let health = (elect && !on_demand).then(|| {
+            let dir = self.recorder.dir().join("health");
+            let _ = std::fs::create_dir_all(&dir);
+            HealthMarkers::new(&dir, key, cand)
+        });
         Candidate::start(
             CandidateSpec {
                 election: key.to_owned(),
@@ -112,6 +119,7 @@ impl Shared<'_> {
                 log: self.log(key, cand),
                 elect,
                 on_demand,
+                health,
             },
             self.recorder.clone(),
         )

@@ -57,6 +57,9 @@ pub fn is_candidate_fault(kind: FaultKind) -> bool {
             | FaultKind::WatchdogKill
             | FaultKind::GroupKill
             | FaultKind::PriorityChange
+            | FaultKind::HealthFlap
+            | FaultKind::HealthHang
+            | FaultKind::HealthAll
     )
 }
 
@@ -370,10 +373,15 @@ fn pick_candidate(
     rng: &mut Rng,
     busy: impl Fn(&str) -> bool,
 ) -> Result<(String, String), Refusal> {
-    let elect_only = matches!(
+    let health = matches!(
         kind,
-        FaultKind::WatchdogKill | FaultKind::GroupKill | FaultKind::CandidateStall
+        FaultKind::HealthFlap | FaultKind::HealthHang | FaultKind::HealthAll
     );
+    let elect_only = health
+        || matches!(
+            kind,
+            FaultKind::WatchdogKill | FaultKind::GroupKill | FaultKind::CandidateStall
+        );
     let leaders: Vec<(String, String)> = sampler
         .alive()
         .into_iter()
@@ -401,8 +409,10 @@ fn pick_candidate(
         .find(|(k, _)| *k == e.meta.key)
         .map(|(_, c)| c.clone());
     let cand = match leader {
-        Some(l) if elect_only || rng.chance(0.5) => l,
-        _ if elect_only && kind != FaultKind::CandidateStall => {
+        // A health fault hits the leader most often: its hand-off is
+        // what is judged.
+        Some(l) if (elect_only && !health) || rng.chance(if health { 0.7 } else { 0.5 }) => l,
+        _ if elect_only && !health && kind != FaultKind::CandidateStall => {
             return Err(Refusal::NoTarget("no leader to hit"));
         }
         _ => rng.pick(&e.candidates).spec.name.clone(),
@@ -498,6 +508,20 @@ fn hit_candidate(
             c.signal(Signal::SIGTERM);
             Some(Heal::Release(key.to_owned(), cand.to_owned()))
         }
+        FaultKind::HealthFlap | FaultKind::HealthHang | FaultKind::HealthAll => {
+            let markers = c
+                .spec
+                .health
+                .as_ref()
+                .ok_or(Refusal::NoTarget("no health check there"))?;
+            let marker = match kind {
+                FaultKind::HealthFlap => &markers.sick,
+                FaultKind::HealthHang => &markers.hang,
+                _ => &markers.all,
+            };
+            std::fs::write(marker, b"").map_err(|e| Refusal::Failed(e.to_string()))?;
+            Some(Heal::Unmark(marker.clone()))
+        }
         FaultKind::GroupKill => {
             let writer = sampler
                 .alive()
@@ -555,5 +579,8 @@ pub fn heal(heal: Heal, lab: Option<&Mutex<Lab>>, worlds: &[BackendWorld]) {
             let _ = h.join();
         }
         Heal::Switchover(_) => unreachable!("a switchover's report is taken by the nemesis"),
+        Heal::Unmark(marker) => {
+            let _ = std::fs::remove_file(marker);
+        }
     }
 }

@@ -37,19 +37,31 @@ pub fn applies(kind: FaultKind, backend: Backend, containers: bool) -> bool {
         | FaultKind::GroupKill
         | FaultKind::CandidateCut
         | FaultKind::Switchover
-        | FaultKind::PriorityChange => true,
+        | FaultKind::PriorityChange
+        | FaultKind::HealthFlap
+        | FaultKind::HealthHang
+        | FaultKind::HealthAll => true,
     }
 }
 
 /// How long a fault of `kind` lasts, drawn: member faults up to three
-/// TTLs, a quorum loss up to two, candidate faults up to three, load 5 to
-/// 30 s.
+/// TTLs, a quorum loss up to two, health faults 0.5 to 8 s, other
+/// candidate faults up to three TTLs, load 5 to 30 s.
 pub fn duration(kind: FaultKind, ttl: Duration, rng: &mut Rng) -> Duration {
     let ttl = ttl.as_millis() as u64;
     let ms = match budget(kind) {
         Budget::Instant => 0,
         Budget::Machine => rng.between(5_000, 30_000),
         _ if kind == FaultKind::QuorumLoss => rng.between(500, 2 * ttl),
+        // Long enough, often, for the leader's hand-off to be judged
+        // (4.5 s), whatever the TTL.
+        _ if matches!(
+            kind,
+            FaultKind::HealthFlap | FaultKind::HealthHang | FaultKind::HealthAll
+        ) =>
+        {
+            rng.between(500, 8_000)
+        }
         Budget::Member => rng.between(500, 3 * ttl),
         Budget::Candidate => rng.between(200, 3 * ttl),
     };

@@ -69,7 +69,10 @@ pub fn budget(kind: FaultKind) -> Budget {
         // Over whatever else the candidates suffer: a switchover to a
         // paused, cut-off or just-killed target is part of the test.
         FaultKind::Switchover => Budget::Instant,
-        FaultKind::PriorityChange => Budget::Candidate,
+        FaultKind::PriorityChange
+        | FaultKind::HealthFlap
+        | FaultKind::HealthHang
+        | FaultKind::HealthAll => Budget::Candidate,
         FaultKind::Load => Budget::Machine,
         FaultKind::CandidateFreeze
         | FaultKind::CandidateKill
@@ -99,6 +102,8 @@ pub enum Heal {
     /// The switchover's thread: healed once it has finished, its report
     /// (the record's note).
     Switchover(std::thread::JoinHandle<String>),
+    /// A health check's marker is removed: the check passes again.
+    Unmark(std::path::PathBuf),
 }
 
 /// A fault in effect.
