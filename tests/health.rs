@@ -188,12 +188,23 @@ fn a_raft_leader_hands_over_to_a_healthy_peer() {
     });
 }
 
-/// Whether any process's command line holds `needle`.
-fn running(needle: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-        std::fs::read(entry.path().join("cmdline"))
-            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
-    })
+/// Whether a `sleep <tag>` runs (the check's, or its daemon's).
+fn running(tag: &str) -> bool {
+    sleeping(tag) > 0
+}
+
+/// How many `sleep <tag>` run.
+fn sleeping(tag: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|entry| {
+            std::fs::read(entry.path().join("cmdline")).is_ok_and(|c| {
+                let argv: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+                argv.len() >= 2 && argv[0].ends_with(b"sleep") && argv[1] == tag.as_bytes()
+            })
+        })
+        .count()
 }
 
 #[test]
@@ -217,6 +228,7 @@ fn a_hanging_check_fails_by_its_interval_and_its_tree_dies() {
     // A check that starts a daemon and hangs: both die by the interval.
     let tag = format!("600.{}", std::process::id());
     let hang = format!("(sleep {tag} &) ; sleep {tag}");
+    let http = format!("{}.1:4041", support::loopback_net());
     let mut hung = elect(
         "hung",
         &etcd.endpoints,
@@ -230,9 +242,25 @@ fn a_hanging_check_fails_by_its_interval_and_its_tree_dies() {
             &hang,
             "--health-interval",
             "300ms",
+            "--http",
+            &http,
         ],
     );
     support::eventually("the check running", SOON, || running(&tag).then_some(()));
+    // Its health is served: /leader and the metrics say it fails.
+    support::eventually("/leader serving", SOON, || {
+        let (code, body) = support::http_get(&http, "/leader");
+        let body: serde_json::Value = serde_json::from_str(&body).ok()?;
+        (code == 200 && body["leader"] == "well").then_some(body)
+    });
+    let (_, body) = support::http_get(&http, "/leader");
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["healthy"], false, "{body}");
+    assert_eq!(support::metric(&http, "elect_healthy"), 0.0);
+    // Each check's tree (the hanging sleep and the daemon it left) dies
+    // by its interval: five intervals on, no more than one check's run.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(sleeping(&tag) <= 2, "{} left running", sleeping(&tag));
     healthy.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(healthy.wait_exit(SOON), 0);
     // Alone, the hung candidate leads (an election is never emptied by
