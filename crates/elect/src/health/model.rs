@@ -27,11 +27,11 @@
 
 use std::time::Duration;
 
-use stateright::{Checker, HasDiscoveries, Model, Property};
+use stateright::{Checker, Model, Property};
 
 use super::gate::Gate;
 use crate::clock::BootInstant;
-use crate::model_check::breadth_first;
+use crate::model_check::{assert_caught, breadth_first, finish};
 use crate::steer::{Failback, FailbackRule, Priority, Standing, steps_aside};
 
 const N: usize = 3;
@@ -298,10 +298,7 @@ const NONE_HEALTHY_KEEPS: &str = "while nobody is healthy, the leader keeps lead
 const HANDS_OVER: &str = "unhealthy leaders hand over twice";
 
 fn check(off: Option<Off>) -> impl Checker<Health> {
-    let finish = match off {
-        None => HasDiscoveries::All,
-        Some(_) => HasDiscoveries::AnyFailures,
-    };
+    let finish = finish(&off);
     let label = format!("health model (rule off: {off:?}, {TICKS} ticks)");
     breadth_first(Health { off }.checker().finish_when(finish), &label)
 }
@@ -322,14 +319,6 @@ fn each_health_rule_switched_off_is_caught() {
         (Off::Turn, PASSED_OVER),
         (Off::Backoff, BACKOFF),
     ] {
-        let checker = check(Some(rule));
-        let path = checker
-            .discovery(broken)
-            .unwrap_or_else(|| panic!("{rule:?} off must break \"{broken}\""));
-        eprintln!(
-            "{rule:?} off: \"{broken}\" broken in {} steps: {:?}",
-            path.clone().into_actions().len(),
-            path.into_actions()
-        );
+        assert_caught(&check(Some(rule)), rule, broken);
     }
 }
