@@ -408,6 +408,21 @@ impl<'a> Arena<'a> {
 
     /// When candidate `i` last said it lost leadership at or after
     /// `since`, if it did.
+    /// When candidate `i` (elect's) first said, at or after `since`, that
+    /// its health check fails: the end of its failed check.
+    pub fn said_unhealthy_after(&mut self, i: usize, since: Instant) -> Option<Instant> {
+        let slot = self.slots[i].as_mut()?;
+        slot.pull();
+        slot.lines
+            .iter()
+            .filter(|l| l.at >= since)
+            .find(|l| {
+                l.json()
+                    .is_some_and(|v| v["event"] == "health" && v["healthy"] == false)
+            })
+            .map(|l| l.at)
+    }
+
     pub fn said_demoted_after(&mut self, i: usize, since: Instant) -> Option<Instant> {
         let slot = self.slots[i].as_mut()?;
         slot.pull();
