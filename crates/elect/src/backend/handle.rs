@@ -28,7 +28,7 @@ pub struct Campaign {
     pub(super) leadership: watch::Receiver<Leadership>,
     resign: CancellationToken,
     task: Option<JoinHandle<Result<()>>>,
-    /// Where [`Campaign::set_priority`] and [`Campaign::sethealth_monitory`]
+    /// Where [`Campaign::set_priority`] and [`Campaign::set_healthy`]
     /// tell the backend.
     standing: Option<Arc<watch::Sender<Standing>>>,
     /// The health check's monitor, while the campaign lives.
@@ -80,7 +80,7 @@ impl Campaign {
     }
 
     /// Says whether this host is healthy, for a library that runs its own
-    /// check (or none: [`crate::config::ElectionConfig::withhealth_monitor`] runs
+    /// check (or none: [`crate::config::ElectionConfig::with_health`] runs
     /// one for you). An unhealthy candidate is passed over while a healthy
     /// one is live; an unhealthy leader hands over to one at once (see
     /// [`crate::health`]). Apply your own hysteresis
@@ -88,16 +88,16 @@ impl Campaign {
     ///
     /// ```no_run
     /// # async fn f(campaign: elect::backend::Campaign, database_up: bool) {
-    /// campaign.sethealth_monitory(database_up);
+    /// campaign.set_healthy(database_up);
     /// # }
     /// ```
-    pub fn sethealth_monitory(&self, healthy: bool) {
+    pub fn set_healthy(&self, healthy: bool) {
         if let Some(sender) = &self.standing {
             sender.send_if_modified(|s| std::mem::replace(&mut s.healthy, healthy) != healthy);
         }
     }
 
-    /// With a health check ([`crate::config::ElectionConfig::withhealth_monitor`]):
+    /// With a health check ([`crate::config::ElectionConfig::with_health`]):
     /// this candidate's standing as the others see it, health included.
     pub fn health(&self) -> Option<watch::Receiver<Standing>> {
         self.health_monitor
