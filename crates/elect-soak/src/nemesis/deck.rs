@@ -50,9 +50,6 @@ pub fn applies(kind: FaultKind, backend: Backend, containers: bool) -> bool {
 pub fn duration(kind: FaultKind, ttl: Duration, rng: &mut Rng) -> Duration {
     let ttl = ttl.as_millis() as u64;
     let ms = match budget(kind) {
-        Budget::Instant => 0,
-        Budget::Machine => rng.between(5_000, 30_000),
-        _ if kind == FaultKind::QuorumLoss => rng.between(500, 2 * ttl),
         // Long enough, often, for the leader's hand-off to be judged
         // (4.5 s), whatever the TTL.
         _ if matches!(
@@ -62,6 +59,9 @@ pub fn duration(kind: FaultKind, ttl: Duration, rng: &mut Rng) -> Duration {
         {
             rng.between(500, 8_000)
         }
+        Budget::Instant => 0,
+        Budget::Machine => rng.between(5_000, 30_000),
+        _ if kind == FaultKind::QuorumLoss => rng.between(500, 2 * ttl),
         Budget::Member => rng.between(500, 3 * ttl),
         Budget::Candidate => rng.between(200, 3 * ttl),
     };

@@ -69,10 +69,12 @@ pub fn budget(kind: FaultKind) -> Budget {
         // Over whatever else the candidates suffer: a switchover to a
         // paused, cut-off or just-killed target is part of the test.
         FaultKind::Switchover => Budget::Instant,
-        FaultKind::PriorityChange
-        | FaultKind::HealthFlap
-        | FaultKind::HealthHang
-        | FaultKind::HealthAll => Budget::Candidate,
+        FaultKind::PriorityChange => Budget::Candidate,
+        // A failing check holds nobody down: it goes over whatever else
+        // the candidates suffer, as a switchover does (and is never
+        // refused for an election busy with another fault, which would
+        // drop it from a short soak's deck). It still heals at its end.
+        FaultKind::HealthFlap | FaultKind::HealthHang | FaultKind::HealthAll => Budget::Instant,
         FaultKind::Load => Budget::Machine,
         FaultKind::CandidateFreeze
         | FaultKind::CandidateKill
