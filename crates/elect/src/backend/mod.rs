@@ -107,29 +107,22 @@ async fn standing_of(
     tokio::sync::watch::Receiver<Standing>,
     Option<tokio_util::task::AbortOnDropHandle<()>>,
 )> {
-    let Some(health) = cfg.health() else {
-        let (standing, wished) = tokio::sync::watch::channel(Standing::healthy(cfg.priority()));
-        return Ok((std::sync::Arc::new(standing), wished, None));
-    };
-    let (first, mut verdicts, checking) = crate::health::monitor(health.clone()).await?;
-    let initial = Standing {
-        priority: cfg.priority(),
-        healthy: first,
-    };
-    let (standing, wished) = tokio::sync::watch::channel(initial);
+    let (standing, wished) = tokio::sync::watch::channel(Standing::healthy(cfg.priority()));
     let standing = std::sync::Arc::new(standing);
+    let Some(health) = cfg.health() else {
+        return Ok((standing, wished, None));
+    };
+    // The monitor says the first check's verdict (before we join) and
+    // each change after.
     let told = standing.clone();
-    let forwarding = tokio::spawn(async move {
-        let _checking = tokio_util::task::AbortOnDropHandle::new(checking);
-        while verdicts.changed().await.is_ok() {
-            let healthy = *verdicts.borrow_and_update();
-            told.send_if_modified(|s| std::mem::replace(&mut s.healthy, healthy) != healthy);
-        }
-    });
+    let (_first, checking) = crate::health::monitor(health.clone(), move |healthy| {
+        told.send_if_modified(|s| std::mem::replace(&mut s.healthy, healthy) != healthy);
+    })
+    .await?;
     Ok((
         standing,
         wished,
-        Some(tokio_util::task::AbortOnDropHandle::new(forwarding)),
+        Some(tokio_util::task::AbortOnDropHandle::new(checking)),
     ))
 }
 

@@ -5,7 +5,6 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
@@ -13,6 +12,7 @@ use super::gate::Gate;
 use crate::clock::BootInstant;
 use crate::error::{Error, Result};
 use crate::supervise::child::{Child, Ended};
+use crate::supervise::run::resolve_containment;
 use crate::supervise::{Containment, Level};
 
 /// What to run to learn whether this host may lead.
@@ -181,7 +181,7 @@ impl Check {
     }
 
     /// Resolves a command's containment once (a throwaway process tries
-    /// it): the check as [`Check::passes`] runs it.
+    /// it): the check as [`Resolved::passes`] runs it.
     async fn resolved(self) -> Result<Resolved> {
         match self {
             Check::Command {
@@ -189,15 +189,8 @@ impl Check {
                 watchdog,
                 containment,
             } => {
-                let exe = watchdog.clone();
-                let level = tokio::task::spawn_blocking(move || containment.resolve(&exe))
-                    .await
-                    .map_err(|e| {
-                        Error::io(
-                            "resolving the health check's containment",
-                            std::io::Error::other(e),
-                        )
-                    })??
+                let level = resolve_containment(containment, watchdog.clone())
+                    .await?
                     .level;
                 Ok(Resolved::Command {
                     command,
@@ -294,8 +287,9 @@ async fn get(url: &HttpUrl) -> std::result::Result<u16, Box<dyn std::error::Erro
 }
 
 /// Runs `cfg`'s check at once, then every interval, through its
-/// [`Gate`]: the first verdict, and a task that sends each change of it
-/// to `healthy` (until aborted, or every receiver is gone).
+/// [`Gate`]: `changed` is called with the first verdict before this
+/// returns it, then by the returned task with each change (until
+/// aborted).
 ///
 /// # Errors
 /// A command's containment cannot be resolved; a check that cannot
@@ -304,13 +298,17 @@ async fn get(url: &HttpUrl) -> std::result::Result<u16, Box<dyn std::error::Erro
 /// # Cancel safety
 /// Cancel safe: a check cut off by the drop is killed by its watchdog at
 /// its deadline.
-pub async fn monitor(cfg: HealthConfig) -> Result<(bool, watch::Receiver<bool>, JoinHandle<()>)> {
+pub async fn monitor(
+    cfg: HealthConfig,
+    mut changed: impl FnMut(bool) + Send + 'static,
+) -> Result<(bool, JoinHandle<()>)> {
     let mut gate = Gate::new(cfg.failures, cfg.backoff);
     let check = cfg.check.clone().resolved().await?;
     let first = gate.observe(BootInstant::now(), check.passes(cfg.interval).await);
     info!(healthy = first, "health check: first verdict");
-    let (healthy, watching) = watch::channel(first);
+    changed(first);
     let task = tokio::spawn(async move {
+        let mut healthy = first;
         let mut ticks = tokio::time::interval(cfg.interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticks.tick().await;
@@ -318,20 +316,19 @@ pub async fn monitor(cfg: HealthConfig) -> Result<(bool, watch::Receiver<bool>, 
             ticks.tick().await;
             let passed = check.passes(cfg.interval).await;
             let now = gate.observe(BootInstant::now(), passed);
-            if now != *healthy.borrow() {
+            if now != healthy {
                 match now {
                     true => info!("health check: healthy again"),
                     false => warn!(failures = cfg.failures, "health check: unhealthy"),
                 }
-                if healthy.send(now).is_err() {
-                    return;
-                }
+                healthy = now;
+                changed(now);
             } else if !passed {
                 debug!("health check failed");
             }
         }
     });
-    Ok((first, watching, task))
+    Ok((first, task))
 }
 
 #[cfg(test)]

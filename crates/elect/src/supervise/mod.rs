@@ -91,7 +91,7 @@ pub mod contain;
 mod guard;
 pub(crate) mod init;
 mod process;
-mod run;
+pub(crate) mod run;
 pub(crate) mod watchdog;
 
 pub use command::{ChildConfig, ChildEnv, DEFAULT_GRACE, Finish, Restart};

@@ -133,7 +133,15 @@ pub async fn run(
 /// The probe runs to its end on its thread; dropping the future only
 /// drops its answer.
 pub async fn resolve(cfg: &ChildConfig, env: &ChildEnv) -> Result<Resolved> {
-    let (containment, exe) = (cfg.containment, env.watchdog.clone());
+    resolve_containment(cfg.containment, env.watchdog.clone()).await
+}
+
+/// [`resolve`] for `containment` with the watchdog executable `exe`
+/// (a health check's, too).
+pub(crate) async fn resolve_containment(
+    containment: Containment,
+    exe: std::path::PathBuf,
+) -> Result<Resolved> {
     tokio::task::spawn_blocking(move || containment.resolve(&exe))
         .await
         .map_err(|e| Error::io("resolving the containment", std::io::Error::other(e)))?
