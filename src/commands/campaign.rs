@@ -6,7 +6,6 @@ use clap::{ArgMatches, Args};
 use elect::backend;
 use elect::config::ElectionConfig;
 use elect::export::{Exports, OutputConfig};
-use elect::work::WorkWatch;
 
 use crate::args::{CandidateArgs, ElectionArgs, ExportArgs, FormatArgs};
 use crate::runtime::{context, on_workers, resign, shutdown_signals, unless_stopped};
@@ -49,17 +48,16 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
 async fn campaign(Request { election, output }: Request) -> anyhow::Result<u8> {
     let mut shutdown = shutdown_signals()?;
     let exports = Exports::prepare(context(&election), output).await?;
-    // No work runs under our leadership: nothing for a successor to wait for.
-    let Ok(campaign) = unless_stopped(
-        &mut shutdown,
-        backend::campaign(&election, WorkWatch::none()),
-    )
-    .await
+    // The work done under our leadership is saying so: a successor waits
+    // for the line (and leader file) saying we no longer lead.
+    let (work, work_watch) = elect::work::channel();
+    let Ok(campaign) =
+        unless_stopped(&mut shutdown, backend::campaign(&election, work_watch)).await
     else {
         return Ok(0);
     };
     let campaign = campaign?;
-    let running = exports.start_with_health(campaign.leadership(), campaign.health());
+    let running = exports.start_as_work(campaign.leadership(), campaign.health(), work);
     let mut leadership = campaign.leadership();
     tokio::select! {
         sig = shutdown.recv() => match sig {

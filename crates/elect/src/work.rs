@@ -35,6 +35,11 @@ impl Work {
     pub fn stopped(&self) {
         self.0.send_replace(false);
     }
+
+    /// Whether it said the work runs.
+    pub fn is_running(&self) -> bool {
+        *self.0.borrow()
+    }
 }
 
 impl WorkWatch {

@@ -17,6 +17,7 @@ use super::{leader_file, lines, stdout};
 use crate::clock::BootInstant;
 use crate::leadership::Leadership;
 use crate::steer::Standing;
+use crate::work::Work;
 
 /// Where leadership is exported.
 #[derive(Debug, Clone)]
@@ -40,6 +41,13 @@ pub struct OutputConfig {
 /// instead, without waking that thread (the private `stdout` module says
 /// when). Returns once the last line and file update are written.
 ///
+/// With `work`, the lines are the leader-only work (`elect campaign`'s,
+/// whose job is to say who leads): it runs from the line saying we lead
+/// until the line saying we no longer do is written, with the leader file,
+/// so a campaign that gives way waits for it, and no reader of two
+/// candidates' lines sees the successor lead before the predecessor says
+/// it stopped.
+///
 /// # Cancel safety
 /// Dropping the future stops reporting; lines already handed to the
 /// writing thread are still written.
@@ -50,10 +58,12 @@ pub async fn run(
     output: OutputConfig,
     metrics: Arc<Metrics>,
     state: watch::Sender<Exported>,
+    work: Option<Work>,
 ) {
-    // Each change: the line unless already written, and the leader the
-    // file names (None: empty).
-    let (writes, pending) = std::sync::mpsc::channel::<(Option<String>, Option<String>)>();
+    // Each change: the line unless already written, the leader the file
+    // names (None: empty), and whether the work stops once both are out.
+    let (writes, pending) = std::sync::mpsc::channel::<Change>();
+    let work = work.map(Arc::new);
     let leader_file = output.leader_file.clone();
     let has_file = leader_file.is_some();
     // Lines handed to the thread and not yet written: a line goes out
@@ -61,9 +71,10 @@ pub async fn run(
     let queued = Arc::new(AtomicUsize::new(0));
     let writer = {
         let queued = queued.clone();
+        let work = work.clone();
         std::thread::spawn(move || {
             let mut file = leader_file.map(leader_file::LeaderFile::new);
-            for (line, shown) in pending {
+            for Change { line, shown, stops } in pending {
                 if let Some(line) = line {
                     let mut stdout = std::io::stdout().lock();
                     // A closed stdout must not stop the election; the line is lost.
@@ -73,6 +84,9 @@ pub async fn run(
                 }
                 if let Some(file) = file.as_mut() {
                     file.show(shown.as_deref());
+                }
+                if let (true, Some(work)) = (stops, &work) {
+                    work.stopped();
                 }
             }
         })
@@ -118,14 +132,23 @@ pub async fn run(
                 std::time::SystemTime::now(),
             );
             let in_file = next.leader.clone().filter(|_| next.current);
+            let leads = next.is_self && next.current;
+            if let (true, Some(work)) = (leads, &work) {
+                work.running();
+            }
+            let stops = !leads && work.as_ref().is_some_and(|w| w.is_running());
             let line = if queued.load(Ordering::Acquire) == 0 && direct.try_write(&line) {
                 None
             } else {
                 queued.fetch_add(1, Ordering::Release);
                 Some(line)
             };
-            if line.is_some() || has_file {
-                let _ = writes.send((line, in_file));
+            if line.is_some() || has_file || stops {
+                let _ = writes.send(Change {
+                    line,
+                    shown: in_file,
+                    stops,
+                });
             }
             shown = next.clone();
             shown_healthy = healthy;
@@ -160,6 +183,16 @@ pub async fn run(
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;
 }
 
+/// One change for the writing thread.
+struct Change {
+    /// The line, unless already written.
+    line: Option<String>,
+    /// The leader the file names (None: empty).
+    shown: Option<String>,
+    /// Whether the work stops once both are out.
+    stops: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -188,7 +221,7 @@ mod tests {
             http: None,
         };
         let metrics = Arc::new(Metrics::with_containment(None));
-        let exporter = tokio::spawn(run(rx, None, ctx, output, metrics, state));
+        let exporter = tokio::spawn(run(rx, None, ctx, output, metrics, state, None));
         let shown = exported
             .wait_for(|e| e.leadership.is_self)
             .await
@@ -208,6 +241,46 @@ mod tests {
         assert!(BootInstant::now() >= deadline);
         assert!(!demoted.current, "nobody is known to lead: {demoted:?}");
         exporter.abort();
+    }
+
+    /// `elect campaign`'s lines are its work: it runs from the line that
+    /// says we lead, and stops only once what says we no longer do is out
+    /// (here the leader file, written after the line), so a campaign that
+    /// gives way waits for it.
+    #[tokio::test]
+    async fn the_work_stops_once_the_demotion_is_written() {
+        let dir = std::env::temp_dir().join(format!("elect-export-work-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("leader");
+        let deadline = BootInstant::now() + Duration::from_secs(60);
+        let (backend, rx) = watch::channel(Leadership::elected("me".into(), 7, deadline));
+        let (state, _exported) = Exported::channel();
+        let ctx = Context {
+            backend: Backend::Etcd,
+            election: "work".into(),
+            containment: None,
+        };
+        let output = OutputConfig {
+            format: Format::Json,
+            leader_file: Some(file.clone()),
+            #[cfg(feature = "http")]
+            http: None,
+        };
+        let metrics = Arc::new(Metrics::with_containment(None));
+        let (work, mut watch) = crate::work::channel();
+        let exporter = tokio::spawn(run(rx, None, ctx, output, metrics, state, Some(work)));
+        tokio::time::timeout(Duration::from_secs(5), watch.started())
+            .await
+            .expect("the work runs once we are shown leading");
+        backend.send_replace(Leadership::observed(Some(("other".into(), 8))));
+        tokio::time::timeout(Duration::from_secs(5), watch.stopped())
+            .await
+            .expect("the work stops once the demotion is out");
+        let named = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(named.trim(), "other", "written before the work stopped");
+        drop(backend);
+        exporter.await.unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -15,6 +15,7 @@ use super::no_metrics::Metrics;
 use super::view::{Context, Exported};
 use crate::leadership::Leadership;
 use crate::steer::Standing;
+use crate::work::Work;
 
 /// The exporters of one election: lines, leader file, metrics and, when
 /// asked, the HTTP server. [`Exports::prepare`] binds the HTTP port before
@@ -77,6 +78,28 @@ impl Exports {
         leadership: watch::Receiver<Leadership>,
         health: Option<watch::Receiver<Standing>>,
     ) -> Running {
+        self.spawn(leadership, health, None)
+    }
+
+    /// Like [`Exports::start_with_health`], the lines being the leader-only
+    /// work `work` reports (see [`run`]): a campaign given its
+    /// [`WorkWatch`](crate::work::WorkWatch) gives way only once the line
+    /// saying it no longer leads is written. What `elect campaign` does.
+    pub fn start_as_work(
+        self,
+        leadership: watch::Receiver<Leadership>,
+        health: Option<watch::Receiver<Standing>>,
+        work: Work,
+    ) -> Running {
+        self.spawn(leadership, health, Some(work))
+    }
+
+    fn spawn(
+        self,
+        leadership: watch::Receiver<Leadership>,
+        health: Option<watch::Receiver<Standing>>,
+        work: Option<Work>,
+    ) -> Running {
         #[cfg_attr(not(feature = "http"), allow(unused_variables))]
         let (state, exported) = Exported::channel();
         #[cfg(feature = "http")]
@@ -95,6 +118,7 @@ impl Exports {
             self.output,
             self.metrics.clone(),
             state,
+            work,
         ));
         Running {
             exporter,
