@@ -935,6 +935,37 @@ fn cases(s: &Scratch) -> Vec<Case> {
         all.push(case(&["lab", "--dir", garbage.as_str(), action], "--dir"));
     }
 
+    // ELECT_ETCD_BIN, wherever an etcd would be started: refused before
+    // anything starts, the variable and its value named.
+    let no_etcd = s.mkdir("etcd-bin-empty");
+    let not_etcd = s.write("etcd-bin-file", "not a directory");
+    let fifo_etcd = s.fifo("etcd-bin-fifo/etcd");
+    let fifo_etcd_dir = Path::new(&fifo_etcd)
+        .parent()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let new_lab = s.path("etcd-bin-lab");
+    for bin in [&no_etcd, &not_etcd, &fifo_etcd_dir, &"/dev/null".to_owned()] {
+        for args in [
+            vec![
+                "lab",
+                "--dir",
+                new_lab.as_str(),
+                "up",
+                "--etcd",
+                "1",
+                "--zk",
+                "0",
+            ],
+            vec!["compare", "--backends", "etcd", "--trials", "1"],
+            vec!["lab", "soak", "--backend", "etcd", "--duration", "1m"],
+        ] {
+            all.push(case(&args, "ELECT_ETCD_BIN").env("ELECT_ETCD_BIN", bin.as_str()));
+        }
+    }
+
     // compare and simulate.
     for (args, flag) in [
         (vec!["--backends", "consul"], "--backends"),

@@ -57,7 +57,7 @@ impl Secured {
 
     /// `etcdctl` with the client certificate, as `user:password`.
     fn etcdctl(&self, credentials: &str) -> Command {
-        let mut cmd = Command::new("etcdctl");
+        let mut cmd = Command::new(elect_lab::etcd_release::program("etcdctl"));
         cmd.env("ETCDCTL_API", "3")
             .args(["--endpoints", &self.endpoints])
             .args(self.security().tls_flags())
@@ -470,7 +470,8 @@ fn only_a_role_that_writes_the_election_may_switch_over() {
     assert!(err.contains("permission denied"), "{err}");
     assert!(
         !a.sees_event("demoted", Duration::from_millis(500)),
-        "nothing changed"
+        "nothing changed, but a stepped down; its log:\n{}",
+        a.stderr()
     );
 
     let mut allowed: Vec<String> = vec!["switchover".into()];

@@ -5,7 +5,13 @@
 #                        etcd-server, etcd-client, zookeeper and a headless
 #                        JRE, imported with `docker import`;
 #   elect:latest         elect-base plus the elect binary, its man pages
-#                        and its bash completions.
+#                        and its bash completions;
+#   elect-etcd:<version> elect-base with another etcd release's own etcd,
+#                        etcdctl and etcdutl in /usr/local/bin, ahead of
+#                        Debian's on the PATH: `build.sh etcd DIR` from the
+#                        binaries in DIR (deploy/fetch-etcd.sh puts etcd
+#                        3.5.1's in target/tools/etcd-3.5.1), for labs run
+#                        with ELECT_ETCD_BIN=DIR.
 # Idempotent: the base image is built once (ELECT_REBUILD_BASE=1 forces
 # it); the elect image is rebuilt from the current binary every time, a
 # release build unless ELECT_IMAGE_PROFILE=dev, or the binary named by
@@ -37,6 +43,24 @@ if [ "${ELECT_REBUILD_BASE:-0}" = 1 ] || ! docker image inspect "$BASE" >/dev/nu
 fi
 if [ "${1:-}" = base ]; then
   echo "base image ready in $(( $(date +%s) - started ))s"
+  exit 0
+fi
+if [ "${1:-}" = etcd ]; then
+  bin=${2:?build.sh etcd DIR: the directory holding etcd and etcdctl}
+  version=$("$bin/etcd" --version | sed -n 's/^etcd Version: //p')
+  [ -n "$version" ] || { echo "build.sh: $bin/etcd does not say its version" >&2; exit 1; }
+  context=$(mktemp -d /tmp/elect-etcd-image.XXXXXX)
+  trap 'rm -rf "$context"' EXIT
+  for program in etcd etcdctl etcdutl; do
+    [ -x "$bin/$program" ] && cp "$bin/$program" "$context/"
+  done
+  {
+    echo "FROM $BASE"
+    echo "COPY etcd* /usr/local/bin/"
+  } > "$context/Dockerfile"
+  docker build -q -t "elect-etcd:$version" "$context" >/dev/null
+  docker run --rm --entrypoint etcd "elect-etcd:$version" --version | grep -q "^etcd Version: $version$"
+  echo "built elect-etcd:$version in $(( $(date +%s) - started ))s"
   exit 0
 fi
 

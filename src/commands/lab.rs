@@ -280,6 +280,9 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
                 );
                 return Ok(WRONG_STATE);
             }
+            if spec.etcd > 0 {
+                elect_lab::EtcdRelease::chosen().map_err(release_refused)?;
+            }
             elect_lab::interrupt::install();
             eprintln!(
                 "starting {} etcd, {} ZooKeeper and {} Raft-vote members as {} in {}",
@@ -364,6 +367,18 @@ fn load(state: &Path) -> anyhow::Result<Lab> {
     })
 }
 
+/// A wrong `ELECT_ETCD_BIN` is the user's input: named, and exit 2.
+pub(crate) fn release_refused(e: elect_lab::Error) -> anyhow::Error {
+    match e {
+        elect_lab::Error::EtcdRelease { dir, why } => UsageError::new(
+            format!("{}={}", elect_lab::etcd_release::ENV, dir.display()),
+            why,
+        )
+        .into(),
+        other => other.into(),
+    }
+}
+
 fn print_lab(lab: &mut Lab, format: FormatArg) {
     let etcd = lab.endpoints(Role::Etcd);
     let zk = lab.endpoints(Role::Zk);
@@ -398,6 +413,7 @@ fn print_lab(lab: &mut Lab, format: FormatArg) {
                 "zk_endpoints": zk,
                 "raft_endpoints": raft,
                 "security": lab.security,
+                "etcd_release": lab.etcd_release,
                 "members": status,
             });
             println!("{value}");
@@ -432,14 +448,18 @@ fn print_lab(lab: &mut Lab, format: FormatArg) {
                     s.prefix
                 );
             }
+            if let Some(release) = &lab.etcd_release {
+                println!("etcd release:   {}", release.describe());
+            }
             for m in status {
-                println!(
-                    "  {:<8} {:<22} {:<8} {}",
-                    m.name,
-                    m.client,
-                    m.state,
-                    if m.healthy { "healthy" } else { "not serving" }
-                );
+                let health = if m.healthy { "healthy" } else { "not serving" };
+                match &m.version {
+                    Some(v) => println!(
+                        "  {:<8} {:<22} {:<8} {health:<11} etcd {v}",
+                        m.name, m.client, m.state
+                    ),
+                    None => println!("  {:<8} {:<22} {:<8} {health}", m.name, m.client, m.state),
+                }
             }
         }
     }

@@ -120,7 +120,12 @@ impl Command {
             Command::Candidates(r) => switchover::run_candidates(r),
             Command::Demo => demo::run().map(|()| 0),
             Command::Lab(r) => lab::run(r),
-            Command::Compare(plan) => compare::run(plan),
+            Command::Compare(plan) => {
+                if plan.starts_etcd() {
+                    elect_lab::EtcdRelease::chosen().map_err(lab::release_refused)?;
+                }
+                compare::run(plan)
+            }
             Command::Simulate(r) => simulate::run(r),
             Command::Completions(shell) => shell::completions(shell, Cli::command()),
             Command::Man(out) => shell::man(&out, Cli::command()),

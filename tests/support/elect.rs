@@ -201,7 +201,7 @@ pub fn leader_once(backend: &str, endpoints: &str, election: &str, format: &str)
 
 /// `etcdctl elect <election> <proposal>` (or `-l` to observe).
 pub fn etcdctl_elect(endpoints: &str, args: &[&str]) -> Proc {
-    let mut cmd = Command::new("etcdctl");
+    let mut cmd = Command::new(elect_lab::etcd_release::program("etcdctl"));
     cmd.env("ETCDCTL_API", "3")
         .args(["--endpoints", endpoints, "elect"])
         .args(args);

@@ -69,7 +69,7 @@ impl Cluster {
 
     /// Runs `etcdctl` (API v3) against the whole cluster.
     pub fn etcdctl(&self, args: &[&str]) -> Output {
-        Command::new("etcdctl")
+        Command::new(elect_lab::etcd_release::program("etcdctl"))
             .env("ETCDCTL_API", "3")
             .args([
                 "--endpoints",
@@ -82,6 +82,22 @@ impl Cluster {
             .args(args)
             .output()
             .expect("etcdctl (Debian etcd-client) is installed")
+    }
+
+    /// The version the members say they run (`3.4.23`, `3.5.1`).
+    pub fn version(&self) -> String {
+        etcd::server_version(&self.member(0).client).expect("etcd says its version")
+    }
+
+    /// Runs `etcdctl` (API v3) against member `i` alone, giving each
+    /// request `timeout`.
+    pub fn etcdctl_at(&self, i: usize, timeout: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new(elect_lab::etcd_release::program("etcdctl"));
+        cmd.env("ETCDCTL_API", "3")
+            .args(["--endpoints", &self.member(i).client])
+            .args(["--dial-timeout", "2s", "--command-timeout", timeout])
+            .args(args);
+        cmd
     }
 
     /// `etcdctl` output as text; panics if it failed.

@@ -95,13 +95,22 @@ impl Ensembles {
     /// Process mode needs the programs: says what is missing per backend
     /// (and starts none of it) rather than giving up on both.
     fn check_programs(&mut self, etcd: &mut usize, zk: &mut usize) {
-        if *etcd > 0 && elect_lab::which("etcd").is_none() {
-            self.etcd = Err(
-                "etcd is not installed: apt-get install etcd-server, or use --containers, \
-                 or pass --etcd-endpoints"
-                    .into(),
-            );
-            *etcd = 0;
+        if *etcd > 0 {
+            match elect_lab::EtcdRelease::chosen() {
+                Err(e) => {
+                    self.etcd = Err(e.to_string());
+                    *etcd = 0;
+                }
+                Ok(release) if release.version.is_none() => {
+                    self.etcd = Err(
+                        "etcd is not installed: apt-get install etcd-server, or use --containers, \
+                         or pass --etcd-endpoints"
+                            .into(),
+                    );
+                    *etcd = 0;
+                }
+                Ok(_) => {}
+            }
         }
         let java = elect_lab::which("java").is_some();
         if *zk > 0 && (!java || !std::path::Path::new(elect_lab::zk::JAR).exists()) {

@@ -106,6 +106,13 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Whether it starts an etcd cluster of its own (the release
+    /// [`elect_lab::EtcdRelease::chosen`] names), rather than using the
+    /// user's.
+    pub fn starts_etcd(&self) -> bool {
+        self.backends.contains(&Backend::Etcd) && self.etcd_endpoints.is_none()
+    }
+
     /// Checks `options`.
     ///
     /// # Errors

@@ -223,6 +223,7 @@ fn versions() -> Vec<(String, String)> {
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "not found".into())
     };
+    let etcd_program = |name: &str| elect_lab::etcd_release::program(name).display().to_string();
     let package = |name: &str| first_line("dpkg-query", &["-W", "-f", "${Version}", name]);
     vec![
         ("elect".into(), env!("CARGO_PKG_VERSION").into()),
@@ -231,8 +232,14 @@ fn versions() -> Vec<(String, String)> {
             first_line("git", &["rev-parse", "--short=12", "HEAD"]),
         ),
         ("machine".into(), machine()),
-        ("etcd".into(), first_line("etcd", &["--version"])),
-        ("etcdctl".into(), first_line("etcdctl", &["version"])),
+        (
+            "etcd".into(),
+            first_line(&etcd_program("etcd"), &["--version"]),
+        ),
+        (
+            "etcdctl".into(),
+            first_line(&etcd_program("etcdctl"), &["version"]),
+        ),
         ("zookeeper (Debian package)".into(), package("zookeeper")),
         ("java".into(), first_line("java", &["-version"])),
         ("python3-kazoo".into(), package("python3-kazoo")),

@@ -863,7 +863,7 @@ fn finish_operations(
 /// defragments every member, with `etcdctl` as an operator would.
 fn compact_and_defragment(endpoints: &str) -> anyhow::Result<()> {
     let etcdctl = |args: &[&str]| -> anyhow::Result<String> {
-        let out = std::process::Command::new("etcdctl")
+        let out = std::process::Command::new(elect_lab::etcd_release::program("etcdctl"))
             .env("ETCDCTL_API", "3")
             .arg("--endpoints")
             .arg(endpoints)

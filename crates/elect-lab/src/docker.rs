@@ -57,6 +57,17 @@ pub fn require_engine() -> Result<()> {
     })
 }
 
+/// Fails with `hint` unless `image` exists.
+pub fn require_image(image: &str, hint: String) -> Result<()> {
+    match docker(&["image", "inspect", "--format", "{{.Id}}", image]) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(Error::Missing {
+            what: format!("the image {image}"),
+            hint,
+        }),
+    }
+}
+
 /// A user-defined bridge network of the lab's own, on a /24 it chose.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Network {
@@ -128,12 +139,25 @@ impl Network {
         extra: &[String],
         command: &[&str],
     ) -> Result<()> {
+        self.run_image(IMAGE, container, data, extra, command)
+    }
+
+    /// [`Network::run`] in `image` (an etcd release's, see
+    /// [`EtcdRelease::image`](crate::EtcdRelease::image)).
+    pub fn run_image(
+        &self,
+        image: &str,
+        container: &Container,
+        data: &std::path::Path,
+        extra: &[String],
+        command: &[&str],
+    ) -> Result<()> {
         std::fs::create_dir_all(data)?;
         let mut args: Vec<String> = vec!["run".into(), "-d".into()];
         args.extend(container.run_options());
         args.extend(["-v".into(), format!("{}:/data", data.display())]);
         args.extend(extra.iter().cloned());
-        args.extend(["--entrypoint".into(), command[0].into(), IMAGE.into()]);
+        args.extend(["--entrypoint".into(), command[0].into(), image.into()]);
         args.extend(command[1..].iter().map(|a| a.to_string()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         docker(&args).map(drop).inspect_err(|_| {

@@ -16,6 +16,14 @@ pub enum Error {
         /// How to get it.
         hint: String,
     },
+    /// `ELECT_ETCD_BIN` names no usable etcd release.
+    #[error("{}={}: {why}", crate::etcd_release::ENV, dir.display())]
+    EtcdRelease {
+        /// The directory it names.
+        dir: std::path::PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A `docker` command failed.
     #[error("docker {command}: {stderr}")]
     Docker {

@@ -1,10 +1,12 @@
-//! Real etcd members (Debian's `etcd-server`): how to start a cluster, and
-//! what it can tell about itself through its HTTP endpoints.
+//! Real etcd members (Debian's `etcd-server`, or the release
+//! [`EtcdRelease`] chose): how to start a cluster, and what it can tell
+//! about itself through its HTTP endpoints.
 
 use std::time::Duration;
 
 use super::member::{Member, Role, Runner};
 use super::pki::Authority;
+use crate::EtcdRelease;
 use crate::error::Result;
 use crate::http::http_get;
 use crate::member::Placement;
@@ -36,11 +38,15 @@ impl Default for Timing {
 /// on port 2381.
 pub(crate) fn start(
     place: &Placement,
+    release: &EtcdRelease,
     hosts: &[String],
     timing: Timing,
     secure: Option<(&Authority, u64)>,
 ) -> Result<Vec<Member>> {
     let authority = secure.map(|(a, _)| a);
+    if place.network.is_some() {
+        crate::docker::require_image(&release.image(), release.image_hint())?;
+    }
     let initial = hosts
         .iter()
         .enumerate()
@@ -60,7 +66,6 @@ pub(crate) fn start(
         };
         let args = |data: &str| -> Vec<String> {
             let mut argv: Vec<String> = [
-                "etcd",
                 "--name",
                 &name,
                 "--data-dir",
@@ -92,18 +97,21 @@ pub(crate) fn start(
         let runner = match &place.network {
             Some(network) => {
                 let container = network.container(&format!("{}-{name}", place.id), host);
-                let argv = args("/data/etcd");
+                // The image's etcd: the release's own.
+                let mut argv = vec!["etcd".to_owned()];
+                argv.extend(args("/data/etcd"));
                 let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-                network.run(&container, &dir, &[], &argv)?;
+                network.run_image(&release.image(), &container, &dir, &[], &argv)?;
                 Runner::Container {
                     container,
                     cut: false,
                 }
             }
-            None => Member::spawn_process(
-                args(&dir.join("data").display().to_string()),
-                dir.join("member.log"),
-            )?,
+            None => {
+                let mut argv = vec![release.program("etcd").display().to_string()];
+                argv.extend(args(&dir.join("data").display().to_string()));
+                Member::spawn_process(argv, dir.join("member.log"))?
+            }
         };
         members.push(Member {
             name,
@@ -162,6 +170,13 @@ fn tls_args(
 pub fn healthy(client: &str) -> bool {
     let (status, body) = http_get(client, "/health", Duration::from_secs(2));
     status == 200 && body.contains("\"health\":\"true\"")
+}
+
+/// The version the member at `client` says it runs (`/version`'s
+/// `etcdserver`), when it answers plain HTTP.
+pub fn server_version(client: &str) -> Option<String> {
+    let (status, body) = http_get(client, "/version", Duration::from_secs(2));
+    (status == 200).then(|| status_field(&body, "etcdserver"))?
 }
 
 /// The member's answer to the maintenance Status call (JSON), through the

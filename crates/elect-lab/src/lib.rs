@@ -21,6 +21,7 @@ pub mod bridge;
 pub mod docker;
 pub mod error;
 pub mod etcd;
+pub mod etcd_release;
 pub mod fault;
 pub mod host;
 pub mod http;
@@ -46,6 +47,7 @@ use serde::{Deserialize, Serialize};
 
 use error::INSTALL_HINT;
 pub use error::{Error, Result};
+pub use etcd_release::EtcdRelease;
 pub use host::{loopback_net, raise_fd_limit, which};
 pub use http::{http_get, http_request, sum_prometheus};
 pub use kinds::{Fault, Mode};
@@ -71,6 +73,9 @@ pub struct Lab {
     /// The credentials of a secured lab.
     #[serde(default)]
     pub security: Option<Security>,
+    /// The etcd its etcd members run (`None` for a lab without them).
+    #[serde(default)]
+    pub etcd_release: Option<EtcdRelease>,
     /// The `stress-ng` of `elect lab load on`, while it runs.
     #[serde(default)]
     load: Option<u32>,
@@ -89,8 +94,9 @@ impl Lab {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| format!("elect-lab-{}", host::unique_id()));
+        let etcd_release = (spec.etcd > 0).then(EtcdRelease::chosen).transpose()?;
         if spec.mode == Mode::Processes {
-            if spec.etcd > 0 && which("etcd").is_none() {
+            if spec.etcd > 0 && etcd_release.as_ref().is_some_and(|r| r.version.is_none()) {
                 return Err(Error::Missing {
                     what: "etcd".into(),
                     hint: INSTALL_HINT.into(),
@@ -116,6 +122,7 @@ impl Lab {
             network: None,
             members: Vec::new(),
             security: None,
+            etcd_release: etcd_release.clone(),
             load: None,
             detached: false,
         };
@@ -143,10 +150,11 @@ impl Lab {
             dir: spec.dir.clone(),
             network: net,
         };
-        if spec.etcd > 0 {
+        if let Some(release) = &etcd_release {
             let h: Vec<String> = (0..spec.etcd).map(|i| hosts(11 + i as u8)).collect();
             lab.members.extend(etcd::start(
                 &place,
+                release,
                 &h,
                 spec.etcd_timing,
                 authority.as_ref().map(|a| (a, spec.etcd_auth_token_ttl)),
@@ -312,12 +320,21 @@ impl Lab {
             .map(|m| {
                 let state = m.state();
                 let healthy = state == "running" && healthy(m.role, m.health_address());
+                // What the member says (a TLS client port does not say it
+                // in plain HTTP: then the release's own word).
+                let version = (m.role == Role::Etcd)
+                    .then(|| {
+                        etcd::server_version(&m.client)
+                            .or_else(|| self.etcd_release.as_ref().and_then(|r| r.version.clone()))
+                    })
+                    .flatten();
                 MemberStatus {
                     name: m.name.clone(),
                     role: m.role,
                     client: m.client.clone(),
                     state,
                     healthy,
+                    version,
                 }
             })
             .collect()
@@ -433,6 +450,8 @@ pub struct MemberStatus {
     pub state: String,
     /// Whether it answers as a healthy member.
     pub healthy: bool,
+    /// The server's version, where it says it (etcd members).
+    pub version: Option<String>,
 }
 
 /// Whether the member of `role` at `client` serves: etcd answers
@@ -470,6 +489,7 @@ mod tests {
             network: None,
             members: Vec::new(),
             security: None,
+            etcd_release: None,
             load: None,
             detached: true,
         };

@@ -113,8 +113,11 @@ impl Peer {
     pub fn available(self) -> Result<(), String> {
         let has = |p: &str| crate::which(p).is_some();
         match self {
-            Peer::Etcdctl if has("etcdctl") => Ok(()),
-            Peer::Etcdctl => Err("etcdctl is not installed (apt-get install etcd-client)".into()),
+            Peer::Etcdctl => match crate::EtcdRelease::chosen() {
+                Err(e) => Err(e.to_string()),
+                Ok(release) if release.dir.is_some() || has("etcdctl") => Ok(()),
+                Ok(_) => Err("etcdctl is not installed (apt-get install etcd-client)".into()),
+            },
             Peer::Kazoo => {
                 let ok = Command::new(KAZOO_PYTHON)
                     .args(["-c", "import kazoo"])
@@ -149,12 +152,17 @@ impl Peer {
         } = *campaign;
         let s = |x: &str| x.to_owned();
         match (self, leading) {
-            (Peer::Etcdctl, Leading::Says { id }) => {
-                [s("etcdctl"), s("--endpoints"), s(endpoints), s("elect")]
-                    .into_iter()
-                    .chain([s(election), s(id)])
-                    .collect()
-            }
+            (Peer::Etcdctl, Leading::Says { id }) => [
+                crate::etcd_release::program("etcdctl")
+                    .display()
+                    .to_string(),
+                s("--endpoints"),
+                s(endpoints),
+                s("elect"),
+            ]
+            .into_iter()
+            .chain([s(election), s(id)])
+            .collect(),
             (Peer::Etcdctl, Leading::RunsWriter) => vec![
                 s("bash"),
                 s("-c"),
@@ -162,6 +170,9 @@ impl Peer {
                 s("etcdctl-wrapper"),
                 s(endpoints),
                 s(election),
+                crate::etcd_release::program("etcdctl")
+                    .display()
+                    .to_string(),
             ],
             (Peer::Kazoo, Leading::Says { id }) => vec![
                 s(KAZOO_PYTHON),
@@ -276,15 +287,16 @@ pub fn compile_curator(dir: &Path) -> Result<PathBuf> {
 /// it prints the key and the proposal, read the key's create revision (the
 /// token), start the writer in a session of its own, and kill it when
 /// etcdctl exits (its session expired). SIGTERM resigns (etcdctl's own
-/// handler) and kills the writer. Args: endpoints, election.
+/// handler) and kills the writer. Args: endpoints, election, the
+/// `etcdctl` to run (the chosen release's).
 const ETCDCTL_WRAPPER: &str = r#"export ETCDCTL_API=3
 w=
-coproc ETCD { exec etcdctl --endpoints "$1" elect "$2" "$SOAK_CAND" 2>&1; }
+coproc ETCD { exec "$3" --endpoints "$1" elect "$2" "$SOAK_CAND" 2>&1; }
 epid=$ETCD_PID
 trap 'kill -TERM $epid 2>/dev/null; [ -n "$w" ] && kill -KILL -- -$w 2>/dev/null; wait $epid; exit 0' TERM INT
 read -r key <&"${ETCD[0]}" || { wait $epid; exit 1; }
 read -r _ <&"${ETCD[0]}" || { wait $epid; exit 1; }
-rev=$(etcdctl --endpoints "$1" get "$key" -w json | grep -o '"create_revision":[0-9]*' | cut -d: -f2)
+rev=$("$3" --endpoints "$1" get "$key" -w json | grep -o '"create_revision":[0-9]*' | cut -d: -f2)
 [ -n "$rev" ] || { kill -TERM $epid; wait $epid; exit 1; }
 echo "ELECTED $rev"
 ELECT_FENCING_TOKEN=$rev setsid bash -c "$SOAK_WRITE" soak-writer &

@@ -253,16 +253,19 @@ fn processes(id: &str) -> Vec<Leftover> {
 
 /// What ran, for the report.
 pub fn versions() -> Vec<(String, String)> {
-    let first_line = |cmd: &str, args: &[&str]| -> Option<String> {
+    let first_line = |cmd: &std::path::Path, args: &[&str]| -> Option<String> {
         let out = std::process::Command::new(cmd).args(args).output().ok()?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned()
             + &String::from_utf8_lossy(&out.stderr);
         text.lines().next().map(str::to_owned)
     };
     [
-        ("etcd", first_line("etcd", &["--version"])),
-        ("kernel", first_line("uname", &["-r"])),
-        ("java", first_line("java", &["-version"])),
+        (
+            "etcd",
+            first_line(&elect_lab::etcd_release::program("etcd"), &["--version"]),
+        ),
+        ("kernel", first_line("uname".as_ref(), &["-r"])),
+        ("java", first_line("java".as_ref(), &["-version"])),
     ]
     .into_iter()
     .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v)))

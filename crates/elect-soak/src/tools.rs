@@ -25,9 +25,10 @@ pub enum ToolError {
 const TOOL_LIMIT: &str = "20s";
 
 /// `program` run under [`TOOL_LIMIT`].
-fn bounded(program: &str) -> Command {
+fn bounded(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut cmd = Command::new("timeout");
-    cmd.args(["--kill-after=2s", TOOL_LIMIT, program])
+    cmd.args(["--kill-after=2s", TOOL_LIMIT])
+        .arg(program)
         .stdin(std::process::Stdio::null());
     cmd
 }
@@ -46,7 +47,7 @@ fn failure(out: &std::process::Output) -> String {
 
 /// `etcdctl` (API 3) against `endpoints`; its stdout.
 pub fn etcdctl(endpoints: &str, args: &[&str]) -> Result<Vec<u8>, ToolError> {
-    let out = bounded("etcdctl")
+    let out = bounded(elect_lab::etcd_release::program("etcdctl"))
         .env("ETCDCTL_API", "3")
         .args(["--endpoints", endpoints, "--command-timeout", "5s"])
         .args(args)

@@ -180,6 +180,12 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
     let (outcome, history) = match request {
         Request::Check(read, history, report) => (elect_soak::check(&read, &report)?, history),
         Request::Soak(options) => {
+            if options
+                .backends
+                .contains(&elect_soak::options::Backend::Etcd)
+            {
+                elect_lab::EtcdRelease::chosen().map_err(super::release_refused)?;
+            }
             let outcome = elect_soak::run(&options, &mut |line| eprintln!("{line}"))?;
             let history = outcome.report.join("history");
             (outcome, history)
