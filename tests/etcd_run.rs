@@ -277,3 +277,81 @@ fn a_leader_member_whose_disk_hangs_does_not_keep_the_command_alive() {
     b.signal(Signal::SIGTERM);
     b.wait_exit(SOON);
 }
+
+/// The version rule behind the term proof, checked on the server itself
+/// (etcd#15247): a Raft leader member whose WAL's disk hangs still
+/// acknowledges a keepalive after the other two elected a new leader, on
+/// every release before 3.4.31 and 3.5.13 (Debian's 3.4.23 and 3.5.1
+/// among them); from those on, it checks that it leads and refuses. elect
+/// proves its renewals on exactly the releases where this holds
+/// (`renews_without_leading` in the library's etcd connection).
+#[test]
+fn a_stalled_leader_member_acknowledges_keepalives_where_the_version_rule_says() {
+    let mut etcd = Cluster::start();
+    let version = etcd.version();
+    let granted = etcd.etcdctl_ok(&["lease", "grant", "60"]);
+    // "lease 694d9a4d2a4f8d1c granted with TTL(60s)"
+    let lease = granted
+        .split_whitespace()
+        .nth(1)
+        .expect("a lease id")
+        .to_owned();
+    let stalled = eventually("a Raft leader", SOON, || etcd.leader_member());
+    let deposed = etcd.leader_seen_by(stalled).expect("the leader's id");
+    let others: Vec<usize> = (0..3).filter(|&i| i != stalled).collect();
+    etcd.member_mut(stalled)
+        .apply(elect_lab::Fault::StallLog)
+        .expect("stalling the leader's WAL (needs strace)");
+    // A write the leader must sync: its Raft loop hangs on it, so its
+    // heartbeats stop and the others elect a leader of their own.
+    let mut write = etcd
+        .etcdctl_at(others[0], "30s", &["put", "stall-premise", "x"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("etcdctl");
+    eventually("the others' own leader", Duration::from_secs(30), || {
+        others
+            .iter()
+            .all(|&i| etcd.leader_seen_by(i).is_some_and(|l| l != deposed))
+            .then_some(())
+    });
+    let renewed = etcd
+        .etcdctl_at(stalled, "3s", &["lease", "keep-alive", "--once", &lease])
+        .output()
+        .expect("etcdctl");
+    let said = String::from_utf8_lossy(&renewed.stdout).into_owned()
+        + &String::from_utf8_lossy(&renewed.stderr);
+    etcd.member_mut(stalled)
+        .apply(elect_lab::Fault::Unstall)
+        .unwrap();
+    let _ = write.kill();
+    let _ = write.wait();
+    let acknowledged = renewed.status.success() && said.contains("keepalived with TTL");
+    assert_eq!(
+        acknowledged,
+        before_the_leadership_check(&version),
+        "etcd {version}: the deposed leader {}: {said}",
+        if acknowledged {
+            "acknowledged the keepalive"
+        } else {
+            "refused the keepalive"
+        }
+    );
+}
+
+/// Releases before etcd#15247's fix (3.4.31, 3.5.13), as the library's
+/// version rule has them.
+fn before_the_leadership_check(version: &str) -> bool {
+    let parts: Vec<u64> = version
+        .split(['.', '-'])
+        .take(3)
+        .map(|p| p.parse().expect("a numeric version"))
+        .collect();
+    match parts[..] {
+        [3, 4, patch] => patch < 31,
+        [3, 5, patch] => patch < 13,
+        [3, minor, _] => minor < 4,
+        _ => false,
+    }
+}

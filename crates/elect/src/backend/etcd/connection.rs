@@ -16,7 +16,8 @@
 //! Connecting also asks each member its version: against servers that
 //! acknowledge keepalives without checking that they lead (before etcd
 //! 3.4.31 and 3.5.13), each renewal carries a proof (see
-//! [`super::renewal::RenewalProof`]), and we say so at start.
+//! [`super::renewal::RenewalProof`]), and we say so at start; of etcd
+//! 3.5.0 to 3.5.2, whose members can diverge after a crash, we warn.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -97,8 +98,10 @@ const VERSION_WITHIN: Duration = Duration::from_millis(500);
 
 /// Whether a keepalive acknowledged by a member of this cluster may not
 /// have renewed the lease (see [`renews_without_leading`]): asks every
-/// member its version at once, and says at start what was found. A
-/// member that does not say is counted as old.
+/// member its version at once, and says at start what was found, and
+/// once a process whether a member runs a release whose data can diverge
+/// after a crash ([`diverges_after_a_crash`]). A member that does not say
+/// is counted as old.
 async fn renewals_need_proof(cfg: &ElectionConfig, members: &[Client]) -> bool {
     let within = cfg.connect_timeout.min(VERSION_WITHIN);
     let mut asked = tokio::task::JoinSet::new();
@@ -112,10 +115,18 @@ async fn renewals_need_proof(cfg: &ElectionConfig, members: &[Client]) -> bool {
     let mut statuses: Vec<_> = asked.join_all().await;
     statuses.sort_by_key(|(i, _)| *i);
     let mut old = Vec::new();
+    let mut diverging = Vec::new();
     for ((_, status), url) in statuses.into_iter().zip(cfg.etcd_urls()) {
         match status {
-            Ok(Ok(status)) if !renews_without_leading(status.version()) => {}
-            Ok(Ok(status)) => old.push(format!("{url} runs etcd {}", status.version())),
+            Ok(Ok(status)) => {
+                let version = status.version();
+                if renews_without_leading(version) {
+                    old.push(format!("{url} runs etcd {version}"));
+                }
+                if diverges_after_a_crash(version) {
+                    diverging.push(format!("{url} runs etcd {version}"));
+                }
+            }
             Ok(Err(e)) => old.push(format!("{url} did not say its version ({e})")),
             Err(_) => old.push(format!("{url} did not say its version in {within:?}")),
         }
@@ -128,6 +139,14 @@ async fn renewals_need_proof(cfg: &ElectionConfig, members: &[Client]) -> bool {
             );
         } else {
             debug!("{found}: renewals proven with a read (etcd#15247, said above)");
+        }
+    }
+    if !diverging.is_empty() {
+        let found = diverging.join("; ");
+        if first_said(&format!("diverging: {found}")) {
+            warn!(
+                "{found}: a member of etcd 3.5.0 to 3.5.2 killed while applying a transaction can come back with data that differs from the others' (etcd#13766, fixed in 3.5.3; etcd's maintainers advise against these releases in production); elect's rules rest on every member holding the same keys and cannot detect a member that does not; upgrade etcd, or start its members with --experimental-initial-corrupt-check"
+            );
         }
     }
     !old.is_empty()
@@ -168,6 +187,17 @@ fn renews_without_leading(version: &str) -> bool {
         (3, m) => m < 4,
         (m, _) => m < 3,
     }
+}
+
+/// Whether etcd `version` is one of the releases whose members can come
+/// back from a crash with data that differs from the others' (3.5.0 to
+/// 3.5.2: etcd#13766, fixed in 3.5.3 by etcd#13854 and etcd#13908).
+fn diverges_after_a_crash(version: &str) -> bool {
+    let mut parts = version.trim_start_matches('v').split(['.', '-', '+']);
+    matches!(
+        (parts.next(), parts.next(), parts.next()),
+        (Some("3"), Some("5"), Some("0" | "1" | "2"))
+    )
 }
 
 /// Opens the balancing client alone, for those who only read and watch
@@ -707,7 +737,7 @@ mod tests {
     #[test]
     fn servers_before_the_leadership_check_need_the_proof() {
         for old in [
-            "3.4.23", "3.4.30", "3.5.0", "3.5.12", "3.3.27", "2.3.8", "v3.4.9", "", "x",
+            "3.4.23", "3.4.30", "3.5.0", "3.5.1", "3.5.12", "3.3.27", "2.3.8", "v3.4.9", "", "x",
         ] {
             assert!(renews_without_leading(old), "{old}");
         }
@@ -721,6 +751,18 @@ mod tests {
             "4.0.0",
         ] {
             assert!(!renews_without_leading(new), "{new}");
+        }
+    }
+
+    #[test]
+    fn only_3_5_0_to_3_5_2_are_said_to_diverge_after_a_crash() {
+        for bad in ["3.5.0", "3.5.1", "v3.5.2", "3.5.2-rc.0"] {
+            assert!(diverges_after_a_crash(bad), "{bad}");
+        }
+        for fine in [
+            "3.4.23", "3.5.3", "3.5.13", "3.5.10", "3.6.0", "3.5", "", "x",
+        ] {
+            assert!(!diverges_after_a_crash(fine), "{fine}");
         }
     }
 
