@@ -306,16 +306,19 @@ fn sigkill_of_the_leader_fails_over_within_ttl_plus_two_seconds() {
 /// etcd leader extends every lease by its election timeout and grants
 /// each its whole TTL again (lease checkpoints are off by default, on
 /// 3.4 and 3.5 alike), so the successor waits for etcd's election, that
-/// extension and the TTL. It must still lead within the bound the soak's
-/// liveness check assumes after a heal, two TTLs and 2 s (6 s at the
-/// soak's TTL of 2 s); the time taken is printed for the record.
+/// extension and the TTL: at most TTL + 3.5 s with etcd's default 1 s
+/// election timeout. It must still lead within the bound the soak's
+/// liveness check assumes after a heal, two TTLs and 2 s; the time taken
+/// is printed for the record. At the soak's own TTL of 2 s the margin is
+/// half a second (4.4 to 5.2 s measured on 3.4.23 and 3.5.1, bound 6 s);
+/// at 3 s, here, a loaded CI machine has 1.5 s.
 #[test]
 fn sigkill_of_the_leader_and_etcds_own_leader_fails_over_within_the_soaks_bound() {
     let mut etcd = Cluster::start();
     let version = etcd.version();
-    let mut a = campaign(&etcd.endpoints, "crash", "a", "2");
+    let mut a = campaign(&etcd.endpoints, "crash", "a", "3");
     a.wait_event("elected", SOON);
-    let mut b = campaign(&etcd.endpoints, "crash", "b", "2");
+    let mut b = campaign(&etcd.endpoints, "crash", "b", "3");
     etcd.wait_for_candidates("crash", 2);
     let raft_leader = eventually("a Raft leader", SOON, || etcd.leader_member());
     let sent = Instant::now();
@@ -324,8 +327,42 @@ fn sigkill_of_the_leader_and_etcds_own_leader_fails_over_within_the_soaks_bound(
     let (at, _) = b.wait_event("elected", Duration::from_secs(30));
     let took = at - sent;
     eprintln!("etcd {version}: b led {took:?} after a and etcd's leader were killed");
-    let bound = Duration::from_secs(2 * 2 + 2);
+    let bound = Duration::from_secs(2 * 3 + 2);
     assert!(took < bound, "etcd {version}: failover took {took:?}");
+}
+
+/// What a candidate says at start of the release it met: the term proof
+/// (etcd#15247) on every release before 3.4.31 and 3.5.13, the data that
+/// can diverge after a crash (etcd#13766) on 3.5.0 to 3.5.2 alone.
+#[test]
+fn the_release_is_warned_of_as_its_version_says() {
+    let etcd = Cluster::start();
+    let version = etcd.version();
+    let mut a = campaign(&etcd.endpoints, "release", "a", "2");
+    a.wait_event("elected", SOON);
+    let said = a.stderr();
+    let numbers: Vec<u64> = version
+        .split(['.', '-'])
+        .take(3)
+        .map(|p| p.parse().expect("a numeric version"))
+        .collect();
+    let (proof, diverging) = match numbers[..] {
+        [3, 4, patch] => (patch < 31, false),
+        [3, 5, patch] => (patch < 13, patch <= 2),
+        _ => (false, false),
+    };
+    assert_eq!(
+        said.contains("etcd#15247"),
+        proof,
+        "etcd {version}:\n{said}"
+    );
+    assert_eq!(
+        said.contains("etcd#13766"),
+        diverging,
+        "etcd {version}:\n{said}"
+    );
+    a.signal(Signal::SIGTERM);
+    assert_eq!(a.wait_exit(SOON), 0);
 }
 
 #[test]

@@ -33,15 +33,17 @@ impl Ward {
         self.0.join(id)
     }
 
-    /// The health flags of candidate `id`: checked every 200 ms, one
-    /// failure is enough, healthy again after passing for a second.
+    /// The health flags of candidate `id`: checked every 500 ms, one
+    /// failure is enough, healthy again after passing for a second. (At
+    /// 200 ms, a first check on a machine under stress-ng's load could
+    /// outlast its interval: the candidate joined unhealthy.)
     fn flags(&self, id: &str) -> Vec<String> {
         let check = format!("test ! -e {}", self.marker(id).display());
         [
             "--health-cmd",
             &check,
             "--health-interval",
-            "200ms",
+            "500ms",
             "--health-failures",
             "1",
             "--failback-delay",
