@@ -177,6 +177,7 @@ cargo nextest run --workspace --locked "$@"
 step "the etcd tests on etcd 3.5.1, in $mode mode"
 etcd_release_tests='binary(etcd_election) | binary(etcd_interop) | binary(etcd_secure)
   | (binary(etcd_run) & test(/disk_hangs|stalled_leader_member|lease_revoked/))
+  | (binary(switchover) & test(/disk_hangs/))
   | (binary(faults) & test(/^etcd_/)) | (binary(containers) & test(/^etcd_/))
   | (binary(soak) & test(short_etcd_soak_holds_on_the_chosen_release))'
 ELECT_ETCD_BIN=$PWD/target/tools/etcd-3.5.1 cargo nextest run --workspace --locked \

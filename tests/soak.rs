@@ -263,6 +263,46 @@ fn kinds(backend: &str) -> Vec<&'static str> {
     kinds
 }
 
+/// A soak of CI's, the peers beside elect, its report kept in
+/// target/<name>: `backends` for `ELECT_SOAK_DURATION` (by default
+/// `duration`) with `seed`, in containers when the suite runs there. It
+/// must find no violation by elect; its report's directory, how it ran
+/// and its verdict.
+fn ci_soak(name: &str, seed: &str, backends: &str, duration: &str) -> (PathBuf, Ran, Value) {
+    let report = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join(name);
+    let _ = std::fs::remove_dir_all(&report);
+    let duration = std::env::var("ELECT_SOAK_DURATION").unwrap_or_else(|_| duration.into());
+    let mut cmd_soak = Command::new(BIN);
+    cmd_soak.args(["lab", "soak", "--peers", "--seed", seed]);
+    if support::mode() == support::Mode::Containers {
+        cmd_soak.arg("--containers");
+    }
+    cmd_soak
+        .args(["--backend", backends, "--duration", &duration])
+        .arg("--report")
+        .arg(&report);
+    // Its length, the ensembles' start and the Curator driver's build
+    // before it, the teardown after: well within 4 more minutes.
+    let length = humantime::parse_duration(&duration).unwrap();
+    let ran = soak(cmd_soak, &report, None, length + Duration::from_secs(240));
+    assert_eq!(
+        ran.code,
+        Some(0),
+        "the soak found violations by elect (seed {seed}; report in {}):\n{}\n{}",
+        report.display(),
+        ran.stdout,
+        ran.stderr
+    );
+    let verdict: Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("verdict.json")).unwrap())
+            .unwrap();
+    assert_eq!(verdict["held"], true);
+    (report, ran, verdict)
+}
+
 /// The short soak of CI: etcd, ZooKeeper and Raft-vote side by side, the
 /// peers beside elect, seed 41. Every check holds for elect, every fault
 /// kind is dealt at least once per backend, and the report opens with the
@@ -271,39 +311,8 @@ fn kinds(backend: &str) -> Vec<&'static str> {
 fn short_soak_holds_with_every_fault_kind_dealt() {
     // Members are cut off the network only in containers.
     let containers = support::mode() == support::Mode::Containers;
-    let report = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap()
-        .join("soak-ci");
-    let _ = std::fs::remove_dir_all(&report);
-    let duration = std::env::var("ELECT_SOAK_DURATION").unwrap_or_else(|_| "3m".into());
-    let mut cmd_soak = Command::new(BIN);
-    cmd_soak.args(["lab", "soak", "--peers", "--seed", SEED]);
-    if containers {
-        cmd_soak.arg("--containers");
-    }
-    cmd_soak
-        .args(["--backend", "etcd,zk,raft", "--duration", &duration])
-        .arg("--report")
-        .arg(&report);
-    // Its length, the ensembles' start and the Curator driver's build
-    // before it, the teardown after: well within 4 more minutes.
-    let length = humantime::parse_duration(&duration).unwrap();
-    let Ran {
-        code,
-        stdout,
-        stderr,
-    } = soak(cmd_soak, &report, None, length + Duration::from_secs(240));
-    assert_eq!(
-        code,
-        Some(0),
-        "the soak found violations by elect (seed {SEED}; report in {}):\n{stdout}\n{stderr}",
-        report.display()
-    );
-    let verdict: Value =
-        serde_json::from_str(&std::fs::read_to_string(report.join("verdict.json")).unwrap())
-            .unwrap();
-    assert_eq!(verdict["held"], true);
+    let (report, Ran { stdout, stderr, .. }, verdict) =
+        ci_soak("soak-ci", SEED, "etcd,zk,raft", "3m");
     for backend in ["etcd", "zk", "raft"] {
         for kind in kinds(backend) {
             if kind == "member-cut" && !containers {
@@ -366,37 +375,8 @@ fn short_etcd_soak_holds_on_the_chosen_release() {
         .expect("ELECT_ETCD_BIN names a release")
         .version
         .expect("an etcd to run");
-    let report = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap()
-        .join(format!("soak-ci-etcd-{version}"));
-    let _ = std::fs::remove_dir_all(&report);
-    let duration = std::env::var("ELECT_SOAK_DURATION").unwrap_or_else(|_| "2m".into());
-    let mut cmd_soak = Command::new(BIN);
-    cmd_soak.args(["lab", "soak", "--peers", "--seed", "35"]);
-    if containers {
-        cmd_soak.arg("--containers");
-    }
-    cmd_soak
-        .args(["--backend", "etcd", "--duration", &duration])
-        .arg("--report")
-        .arg(&report);
-    let length = humantime::parse_duration(&duration).unwrap();
-    let Ran {
-        code,
-        stdout,
-        stderr,
-    } = soak(cmd_soak, &report, None, length + Duration::from_secs(180));
-    assert_eq!(
-        code,
-        Some(0),
-        "the soak found violations by elect on etcd {version} (seed 35; report in {}):\n{stdout}\n{stderr}",
-        report.display()
-    );
-    let verdict: Value =
-        serde_json::from_str(&std::fs::read_to_string(report.join("verdict.json")).unwrap())
-            .unwrap();
-    assert_eq!(verdict["held"], true);
+    let (report, Ran { stdout, stderr, .. }, verdict) =
+        ci_soak(&format!("soak-ci-etcd-{version}"), "35", "etcd", "2m");
     for kind in kinds("etcd") {
         if kind == "member-cut" && !containers {
             continue;

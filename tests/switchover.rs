@@ -286,3 +286,42 @@ fn a_raft_switchover_moves_leadership_to_the_last_in_line_and_only_peers_may_ask
     let (code, _, err) = elect_raft(&cluster, "p0", "switchover", &["--to", "nobody"]);
     assert_eq!(code, 5, "{err}");
 }
+
+/// The soak's seed 35101 (etcd 3.5.1, 2,800 s): a switchover whose
+/// `--timeout` was 3 s returned after 6.5 s, a member's log stalled. Every
+/// step is now held to the timeout, and the withdrawal to half a second
+/// past it: through a leader member whose disk hangs (its writes never
+/// commit), the command ends by its timeout and says so, not by etcd's own
+/// 7 s request timeout.
+#[test]
+fn a_switchover_through_a_member_whose_disk_hangs_ends_by_its_timeout() {
+    let mut etcd = Cluster::start();
+    let (mut procs, _) = line_of(&etcd, "hung", &["a", "b"]);
+    let stalled = eventually("a Raft leader", SOON, || etcd.leader_member());
+    let only_stalled = etcd.member(stalled).client.clone();
+    etcd.member_mut(stalled)
+        .apply(elect_lab::Fault::StallLog)
+        .expect("stalling the leader's WAL (needs strace)");
+    let (code, out, err, took) = support::elect::elect_once(&[
+        "switchover",
+        "--endpoints",
+        &only_stalled,
+        "--election",
+        "hung",
+        "--to",
+        "b",
+        "--timeout",
+        "1s",
+    ]);
+    etcd.member_mut(stalled)
+        .apply(elect_lab::Fault::Unstall)
+        .unwrap();
+    assert_ne!(code, 0, "nothing could be done: {out}{err}");
+    assert!(
+        took < Duration::from_secs(3),
+        "took {took:?} against a timeout of 1 s: {out}{err}"
+    );
+    for p in &mut procs {
+        p.signal(nix::sys::signal::Signal::SIGTERM);
+    }
+}

@@ -39,3 +39,11 @@ pub use line::{InLine, Line, Outcome, Plan, Refusal, Report, Started, Target, fr
 #[cfg(test)]
 pub(crate) use priority::FailbackRule;
 pub use priority::{Failback, Priority, Standing, steps_aside};
+
+/// How long `elect switchover` waits, past its timeout, for the service
+/// to take its record back (etcd: the lease revoked; ZooKeeper: the
+/// session closed). A member that does not answer (its disk hung) must
+/// not hold the command past what it promised: the record goes by itself
+/// when its lease or session runs out, and a leader acts on a record only
+/// while it lives.
+pub(crate) const WITHDRAWAL_WITHIN: std::time::Duration = std::time::Duration::from_millis(500);

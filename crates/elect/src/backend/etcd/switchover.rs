@@ -46,7 +46,8 @@ use crate::config::ElectionConfig;
 use crate::counters::warn_counted;
 use crate::error::{Error, Result};
 use crate::steer::{
-    InLine, Line, Outcome, Refusal, Report, Standing, Started, Target, fresh_identity,
+    InLine, Line, Outcome, Refusal, Report, Standing, Started, Target, WITHDRAWAL_WITHIN,
+    fresh_identity,
 };
 
 /// The switchover record's value.
@@ -159,8 +160,15 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) ->
         return Ok(started.nothing_to_do(target.create_revision as u64));
     }
     let ttl = timeout.as_secs().max(1) + u64::from(timeout.subsec_nanos() > 0);
-    let lease = Box::pin(client.lease_client().grant(ttl as i64, None))
+    // Every step is held to the timeout: a member that does not answer
+    // (its disk hung) must not keep the command past it.
+    let until = asked + timeout;
+    let no_answer = |what: &str| cfg.unreachable(format!("{what}: no answer by the timeout"));
+    let mut leases = client.lease_client();
+    let granting = Box::pin(leases.grant(ttl as i64, None));
+    let lease = tokio::time::timeout_at(until.into(), granting)
         .await
+        .map_err(|_| no_answer("granting the switchover's lease"))?
         .map_err(|e| etcd_error("granting the switchover's lease", e))?
         .id();
     let record = Record {
@@ -173,11 +181,13 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) ->
         manual: true,
     };
     let aside: Vec<&CandidateKey> = plan.step_aside.iter().map(|&i| &keys[i]).collect();
-    let recorded = record_it(&client, cfg, &record, lease, [leader, target], &aside).await;
+    let recording = record_it(&client, cfg, &record, lease, [leader, target], &aside);
+    let recorded = tokio::time::timeout_at(until.into(), recording)
+        .await
+        .unwrap_or_else(|_| Err(Recording::Failed(no_answer("recording the switchover"))));
     let outcome = match recorded {
         Ok(at) => {
             debug!(switchover = %started.identity, revision = at, "switchover recorded");
-            let until = asked + timeout;
             let mut waited = wait_for(&client, cfg, target, at, until).await;
             // First in line is etcd's word; that an elect target leads is
             // its own, said by its pin (a target paused or cut off is
@@ -370,9 +380,13 @@ async fn wait_for_pin(
     until: Instant,
 ) -> bool {
     let pin = layout::pin_key(&cfg.election);
+    let until = tokio::time::Instant::from_std(until);
     loop {
-        let read = Box::pin(client.kv_client().get(pin.as_str(), None)).await;
-        if let Ok(resp) = read
+        // A member that does not answer (its disk hung) holds no read
+        // past the timeout.
+        let mut kv = client.kv_client();
+        let read = Box::pin(kv.get(pin.as_str(), None));
+        if let Ok(Ok(resp)) = tokio::time::timeout_at(until, read).await
             && resp
                 .kvs()
                 .first()
@@ -380,7 +394,7 @@ async fn wait_for_pin(
         {
             return true;
         }
-        if Instant::now() >= until {
+        if tokio::time::Instant::now() >= until {
             debug!("the target did not pin itself in time");
             return false;
         }
@@ -421,9 +435,15 @@ async fn next_change(
     }
 }
 
+/// Revokes the switchover's lease, within [`WITHDRAWAL_WITHIN`]: unanswered,
+/// the lease (whose TTL is the timeout) runs out by itself.
 async fn revoke(client: &Client, lease: i64) {
-    if let Err(e) = Box::pin(client.lease_client().revoke(lease)).await {
-        debug!("revoking the switchover's lease: {e}");
+    let mut leases = client.lease_client();
+    let revoking = Box::pin(leases.revoke(lease));
+    match tokio::time::timeout(WITHDRAWAL_WITHIN, revoking).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => debug!("revoking the switchover's lease: {e}; it runs out by itself"),
+        Err(_) => debug!("revoking the switchover's lease: no answer; it runs out by itself"),
     }
 }
 

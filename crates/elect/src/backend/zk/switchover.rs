@@ -39,7 +39,8 @@ use crate::backend_kind::Backend;
 use crate::config::ElectionConfig;
 use crate::error::{Error, Result};
 use crate::steer::{
-    InLine, Line, Outcome, Refusal, Report, Standing, Started, Target, fresh_identity,
+    InLine, Line, Outcome, Refusal, Report, Standing, Started, Target, WITHDRAWAL_WITHIN,
+    fresh_identity,
 };
 
 /// The record's data.
@@ -160,8 +161,8 @@ pub async fn switchover(cfg: &ElectionConfig, to: &Target, timeout: Duration) ->
     let started = Instant::now();
     let client = first_contact(cfg).await?.client;
     let done = run(&client, cfg, to, started, timeout).await;
-    // The record goes with the session.
-    close(client, cfg.connect_timeout).await;
+    // The record goes with the session (unanswered, when it expires).
+    close(client, cfg.connect_timeout.min(WITHDRAWAL_WITHIN)).await;
     done
 }
 
@@ -192,14 +193,19 @@ async fn run(
         manual: true,
     };
     let aside: Vec<&Placed> = plan.step_aside.iter().map(|&i| &placed[i]).collect();
-    record_it(client, cfg, &record, [leader, target], &aside)
+    // Every step is held to the timeout: a server that does not answer
+    // must not keep the command past it (the record, if it landed, goes
+    // with the session).
+    let until = tokio::time::Instant::from_std(started + timeout);
+    let recording = record_it(client, cfg, &record, [leader, target], &aside);
+    tokio::time::timeout_at(until, recording)
         .await
+        .map_err(|_| cfg.unreachable("recording the switchover: no answer by the timeout"))?
         .map_err(|e| match e {
             Recording::Refused(refusal) => refused(refusal),
             Recording::Failed(e) => e,
         })?;
     debug!(switchover = %begun.identity, "switchover recorded");
-    let until = tokio::time::Instant::from_std(started + timeout);
     let mut outcome = wait_for(client, &cfg.election, target, until).await;
     // First in line is ZooKeeper's word; that an elect target leads is
     // its own, said by its pin (a target paused or cut off is first in
@@ -227,7 +233,8 @@ async fn wait_for_pin(
 ) -> bool {
     let pin = layout::pin_node(election);
     loop {
-        if let Ok((data, _)) = client.get_data(&pin).await
+        // A server that does not answer holds no read past the timeout.
+        if let Ok(Ok((data, _))) = tokio::time::timeout_at(until, client.get_data(&pin)).await
             && data == target.as_bytes()
         {
             return true;
