@@ -333,7 +333,8 @@ fn sigkill_of_the_leader_and_etcds_own_leader_fails_over_within_the_soaks_bound(
 
 /// What a candidate says at start of the release it met: the term proof
 /// (etcd#15247) on every release before 3.4.31 and 3.5.13, the data that
-/// can diverge after a crash (etcd#13766) on 3.5.0 to 3.5.2 alone.
+/// can diverge after a crash (etcd#13766) on 3.5.0 to 3.5.2, the members
+/// that crash on an abandoned read (etcd#14110) on 3.5.0 to 3.5.4.
 #[test]
 fn the_release_is_warned_of_as_its_version_says() {
     let etcd = Cluster::start();
@@ -346,11 +347,16 @@ fn the_release_is_warned_of_as_its_version_says() {
         .take(3)
         .map(|p| p.parse().expect("a numeric version"))
         .collect();
-    let (proof, diverging) = match numbers[..] {
-        [3, 4, patch] => (patch < 31, false),
-        [3, 5, patch] => (patch < 13, patch <= 2),
-        _ => (false, false),
+    let (proof, diverging, fragile) = match numbers[..] {
+        [3, 4, patch] => (patch < 31, false, false),
+        [3, 5, patch] => (patch < 13, patch <= 2, patch <= 4),
+        _ => (false, false, false),
     };
+    assert_eq!(
+        said.contains("etcd#14110"),
+        fragile,
+        "etcd {version}:\n{said}"
+    );
     assert_eq!(
         said.contains("etcd#15247"),
         proof,
@@ -363,6 +369,27 @@ fn the_release_is_warned_of_as_its_version_says() {
     );
     a.signal(Signal::SIGTERM);
     assert_eq!(a.wait_exit(SOON), 0);
+}
+
+/// etcd#14110: members of etcd 3.5.0 to 3.5.4 crash when a read-only
+/// transaction's client goes away while it is applied. elect's reads
+/// (the successor's local turn check given 200 ms, the leader's polls of
+/// the line) were dropped that way: on 3.5.1, 400 handovers of `elect
+/// compare` (its own cluster, this build) killed a member in each of two
+/// runs, and the floor's trials after them found it gone. They now run
+/// to their end.
+#[test]
+fn four_hundred_handovers_leave_every_member_serving() {
+    let (code, out, err, _) = support::elect::elect_once(&[
+        "compare",
+        "--backends",
+        "etcd",
+        "--scenarios",
+        "handover",
+        "--trials",
+        "400",
+    ]);
+    assert_eq!(code, 0, "a member died, or the run failed:\n{out}{err}");
 }
 
 #[test]

@@ -116,6 +116,7 @@ async fn renewals_need_proof(cfg: &ElectionConfig, members: &[Client]) -> bool {
     statuses.sort_by_key(|(i, _)| *i);
     let mut old = Vec::new();
     let mut diverging = Vec::new();
+    let mut fragile = Vec::new();
     for ((_, status), url) in statuses.into_iter().zip(cfg.etcd_urls()) {
         match status {
             Ok(Ok(status)) => {
@@ -125,6 +126,9 @@ async fn renewals_need_proof(cfg: &ElectionConfig, members: &[Client]) -> bool {
                 }
                 if diverges_after_a_crash(version) {
                     diverging.push(format!("{url} runs etcd {version}"));
+                }
+                if crashes_on_abandoned_reads(version) {
+                    fragile.push(format!("{url} runs etcd {version}"));
                 }
             }
             Ok(Err(e)) => old.push(format!("{url} did not say its version ({e})")),
@@ -146,6 +150,14 @@ async fn renewals_need_proof(cfg: &ElectionConfig, members: &[Client]) -> bool {
         if first_said(&format!("diverging: {found}")) {
             warn!(
                 "{found}: a member of etcd 3.5.0 to 3.5.2 killed while applying a transaction can come back with data that differs from the others' (etcd#13766, fixed in 3.5.3; etcd's maintainers advise against these releases in production); elect's rules rest on every member holding the same keys and cannot detect a member that does not; upgrade etcd, or start its members with --experimental-initial-corrupt-check"
+            );
+        }
+    }
+    if !fragile.is_empty() {
+        let found = fragile.join("; ");
+        if first_said(&format!("fragile: {found}")) {
+            warn!(
+                "{found}: a member of etcd 3.5.0 to 3.5.4 crashes when a client goes away while it applies that client's read-only transaction (etcd#14110, fixed in 3.5.5); elect never abandons one, but any client killed mid-read can crash a member; upgrade etcd"
             );
         }
     }
@@ -197,6 +209,18 @@ fn diverges_after_a_crash(version: &str) -> bool {
     matches!(
         (parts.next(), parts.next(), parts.next()),
         (Some("3"), Some("5"), Some("0" | "1" | "2"))
+    )
+}
+
+/// Whether etcd `version` is one of the releases whose members crash when
+/// a read-only transaction's client goes away while it is applied (3.5.0
+/// to 3.5.4: etcd#14110, fixed in 3.5.5 by etcd#14178; see
+/// [`super::transaction::read_only`]).
+fn crashes_on_abandoned_reads(version: &str) -> bool {
+    let mut parts = version.trim_start_matches('v').split(['.', '-', '+']);
+    matches!(
+        (parts.next(), parts.next(), parts.next()),
+        (Some("3"), Some("5"), Some("0" | "1" | "2" | "3" | "4"))
     )
 }
 
@@ -763,6 +787,16 @@ mod tests {
             "3.4.23", "3.5.3", "3.5.13", "3.5.10", "3.6.0", "3.5", "", "x",
         ] {
             assert!(!diverges_after_a_crash(fine), "{fine}");
+        }
+    }
+
+    #[test]
+    fn only_3_5_0_to_3_5_4_are_said_to_crash_on_abandoned_reads() {
+        for bad in ["3.5.0", "3.5.1", "3.5.4", "v3.5.3"] {
+            assert!(crashes_on_abandoned_reads(bad), "{bad}");
+        }
+        for fine in ["3.4.23", "3.5.5", "3.5.13", "3.6.0", "3.5", ""] {
+            assert!(!crashes_on_abandoned_reads(fine), "{fine}");
         }
     }
 

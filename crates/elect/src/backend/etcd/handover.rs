@@ -71,6 +71,7 @@ use super::errors::etcd_error;
 use super::keywatch::{next_response, open_watch};
 use super::layout::{self, CandidateKey};
 use super::recipe::{KeyEvent, NextInLine, NextInLineInput, NextInLineNext, Pick};
+use super::transaction::read_only;
 use crate::backend::backoff::Backoff;
 use crate::backend::recipe::{Heard, Io, Recipe, Step, drive};
 use crate::clock::BootInstant;
@@ -233,7 +234,7 @@ async fn read_own_and_next(
         TxnOp::get(own.key.as_slice(), None),
         TxnOp::get(prefix, Some(younger)),
     ]);
-    let resp = Box::pin(client.kv_client().txn(txn))
+    let resp = read_only(client, txn)
         .await
         .map_err(|e| etcd_error("reading our key and the next in line", e))?;
     let at = resp.header().map_or(0, |h| h.revision());

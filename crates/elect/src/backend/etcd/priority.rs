@@ -13,6 +13,7 @@ use tracing::debug;
 
 use super::errors::etcd_error;
 use super::layout::{self, CandidateKey};
+use super::transaction::read_only;
 use crate::backend::backoff::Backoff;
 use crate::error::Result;
 use crate::steer::Standing;
@@ -82,7 +83,7 @@ pub async fn behind(
         TxnOp::get(layout::pin_key(election), None),
     ]);
     let what = "reading the line's priorities";
-    let resp = Box::pin(client.kv_client().txn(txn))
+    let resp = read_only(client, txn)
         .await
         .map_err(|e| etcd_error(what, e))?;
     let mut gets = resp.op_responses().into_iter().filter_map(|op| match op {

@@ -13,6 +13,7 @@ use super::errors::etcd_error;
 use super::keywatch::{TurnWatch, Woken};
 use super::layout::{self, CandidateKey, Ours};
 use super::recipe::{Turn, TurnCheck, TurnInput, TurnNext, TurnRequest, WaitForTurn};
+use super::transaction::read_only;
 use crate::backend::recipe::{Heard, Io, Recipe, Step, drive};
 use crate::clock::BootInstant;
 use crate::counters::{PROCESS, warn_counted};
@@ -281,11 +282,11 @@ async fn check_turn(
     marker: &str,
 ) -> Result<TurnCheck> {
     let txn = turn_txn(prefix, ours, Some(marker), false);
-    let resp = match Box::pin(client.kv_client().txn(txn)).await {
+    let resp = match read_only(client, txn).await {
         Err(e) if e.to_string().contains("permission denied") => {
             debug!("the release marker may not be read (permission denied); reading without it");
             let txn = turn_txn(prefix, ours, None, false);
-            Box::pin(client.kv_client().txn(txn)).await
+            read_only(client, txn).await
         }
         other => other,
     }
@@ -322,8 +323,8 @@ async fn check_turn_locally(
     seen: i64,
 ) -> Option<TurnCheck> {
     let txn = turn_txn(prefix, ours, Some(marker), true);
-    let mut kv = client.kv_client();
-    let read = Box::pin(kv.txn(txn));
+    // Past the timeout we stop waiting; the read itself runs to its end.
+    let read = read_only(client, txn);
     // A member that is paused would hold the read until the connection's
     // pings give up on it; the linearizable read may find another.
     let resp = tokio::time::timeout(LOCAL_READ_WITHIN, read)
