@@ -82,3 +82,15 @@ pub fn refuse_unused_flag(
         _ => Ok(()),
     }
 }
+
+/// A wrong `ELECT_ETCD_BIN` is the user's input: named, and exit 2.
+pub fn release_refused(e: elect_lab::Error) -> anyhow::Error {
+    match e {
+        elect_lab::Error::EtcdRelease { dir, why } => UsageError::new(
+            format!("{}={}", elect_lab::etcd_release::ENV, dir.display()),
+            why,
+        )
+        .into(),
+        other => other.into(),
+    }
+}

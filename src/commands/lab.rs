@@ -281,7 +281,7 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
                 return Ok(WRONG_STATE);
             }
             if spec.etcd > 0 {
-                elect_lab::EtcdRelease::chosen().map_err(release_refused)?;
+                elect_lab::EtcdRelease::chosen().map_err(crate::usage::release_refused)?;
             }
             elect_lab::interrupt::install();
             eprintln!(
@@ -365,18 +365,6 @@ fn load(state: &Path) -> anyhow::Result<Lab> {
         elect_lab::Error::State(why) => UsageError::new("--dir", why).into(),
         other => other.into(),
     })
-}
-
-/// A wrong `ELECT_ETCD_BIN` is the user's input: named, and exit 2.
-pub(crate) fn release_refused(e: elect_lab::Error) -> anyhow::Error {
-    match e {
-        elect_lab::Error::EtcdRelease { dir, why } => UsageError::new(
-            format!("{}={}", elect_lab::etcd_release::ENV, dir.display()),
-            why,
-        )
-        .into(),
-        other => other.into(),
-    }
 }
 
 fn print_lab(lab: &mut Lab, format: FormatArg) {

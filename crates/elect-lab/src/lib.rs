@@ -3,7 +3,8 @@
 //!
 //! Nothing here mocks a coordination service. [`Lab::up`] starts members
 //! from the installed `etcd` and ZooKeeper (Debian's `etcd-server` and
-//! `zookeeper`) as local processes, each on its own `127.a.b.x` address, or
+//! `zookeeper`; another etcd release where [`EtcdRelease`] says so) as
+//! local processes, each on its own `127.a.b.x` address, or
 //! as containers from the `deploy/` images on a private Docker network, each
 //! at its own fixed address ([`Mode`]). Members can be killed and started
 //! again on their data, paused and resumed, and (containers) cut off the

@@ -184,7 +184,7 @@ pub fn run(request: Request) -> anyhow::Result<u8> {
                 .backends
                 .contains(&elect_soak::options::Backend::Etcd)
             {
-                elect_lab::EtcdRelease::chosen().map_err(super::release_refused)?;
+                elect_lab::EtcdRelease::chosen().map_err(crate::usage::release_refused)?;
             }
             let outcome = elect_soak::run(&options, &mut |line| eprintln!("{line}"))?;
             let history = outcome.report.join("history");
