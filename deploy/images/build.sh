@@ -59,7 +59,9 @@ if [ "${1:-}" = etcd ]; then
     echo "COPY etcd* /usr/local/bin/"
   } > "$context/Dockerfile"
   docker build -q -t "elect-etcd:$version" "$context" >/dev/null
-  docker run --rm --entrypoint etcd "elect-etcd:$version" --version | grep -q "^etcd Version: $version$"
+  # Read whole (a `| grep -q` could fail the pipeline by SIGPIPE).
+  said=$(docker run --rm --entrypoint etcd "elect-etcd:$version" --version)
+  [[ "$said" == *"etcd Version: $version"* ]] || { echo "build.sh: the image's etcd says: $said" >&2; exit 1; }
   echo "built elect-etcd:$version in $(( $(date +%s) - started ))s"
   exit 0
 fi
