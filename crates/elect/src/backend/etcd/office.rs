@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, sleep};
 use tracing::info;
 
+use super::bounds::SHORTEST_ATTEMPT;
 use super::campaign::{Candidate, Outcome};
 use super::connection::retry;
 use super::errors::etcd_error;
@@ -129,7 +130,19 @@ async fn wait_for_lease_end(client: &Client, election: &str, pred: CandidateKey)
     let mut limit = None;
     let marker = layout::release_marker(election, pred.create_revision);
     loop {
-        let ttl = Box::pin(client.lease_client().time_to_live(pred.lease, None)).await;
+        // Each ask gets the shortest attempt's time and stays in flight
+        // past it: a member that does not answer (cut off, but its
+        // connection not yet given up) keeps a request waiting, so the
+        // balancer sends the next ask elsewhere instead of holding this
+        // one until the connection's pings fail (8 s).
+        let mut leases = client.lease_client();
+        let lease = pred.lease;
+        let asking = tokio::spawn(async move { leases.time_to_live(lease, None).await });
+        let ttl = match tokio::time::timeout(SHORTEST_ATTEMPT, asking).await {
+            Ok(Ok(answer)) => answer.map_err(|e| e.to_string()),
+            Ok(Err(e)) => Err(format!("the ask's task: {e}")),
+            Err(_) => Err(format!("no answer within {SHORTEST_ATTEMPT:?}")),
+        };
         match ttl {
             Ok(resp) if resp.ttl() <= 0 => return,
             Ok(resp) => {
