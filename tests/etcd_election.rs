@@ -342,12 +342,7 @@ fn the_release_is_warned_of_as_its_version_says() {
     let mut a = campaign(&etcd.endpoints, "release", "a", "2");
     a.wait_event("elected", SOON);
     let said = a.stderr();
-    let numbers: Vec<u64> = version
-        .split(['.', '-'])
-        .take(3)
-        .map(|p| p.parse().expect("a numeric version"))
-        .collect();
-    let (proof, diverging, fragile) = match numbers[..] {
+    let (proof, diverging, fragile) = match etcd.version_numbers() {
         [3, 4, patch] => (patch < 31, false, false),
         [3, 5, patch] => (patch < 13, patch <= 2, patch <= 4),
         _ => (false, false, false),

@@ -89,6 +89,15 @@ impl Cluster {
         etcd::server_version(&self.member(0).client).expect("etcd says its version")
     }
 
+    /// The version the members say, as numbers: major, minor, patch.
+    pub fn version_numbers(&self) -> [u64; 3] {
+        let version = self.version();
+        let mut parts = version
+            .split(['.', '-'])
+            .map(|p| p.parse().expect("a numeric version"));
+        [(); 3].map(|()| parts.next().expect("major, minor and patch"))
+    }
+
     /// Runs `etcdctl` (API v3) against member `i` alone, giving each
     /// request `timeout`.
     pub fn etcdctl_at(&self, i: usize, timeout: &str, args: &[&str]) -> Command {
