@@ -443,3 +443,60 @@ fn idle_candidates_keep_their_connections_to_etcd() {
     }
     assert!(!b.sees_event("elected", Duration::ZERO));
 }
+
+/// The requests the members received per second over `window`: every
+/// candidate's renewals while nothing else happens.
+fn requests_per_second(etcd: &Cluster, window: Duration) -> f64 {
+    let count = || -> f64 {
+        etcd.endpoints
+            .split(',')
+            .map(|e| {
+                let member = e.trim_start_matches("http://");
+                elect_lab::etcd::metrics(member)
+                    .get("grpc_server_msg_received_total")
+                    .copied()
+                    .expect("the member's gRPC counter")
+            })
+            .sum()
+    };
+    let (before, started) = (count(), Instant::now());
+    std::thread::sleep(window);
+    (count() - before) / started.elapsed().as_secs_f64()
+}
+
+/// Candidates behind the next in line renew as Go's session does (a
+/// keepalive every TTL/3 through one member, no term reads: 1.5 requests
+/// a second at a TTL of 2 s), where the leader and the next in line ping
+/// every member, each ping proven on servers that need it (13.5 a second
+/// each on those): ten followers cost the servers less than those two.
+/// Before followers had a cadence of their own, each cost what the
+/// leader does, five times this bound. The followers still lead in turn.
+#[test]
+fn followers_behind_the_next_in_line_renew_at_gos_cadence() {
+    let etcd = Cluster::start();
+    let mut a = campaign(&etcd.endpoints, "steady", "a", "2");
+    a.wait_event("elected", SOON);
+    let b = campaign(&etcd.endpoints, "steady", "b", "2");
+    etcd.wait_for_candidates("steady", 2);
+    std::thread::sleep(Duration::from_secs(2));
+    let window = Duration::from_secs(6);
+    let two = requests_per_second(&etcd, window);
+    let mut followers = Vec::new();
+    for i in 0..10 {
+        followers.push(campaign(&etcd.endpoints, "steady", &format!("f{i}"), "2"));
+        etcd.wait_for_candidates("steady", 3 + i);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let twelve = requests_per_second(&etcd, window);
+    let ten_followers = twelve - two;
+    assert!(
+        ten_followers < two,
+        "ten followers cost {ten_followers:.1} requests/s, the leader and the next in line {two:.1}"
+    );
+    // The first follower leads once a and b are gone, on a proven deadline.
+    for mut gone in [a, b] {
+        gone.signal(Signal::SIGTERM);
+        assert_eq!(gone.wait_exit(SOON), 0);
+    }
+    followers[0].wait_event("elected", SOON);
+}

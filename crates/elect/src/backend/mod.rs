@@ -12,6 +12,8 @@
 )]
 pub(crate) mod backoff;
 #[cfg(any(feature = "etcd", feature = "zk"))]
+mod cadence;
+#[cfg(any(feature = "etcd", feature = "zk"))]
 mod candidates;
 #[cfg(feature = "etcd")]
 pub(crate) mod etcd;

@@ -23,6 +23,12 @@
 //!    gone, or a view at or after our confirmation shows another leader,
 //!    as the [`Stint`](super::recipe::Stint) decides (`stint.rs` drives it).
 //!
+//! While it waits, the lease is renewed as a follower's (see
+//! [`Cadence`]): at Go's cadence, proving nothing. The next in line (our
+//! predecessor leads) and the leader renew as leaders, and a candidate
+//! leads only once its deadline is proven: at its turn it renews as a
+//! leader and, if its deadline is not ahead yet, waits for that proof.
+//!
 //! Losing leadership ends the candidacy: the lease is revoked once the work
 //! has stopped, and a new candidacy starts on a fresh lease.
 
@@ -48,6 +54,7 @@ use super::recipe::{Resignation, ResignationInput, ResignationNext, Steer, Touch
 use super::renewal::{LeaseState, Renewer};
 use super::{priority, switchover, transaction, turn};
 use crate::backend::backoff::Backoff;
+use crate::backend::cadence::Cadence;
 use crate::backend::publish::Reporter;
 use crate::backend::recipe::{Heard, Io, Step, drive};
 use crate::backend_kind::Backend;
@@ -118,6 +125,9 @@ pub struct Candidate {
     pub(super) leader_watch: Option<LeaderWatch>,
     /// Our priority, as the campaign's owner wishes it.
     pub(super) priority: watch::Receiver<Standing>,
+    /// Whether the candidacy sets its lease's cadence: not on a lease
+    /// shared by a session's elections, always renewed as a leader's.
+    steers_cadence: bool,
 }
 
 impl Candidate {
@@ -140,6 +150,7 @@ impl Candidate {
             current: None,
             leader_watch: None,
             priority: watch::channel(Standing::DEFAULT).1,
+            steers_cadence: true,
         }
     }
 
@@ -211,6 +222,7 @@ impl Candidate {
         let ended = || Error::SessionEnded {
             backend: Backend::Etcd,
         };
+        self.steers_cadence = false;
         let _published = AbortOnDropHandle::new(self.publish_priority(lease.id));
         loop {
             match self.candidacy(&lease).await {
@@ -464,16 +476,23 @@ impl Candidate {
             lease: lease.id,
             create_revision: my_rev,
         };
-        let turn = match self
-            .until_lost(
-                &mut lease_state,
-                turn::wait_for_turn(&client, &election, ours, patience),
-            )
-            .await
-        {
+        let (predecessor, found) = watch::channel(None);
+        let waited = turn::wait_for_turn(&client, &election, ours, patience, &predecessor);
+        let cadence = self.steers_cadence.then(|| lease.cadence());
+        let view = self.reporter.view.clone();
+        let waited = async {
+            tokio::select! {
+                turn = waited => turn,
+                never = steer_cadence(cadence, found, view) => match never {},
+            }
+        };
+        let turn = match self.until_lost(&mut lease_state, waited).await {
             Ok(turn) => turn,
             Err(outcome) => return outcome,
         };
+        if self.steers_cadence {
+            lease.renew_as(Cadence::Leading);
+        }
         if self.others_come_first(my_rev).await {
             info!(
                 standing = self.priority.borrow().encode(),
@@ -488,6 +507,12 @@ impl Candidate {
             Ok(confirmed_at) => confirmed_at,
             Err(outcome) => return outcome,
         };
+        // A follower's pings proved nothing: lead on a proven deadline.
+        let mut proof = lease.watch();
+        let proven = proof.wait_for(|s| s.expired || s.deadline > BootInstant::now());
+        if let Err(outcome) = self.until_lost(&mut lease_state, proven).await {
+            return outcome;
+        }
         let tenure = Tenure {
             key: &key,
             lease: lease.id,
@@ -512,7 +537,9 @@ impl Candidate {
         tokio::pin!(step);
         self.reporter.show_view();
         loop {
-            let deadline = lease_state.borrow_and_update().deadline;
+            // A waiting candidate's lease lives by its follower's pings
+            // too; the stint alone leads, on the proven deadline.
+            let deadline = lease_state.borrow_and_update().alive_until();
             tokio::select! {
                 value = &mut step => return Ok(value),
                 _ = self.resign.cancelled() => return Err(Outcome::Resigned { led: false }),
@@ -606,6 +633,33 @@ impl Io<Resignation> for ResignationIo<'_> {
     ) -> Heard<ResignationInput, Option<Touch>> {
         self.candidate.wait_until_idle(self.ttl).await;
         Heard::Input(ResignationInput::WorkStopped)
+    }
+}
+
+/// Renews our lease as a leader's while our predecessor (as `found`
+/// names it) is the leader the `view` names, so a handover finds our
+/// deadline proven, and as a follower's otherwise. `None`: the cadence is
+/// not ours to set. Runs until dropped.
+async fn steer_cadence(
+    cadence: Option<watch::Sender<Cadence>>,
+    mut found: watch::Receiver<Option<Vec<u8>>>,
+    mut view: watch::Receiver<View>,
+) -> std::convert::Infallible {
+    let Some(cadence) = cadence else {
+        return std::future::pending().await;
+    };
+    loop {
+        let next_in_line = {
+            let (predecessor, view) = (found.borrow_and_update(), view.borrow_and_update());
+            matches!((&*predecessor, &view.leader), (Some(p), Some(l)) if *p == l.key)
+        };
+        let wanted = Cadence::for_next_in_line(next_in_line);
+        cadence.send_if_modified(|c| std::mem::replace(c, wanted) != wanted);
+        tokio::select! {
+            Ok(()) = found.changed() => {}
+            Ok(()) = view.changed() => {}
+            else => return std::future::pending().await,
+        }
     }
 }
 

@@ -15,6 +15,7 @@ use super::errors::etcd_error;
 use super::layout::ELECT_LEASE_TAG;
 use super::recipe::Grant;
 use super::renewal::{LeaseState, Renewer, keep_alive};
+use crate::backend::cadence::Cadence;
 use crate::clock::BootInstant;
 use crate::counters::warn_counted;
 use crate::error::Result;
@@ -34,6 +35,7 @@ pub struct Lease {
     /// The TTL the server granted (it raises TTLs below its minimum).
     pub ttl: Duration,
     state: watch::Receiver<LeaseState>,
+    cadence: watch::Sender<Cadence>,
     keeper: JoinHandle<()>,
 }
 
@@ -67,15 +69,40 @@ impl Lease {
         info!(lease = format_args!("{:x}", resp.id()), ttl = %humantime::format_duration(granted), "lease granted");
         let (tx, state) = watch::channel(LeaseState {
             deadline: grant.deadline,
+            kept: grant.deadline,
             expired: false,
         });
-        let keeper = tokio::spawn(keep_alive(renewers.to_vec(), resp.id(), granted, sent, tx));
+        let (cadence, cadence_rx) = watch::channel(Cadence::Following);
+        let keeper = tokio::spawn(keep_alive(
+            renewers.to_vec(),
+            resp.id(),
+            granted,
+            sent,
+            tx,
+            cadence_rx,
+        ));
         Ok(Lease {
             id: resp.id(),
             ttl: granted,
             state,
+            cadence,
             keeper,
         })
+    }
+
+    /// Renews as `cadence` says from now on (see [`Cadence`]); a change
+    /// to leading sends its first pings at once.
+    pub fn renew_as(&self, cadence: Cadence) {
+        self.cadence.send_if_modified(|c| {
+            let changed = *c != cadence;
+            *c = cadence;
+            changed
+        });
+    }
+
+    /// Whoever sets the cadence from a task of its own.
+    pub fn cadence(&self) -> watch::Sender<Cadence> {
+        self.cadence.clone()
     }
 
     pub fn state(&self) -> LeaseState {
@@ -129,8 +156,10 @@ impl Lease {
 impl Lease {
     /// A lease that was never granted and that nothing keeps alive.
     pub(crate) fn ungranted() -> (Lease, watch::Sender<LeaseState>) {
+        let now = BootInstant::now();
         let (tx, state) = watch::channel(LeaseState {
-            deadline: BootInstant::now(),
+            deadline: now,
+            kept: now,
             expired: false,
         });
         let keeper = tokio::spawn(async {});
@@ -140,6 +169,7 @@ impl Lease {
                 id: 1,
                 ttl,
                 state,
+                cadence: watch::channel(Cadence::Leading).0,
                 keeper,
             },
             tx,
@@ -153,12 +183,15 @@ impl Lease {
         state: watch::Sender<LeaseState>,
     ) -> impl std::future::Future<Output = ()> + use<> {
         let renewing = super::renewal::Renewing {
-            member: 0,
-            renewer,
+            members: vec![(0, renewer)],
             id: self.id,
             ttl: self.ttl,
+            following: false,
         };
-        renewing.run(BootInstant::now(), std::sync::Arc::new(state))
+        renewing.run(
+            BootInstant::now() + self.ttl / 3,
+            std::sync::Arc::new(state),
+        )
     }
 }
 

@@ -19,6 +19,14 @@
 //! carries a proof (see [`RenewalProof`]): it is credited only if a
 //! linearizable read through the same member, sent after the ping was
 //! acknowledged, returns in the Raft term the member had before the ping.
+//!
+//! Only a leader needs that deadline. A candidate that waits renews at
+//! the cadence Go's session does ([`Cadence::Following`]): a ping every
+//! TTL/3 through one member, moving to the next when one fails, without
+//! the proof. Its acknowledgements keep the lease ([`LeaseState::kept`])
+//! and prove nothing where the proof is needed. The next in line and the
+//! leader renew as today ([`Cadence::Leading`]), so a handover finds its
+//! successor's deadline already proven.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +37,7 @@ use tokio::task::JoinSet;
 use tracing::debug;
 
 use super::recipe::{Renewal, RenewalInput, RenewalNext, RenewalRequest};
+use crate::backend::cadence::Cadence;
 use crate::backend::recipe::{Heard, Io, Step, drive};
 use crate::clock::{BootInstant, sleep_until};
 use crate::counters::{PROCESS, warn_counted};
@@ -113,14 +122,27 @@ impl RenewalProof {
 /// What the keepalive loop knows about the lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseState {
-    /// Until when the lease is surely alive.
+    /// Until when the lease is surely alive: what a leader may count on.
     pub deadline: BootInstant,
+    /// Until when a follower's acknowledged ping keeps the lease, unproven
+    /// (never earlier than `deadline` says: see [`LeaseState::alive_until`]).
+    pub kept: BootInstant,
     /// The server said the lease is gone (revoked or expired).
     pub expired: bool,
 }
 
-/// Keeps the lease alive through every member at once, publishing the
-/// latest deadline any of them bought, until one hears the lease is gone.
+impl LeaseState {
+    /// Until when a waiting candidate takes its lease to live: proven or
+    /// only acknowledged. Never for leading: that is `deadline`.
+    pub fn alive_until(&self) -> BootInstant {
+        self.deadline.max(self.kept)
+    }
+}
+
+/// Keeps the lease alive at the `cadence` asked for, until etcd says the
+/// lease is gone. Leading, through every member at once, publishing the
+/// latest deadline any of them bought; a change of cadence takes effect
+/// at once (a leader's first pings go out as it is asked for).
 ///
 /// A renewal only needs one member that can reach etcd's leader, but which
 /// one cannot be known in advance: a member paused or cut off leaves pings
@@ -137,21 +159,43 @@ pub(super) async fn keep_alive(
     ttl: Duration,
     granted_at: BootInstant,
     state: watch::Sender<LeaseState>,
+    mut cadence: watch::Receiver<Cadence>,
 ) {
     let state = Arc::new(state);
-    let mut members = JoinSet::new();
-    for (member, renewer) in renewers.into_iter().enumerate() {
-        let renewing = Renewing {
-            member,
-            renewer,
-            id,
-            ttl,
-        };
-        members.spawn(renewing.run(granted_at, state.clone()));
+    // The grant renewed the lease: the first pings are due TTL/3 later.
+    let mut first_ping_at = granted_at + ttl / 3;
+    loop {
+        let mut renewing = JoinSet::new();
+        let leading = *cadence.borrow_and_update() == Cadence::Leading;
+        if leading {
+            for (member, renewer) in renewers.iter().enumerate() {
+                let one = Renewing {
+                    members: vec![(member, renewer.clone())],
+                    id,
+                    ttl,
+                    following: false,
+                };
+                renewing.spawn(one.run(first_ping_at, state.clone()));
+            }
+        } else {
+            let one = Renewing {
+                members: renewers.iter().cloned().enumerate().collect(),
+                id,
+                ttl,
+                following: true,
+            };
+            renewing.spawn(one.run(first_ping_at, state.clone()));
+        }
+        // Renewers only return once etcd says the lease is gone; dropping
+        // the set stops the others.
+        tokio::select! {
+            _ = renewing.join_next() => break,
+            Ok(()) = cadence.changed() => {
+                debug!(lease = format_args!("{id:x}"), cadence = ?*cadence.borrow(), "renewing at another cadence");
+                first_ping_at = BootInstant::now();
+            }
+        }
     }
-    // Renewers only return once etcd says the lease is gone; dropping the
-    // set stops the others.
-    members.join_next().await;
     warn_counted!(
         lease = format_args!("{id:x}"),
         "etcd says the lease is gone"
@@ -159,13 +203,16 @@ pub(super) async fn keep_alive(
     state.send_modify(|s| s.expired = true);
 }
 
-/// One member's share of [`keep_alive`]: sends what its [`Renewal`]
-/// asks for, and publishes the deadlines it proves.
+/// One share of [`keep_alive`]: sends what its [`Renewal`] asks for
+/// through its member, and publishes the deadlines it proves. A
+/// follower's share has every member, and moves to the next when a
+/// request fails or goes unanswered.
 pub(super) struct Renewing {
-    pub(super) member: usize,
-    pub(super) renewer: Renewer,
+    /// (index, renewer): the first is the one pinged.
+    pub(super) members: Vec<(usize, Renewer)>,
     pub(super) id: i64,
     pub(super) ttl: Duration,
+    pub(super) following: bool,
 }
 
 impl Renewing {
@@ -175,9 +222,17 @@ impl Renewing {
     /// for a ping every TTL/3; opening one costs no extra round trip (the
     /// ping travels with the stream's headers). Giving a ping up drops
     /// its stream, so a late acknowledgement never arrives at all.
-    pub(super) async fn run(self, granted_at: BootInstant, state: Arc<watch::Sender<LeaseState>>) {
-        let proves = self.renewer.proof.is_some();
-        let mut renewal = Renewal::new(self.ttl, granted_at, proves);
+    pub(super) async fn run(
+        self,
+        first_ping_at: BootInstant,
+        state: Arc<watch::Sender<LeaseState>>,
+    ) {
+        let proves = self.members[0].1.proof.is_some();
+        let mut renewal =
+            Renewal::new(self.ttl, first_ping_at, proves).first_ping_at(first_ping_at);
+        if self.following {
+            renewal = renewal.following();
+        }
         let mut io = RenewalIo {
             renewing: self,
             state,
@@ -185,35 +240,45 @@ impl Renewing {
         drive(&mut renewal, &mut io).await
     }
 
+    /// The member pinged, and its renewer.
+    fn member(&self) -> (usize, &Renewer) {
+        let (member, renewer) = &self.members[0];
+        (*member, renewer)
+    }
+
+    /// A request failed or went unanswered: a follower pings the next
+    /// member from now on.
+    fn move_on(&mut self) {
+        self.members.rotate_left(1);
+    }
+
     async fn request(&self, request: RenewalRequest) -> RenewalInput {
+        let (member, renewer) = self.member();
         match request {
             RenewalRequest::ReadTerm { ping, linearizable } => {
-                let Some(proof) = self.renewer.proof.as_deref() else {
+                let Some(proof) = renewer.proof.as_deref() else {
                     unreachable!("a term is read only to prove a ping");
                 };
                 match proof.term(linearizable).await {
                     Ok(term) => {
-                        debug!(
-                            member = self.member,
-                            ping, linearizable, term, "the member's Raft term"
-                        );
+                        debug!(member, ping, linearizable, term, "the member's Raft term");
                         RenewalInput::Term { ping, term }
                     }
                     Err(e) => {
-                        debug!(member = self.member, "keepalive: reading the term: {e}");
+                        debug!(member, "keepalive: reading the term: {e}");
                         RenewalInput::Failed { ping }
                     }
                 }
             }
             RenewalRequest::KeepAlive { ping } => {
-                match self.renewer.lease.clone().keep_alive(self.id).await {
+                match renewer.lease.clone().keep_alive(self.id).await {
                     // Dropping the keeper and the stream closes it.
                     Ok(_opened) => RenewalInput::KeptAlive { ping },
                     Err(etcd_client::Error::LeaseKeepAliveError(e)) if e.contains("not found") => {
                         RenewalInput::LeaseGone
                     }
                     Err(e) => {
-                        debug!(member = self.member, "keepalive: {e}");
+                        debug!(member, "keepalive: {e}");
                         RenewalInput::Failed { ping }
                     }
                 }
@@ -228,6 +293,22 @@ struct RenewalIo {
     state: Arc<watch::Sender<LeaseState>>,
 }
 
+impl RenewalIo {
+    /// Moves the instant `field` picks to `until`, if that is later
+    /// (renewals only ever move the server's expiry later).
+    fn publish(&self, until: BootInstant, field: fn(&mut LeaseState) -> &mut BootInstant) {
+        PROCESS.renewed();
+        self.state.send_if_modified(|s| {
+            let instant = field(s);
+            let later = until > *instant;
+            if later {
+                *instant = until;
+            }
+            later
+        });
+    }
+}
+
 impl Io<Renewal> for RenewalIo {
     /// A request, and when to give it up.
     type Request = (RenewalRequest, BootInstant);
@@ -238,14 +319,11 @@ impl Io<Renewal> for RenewalIo {
         match next {
             RenewalNext::Wait(until) => Step::Wait(Some(until)),
             RenewalNext::Renewed { deadline } => {
-                PROCESS.renewed();
-                self.state.send_if_modified(|s| {
-                    let later = deadline > s.deadline;
-                    if later {
-                        s.deadline = deadline;
-                    }
-                    later
-                });
+                self.publish(deadline, |s| &mut s.deadline);
+                Step::Said
+            }
+            RenewalNext::Kept { until } => {
+                self.publish(until, |s| &mut s.kept);
                 Step::Said
             }
             RenewalNext::LeaseGone => Step::Done(()),
@@ -264,13 +342,17 @@ impl Io<Renewal> for RenewalIo {
         // Boxed: the request's future is large and lives only for the
         // ping, where the task waiting between pings stays small.
         let answered = Box::pin(self.renewing.request(request));
-        Heard::Input(tokio::select! {
+        let input = tokio::select! {
             input = answered => input,
             () = sleep_until(give_up_at) => {
-                debug!(member = self.renewing.member, "keepalive: no reply in time");
+                debug!(member = self.renewing.member().0, "keepalive: no reply in time");
                 RenewalInput::GaveUp
             }
-        })
+        };
+        if matches!(input, RenewalInput::GaveUp | RenewalInput::Failed { .. }) {
+            self.renewing.move_on();
+        }
+        Heard::Input(input)
     }
 
     async fn wait(&mut self, _: &Renewal, until: Option<BootInstant>) -> Heard<RenewalInput, ()> {

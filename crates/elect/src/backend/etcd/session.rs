@@ -13,6 +13,7 @@ use super::connection::{Connections, connect, first_contact};
 use super::lease::Lease;
 use super::renewal::Renewer;
 use super::{campaign, layout, observe};
+use crate::backend::cadence::Cadence;
 use crate::backend::candidates::Candidates;
 use crate::config::ElectionConfig;
 use crate::counters::warn_counted;
@@ -43,6 +44,9 @@ impl SharedSession {
     pub(crate) async fn open(cfg: &ElectionConfig) -> Result<SharedSession> {
         let Connections { client, renewers } = connect(cfg).await?;
         let lease = first_contact(cfg, || Lease::grant(&client, &renewers, cfg.ttl)).await?;
+        // Its elections lead or are next in line at any time: one lease,
+        // renewed as a leader's.
+        lease.renew_as(Cadence::Leading);
         Ok(SharedSession {
             client,
             renewers,

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
+use tokio::sync::watch;
 use tokio::time::sleep;
 use tracing::debug;
 
@@ -25,12 +26,14 @@ use crate::error::Result;
 /// the `handover` module): we lead at that event with no request of our
 /// own. When the predecessor goes otherwise, one read tells what we need
 /// to lead, served by a member from its own state if it can (see
-/// [`check_turn_locally`]).
+/// [`check_turn_locally`]). Each predecessor found goes to `predecessor`
+/// (its key), which tells the campaign whether we are next in line.
 pub(super) async fn wait_for_turn(
     client: &Client,
     election: &str,
     ours: Ours<'_>,
     patience: Duration,
+    predecessor: &watch::Sender<Option<Vec<u8>>>,
 ) -> Turn {
     let mut io = TurnIo {
         client,
@@ -39,6 +42,7 @@ pub(super) async fn wait_for_turn(
         ours,
         patience,
         watch: None,
+        predecessor,
     };
     drive(&mut WaitForTurn::new(), &mut io).await
 }
@@ -53,6 +57,8 @@ struct TurnIo<'a> {
     patience: Duration,
     /// The stream on the predecessor's key and ours, while we wait on it.
     watch: Option<TurnWatch>,
+    /// The predecessor's key, as last found.
+    predecessor: &'a watch::Sender<Option<Vec<u8>>>,
 }
 
 impl Io<WaitForTurn> for TurnIo<'_> {
@@ -94,6 +100,8 @@ impl Io<WaitForTurn> for TurnIo<'_> {
                     older_key(client, prefix, ours.create_revision)
                 })
                 .await;
+                self.predecessor
+                    .send_replace(key.as_ref().map(|k| k.key.clone()));
                 TurnInput::Predecessor { key, at }
             }
             TurnRequest::Watch { predecessor, from } => {

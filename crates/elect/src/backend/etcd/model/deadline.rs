@@ -33,6 +33,15 @@
 //! every deadline the renewal proves and polled at each step of the
 //! client's clock.
 //!
+//! A candidate may start as a follower (`follows`): its renewal pings at
+//! the follower's cadence, without the proof, until at any moment its
+//! turn comes; then, as the driver does, the follower's renewal is
+//! dropped with whatever it had in flight, a leader's takes over with its
+//! first ping at once, and the stint starts on the latest deadline
+//! proven so far, however old. A follower's acknowledgement through a
+//! deposed member credited as a deadline (`FollowerAckCredited`) is
+//! caught.
+//!
 //! Invariants, in every state: the client's deadline, in global time, is
 //! never after the server's expiry, and the stint does not lead once the
 //! lease may have expired. Teeth, each a rule of the recipes
@@ -83,9 +92,14 @@ struct World {
     /// The client's deadline, in global ns.
     deadline: u64,
     /// The leader's stint, the production recipe, fed the renewal's
-    /// deadlines; and whether it leads, as it last said.
-    stint: Stint,
+    /// deadlines (none while the candidate follows); and whether it
+    /// leads, as it last said.
+    stint: Option<Stint>,
     leading: bool,
+    /// The latest deadline the renewal proved, on the client's clock.
+    proven: BootInstant,
+    /// The candidate renews as a follower; its turn has not come.
+    following: bool,
     /// The server's expiry, in global ns.
     expiry: u64,
     leader_changes: u8,
@@ -109,6 +123,8 @@ enum Action {
     LeaderChange,
     /// The deposed member hears of the new term.
     MemberHearsNewTerm,
+    /// A follower's turn comes: it renews as a leader and leads.
+    TurnComes,
     Tick,
 }
 
@@ -130,6 +146,8 @@ struct Lease {
     /// A rule of the recipe switched off, or none.
     mutation: Option<Mutation>,
     servers: Servers,
+    /// The candidate starts as a follower.
+    follows: bool,
 }
 
 fn step_ns(steps: u32) -> u64 {
@@ -155,8 +173,13 @@ impl World {
                 RenewalNext::Renewed { deadline: local } => {
                     let deadline = self.client_global(local.as_nanos());
                     self.deadline = self.deadline.max(deadline);
-                    self.stint.input(now, StintInput::Renewed(local));
+                    self.proven = self.proven.max(local);
+                    if let Some(stint) = &mut self.stint {
+                        stint.input(now, StintInput::Renewed(local));
+                    }
                 }
+                // Kept, proving nothing: no deadline moves.
+                RenewalNext::Kept { .. } => {}
                 RenewalNext::Send { request, .. } => {
                     self.out = true;
                     self.request = Some(request);
@@ -164,7 +187,9 @@ impl World {
                 }
                 RenewalNext::Wait(_) => break,
                 RenewalNext::LeaseGone => {
-                    self.stint.input(now, StintInput::LeaseEnded);
+                    if let Some(stint) = &mut self.stint {
+                        stint.input(now, StintInput::LeaseEnded);
+                    }
                     break;
                 }
             }
@@ -175,8 +200,11 @@ impl World {
     /// Does what the stint says at the client's now: whether we lead.
     fn lead(&mut self) {
         let now = self.client_now();
+        let Some(stint) = &mut self.stint else {
+            return;
+        };
         loop {
-            match self.stint.poll(now) {
+            match stint.poll(now) {
                 StintNext::Lead { .. } => self.leading = true,
                 StintNext::Demoted { .. } => self.leading = false,
                 StintNext::Ended(_) => {
@@ -212,18 +240,26 @@ impl Model for Lease {
                 // arrival at 0; its deadline is the driver's, from the
                 // production `Grant`.
                 let grant = Grant::answered(BootInstant::from_nanos(0), TTL.as_secs() as i64);
+                let mut renewal =
+                    Renewal::new(grant.ttl, BootInstant::from_nanos(0), self.proves())
+                        .mutated(self.mutation);
+                if self.follows {
+                    renewal = renewal.following();
+                }
+                let stint = Stint::new(1, grant.deadline).mutated(self.mutation);
                 let mut w = World {
                     now: 0,
                     rates,
-                    renewal: Renewal::new(grant.ttl, BootInstant::from_nanos(0), self.proves())
-                        .mutated(self.mutation),
+                    renewal,
                     out: false,
                     request: None,
                     answer: None,
                     given_up: 0,
                     deadline: 0,
-                    stint: Stint::new(1, grant.deadline).mutated(self.mutation),
+                    stint: (!self.follows).then_some(stint),
                     leading: false,
+                    proven: grant.deadline,
+                    following: self.follows,
                     expiry: 0,
                     leader_changes: 0,
                     term: 1,
@@ -256,6 +292,9 @@ impl Model for Lease {
         }
         if w.member_deposed {
             actions.push(Action::MemberHearsNewTerm);
+        }
+        if w.following {
+            actions.push(Action::TurnComes);
         }
         if w.now < self.horizon {
             actions.push(Action::Tick);
@@ -304,6 +343,20 @@ impl Model for Lease {
                 w.member_deposed = false;
                 w.member_term = w.term;
             }
+            Action::TurnComes => {
+                // The driver drops the follower's renewal, its stream
+                // and all: nothing it sent is answered any more.
+                let now = w.client_now();
+                w.following = false;
+                w.request = None;
+                w.answer = None;
+                w.out = false;
+                w.renewal = Renewal::new(TTL, now, self.proves())
+                    .first_ping_at(now)
+                    .mutated(self.mutation);
+                w.stint = Some(Stint::new(1, w.proven).mutated(self.mutation));
+                w.drive();
+            }
             Action::Tick => {
                 w.now += 1;
                 w.drive();
@@ -327,6 +380,7 @@ impl Model for Lease {
             Property::sometimes("the lease is renewed past the grant", |_, w: &World| {
                 w.deadline > step_ns(12)
             }),
+            Property::sometimes("a candidate leads", |_, w: &World| w.leading),
             // Not vacuous: without the check, a deposed leader does
             // acknowledge a keepalive.
             Property::sometimes(
@@ -386,6 +440,18 @@ fn bounded(servers: Servers, mutation: Option<Mutation>) -> Lease {
         },
         mutation,
         servers,
+        follows: false,
+    }
+}
+
+/// The same, the candidate a follower until its turn comes, to 4 s of
+/// model time (1.3 TTL: a turn at any step, then two of the leader's
+/// pings): the turn's moment multiplies the states.
+fn following(servers: Servers, mutation: Option<Mutation>) -> Lease {
+    Lease {
+        follows: true,
+        horizon: 16,
+        ..bounded(servers, mutation)
     }
 }
 
@@ -406,6 +472,32 @@ fn the_etcd_deadline_never_passes_the_servers_expiry() {
 #[test]
 fn the_term_proof_keeps_the_deadline_beside_a_deposed_leader() {
     check(Servers::Unchecked { proves: true }, None).assert_properties();
+}
+
+/// A follower renews without the proof; once its turn comes it leads
+/// only on what a leader's renewal proved, beside a deposed leader too.
+#[test]
+fn a_follower_leads_only_on_a_deadline_it_proved() {
+    for servers in [Servers::Checked, Servers::Unchecked { proves: true }] {
+        breadth_first(
+            following(servers, None).checker(),
+            &format!("etcd deadline model, a follower's turn ({servers:?})"),
+        )
+        .assert_properties();
+    }
+}
+
+/// Crediting a follower's unproven acknowledgement as a deadline is
+/// caught beside a deposed leader.
+#[test]
+fn a_follower_crediting_its_unproven_pings_is_caught() {
+    caught(
+        following(
+            Servers::Unchecked { proves: true },
+            Some(Mutation::FollowerAckCredited),
+        ),
+        "a follower's unproven ping credited",
+    );
 }
 
 /// The same to 7 s of model time, by hand (15.8 million states, 31 s):

@@ -34,6 +34,9 @@ pub enum Mutation {
     /// The tenure claim writes our marker whatever our key: its
     /// transaction's guard (our key's create revision and lease) dropped.
     ClaimUnguarded,
+    /// A follower's unproven acknowledgement is credited as a leader's
+    /// deadline, as if it had been proven.
+    FollowerAckCredited,
     /// A proven ping is credited whatever the term read after it: the
     /// term proof (etcd#15247) reads, but does not compare.
     TermUnchecked,

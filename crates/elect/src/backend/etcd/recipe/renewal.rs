@@ -18,7 +18,15 @@
 //!    once a quorum confirmed it) are the same, so the ping was handled by
 //!    that term's leader before any later leader was elected (a later
 //!    leader restarts the lease's clock from its election);
-//! 4. failures are retried after 50 ms, doubling up to TTL/6.
+//! 4. failures are retried after 50 ms, doubling up to TTL/6;
+//! 5. a candidate that is not about to lead renews as a follower
+//!    ([`Renewal::following`]): the same ping every TTL/3, but no term
+//!    proof. Its acknowledgements keep the lease and its place in line
+//!    ([`RenewalNext::Kept`]) but prove no deadline where rule 3 would be
+//!    needed: a follower never leads on them. Before it leads it renews
+//!    as a leader, and leads only on the deadline that proves
+//!    (`FollowerAckCredited` switches this off: the deadline model
+//!    catches it beside a deposed leader).
 
 use std::time::Duration;
 
@@ -98,6 +106,10 @@ pub enum RenewalNext {
     Wait(BootInstant),
     /// A ping counted: the lease is surely alive until `deadline`.
     Renewed { deadline: BootInstant },
+    /// A follower's ping was acknowledged: the lease is kept, probably
+    /// until `until`, but nothing is proven (rule 5): no leader may count
+    /// on it.
+    Kept { until: BootInstant },
     /// etcd no longer knows the lease.
     LeaseGone,
 }
@@ -123,11 +135,15 @@ struct Ping {
 pub struct Renewal {
     ttl: Duration,
     proves: bool,
+    /// Renews as a follower (rule 5): no proof, no deadline where one is
+    /// needed.
+    following: bool,
     next_at: BootInstant,
     retry: Duration,
     pings: u64,
     ping: Option<Ping>,
     renewed: Option<BootInstant>,
+    kept: Option<BootInstant>,
     gone: bool,
     #[cfg(test)]
     mutation: Option<Mutation>,
@@ -141,15 +157,35 @@ impl Renewal {
         Renewal {
             ttl,
             proves,
+            following: false,
             next_at: granted_at + ttl / 3,
             retry: Duration::ZERO,
             pings: 0,
             ping: None,
             renewed: None,
+            kept: None,
             gone: false,
             #[cfg(test)]
             mutation: None,
         }
+    }
+
+    /// The same, renewing as a follower (rule 5): where pings need the
+    /// term proof, they are sent without it and prove nothing.
+    pub fn following(mut self) -> Renewal {
+        self.following = true;
+        self
+    }
+
+    /// The same, its first ping at `at` (a renewal taken up mid-lease).
+    pub fn first_ping_at(mut self, at: BootInstant) -> Renewal {
+        self.next_at = at;
+        self
+    }
+
+    /// Whether its pings prove a deadline (a follower's need not).
+    fn proving(&self) -> bool {
+        self.proves && !self.following
     }
 
     /// The same, with one rule switched off (model check only).
@@ -183,7 +219,13 @@ impl Renewal {
         } else {
             ping.sent
         };
-        self.renewed = Some(deadline_after(from, self.ttl));
+        let until = deadline_after(from, self.ttl);
+        // Rule 5: a follower's unproven ping keeps the lease only.
+        if self.following && self.proves && !switched_off!(self, FollowerAckCredited) {
+            self.kept = Some(until);
+        } else {
+            self.renewed = Some(until);
+        }
         self.ping = None;
         self.retry = Duration::ZERO;
         self.next_at = ping.sent + self.ttl / 3;
@@ -203,12 +245,15 @@ impl Recipe for Renewal {
         if let Some(deadline) = self.renewed.take() {
             return RenewalNext::Renewed { deadline };
         }
+        if let Some(until) = self.kept.take() {
+            return RenewalNext::Kept { until };
+        }
         let ping = match self.ping {
             Some(ping) => ping,
             None if now < self.next_at => return RenewalNext::Wait(self.next_at),
             None => {
                 self.pings += 1;
-                let stage = if self.proves {
+                let stage = if self.proving() {
                     Stage::TermBefore
                 } else {
                     Stage::KeepAlive { term_before: None }
@@ -425,6 +470,46 @@ mod tests {
         );
         changed.input(at(1030), RenewalInput::Term { ping: 1, term: 8 });
         assert_eq!(changed.poll(at(1030)), RenewalNext::Wait(at(1080)));
+    }
+
+    #[test]
+    fn a_follower_pings_without_the_proof_and_proves_nothing_where_it_is_needed() {
+        let mut follower = Renewal::new(TTL, at(0), true).following();
+        assert_eq!(
+            sends(&mut follower, at(1000)),
+            RenewalRequest::KeepAlive { ping: 1 }
+        );
+        follower.input(at(1010), RenewalInput::KeptAlive { ping: 1 });
+        assert_eq!(
+            follower.poll(at(1010)),
+            RenewalNext::Kept {
+                until: deadline_after(at(1000), TTL)
+            }
+        );
+        assert_eq!(follower.poll(at(1010)), RenewalNext::Wait(at(2000)));
+        // Where servers check leadership, its pings prove as a leader's.
+        let mut checked = Renewal::new(TTL, at(0), false).following();
+        sends(&mut checked, at(1000));
+        checked.input(at(1010), RenewalInput::KeptAlive { ping: 1 });
+        assert_eq!(
+            checked.poll(at(1010)),
+            RenewalNext::Renewed {
+                deadline: deadline_after(at(1000), TTL)
+            }
+        );
+    }
+
+    #[test]
+    fn a_renewal_taken_up_mid_lease_pings_when_asked() {
+        let mut renewal = Renewal::new(TTL, at(0), true).first_ping_at(at(200));
+        assert_eq!(renewal.poll(at(0)), RenewalNext::Wait(at(200)));
+        assert_eq!(
+            sends(&mut renewal, at(200)),
+            RenewalRequest::ReadTerm {
+                ping: 1,
+                linearizable: false
+            }
+        );
     }
 
     #[test]

@@ -1,0 +1,34 @@
+//! How often a candidate renews what it holds on the servers: as a
+//! follower, at the peers' cost, or as a leader, with the proof a
+//! leadership deadline needs.
+//!
+//! Only a leader acts on its deadline, and proving one costs requests the
+//! peers never send (etcd: every member and a term read on each side of
+//! each ping; ZooKeeper: syncs through the ensemble's leader every T/20).
+//! A candidate that waits only needs its lease or session to live and its
+//! place in line kept, so it renews as Go's session or kazoo does. The
+//! next in line renews as the leader does, so a handover finds its
+//! deadline proven already; anyone else whose turn comes renews as a
+//! leader from then on and leads only once that proves a deadline.
+
+/// How a lease or session is renewed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cadence {
+    /// A waiting candidate's: keep the lease or session alive, proving
+    /// nothing.
+    Following,
+    /// The leader's and the next in line's: a deadline always ready to
+    /// lead on.
+    Leading,
+}
+
+impl Cadence {
+    /// The leader's cadence where `leads_or_next`, a follower's otherwise.
+    pub fn for_next_in_line(leads_or_next: bool) -> Cadence {
+        if leads_or_next {
+            Cadence::Leading
+        } else {
+            Cadence::Following
+        }
+    }
+}
