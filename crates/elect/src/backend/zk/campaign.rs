@@ -13,7 +13,8 @@
 //!    read fresh while it waits, so the announcement of its predecessor's
 //!    deletion is all it needs to lead (see `turn::wait_for_turn`);
 //! 4. lead while the session provably lives: a keeper task syncs through
-//!    the ZooKeeper leader every T/20, and [`SessionLease`](super::lease::SessionLease) turns the
+//!    the ZooKeeper leader every T/20 (T/16 while we wait behind the next
+//!    in line: see [`Cadence`]), and [`SessionLease`](super::lease::SessionLease) turns the
 //!    answers into the instant until which the leader cannot have expired
 //!    the session; our deadline is that, less a margin. A disconnection is
 //!    not a loss: the client moves to another member (the library tries
@@ -41,6 +42,7 @@ use super::observe::{Follower, View, until_disconnected, until_reconnected};
 use super::priority;
 use super::turn::{Turn, wait_for_turn};
 use super::znode::{Created, create_node};
+use crate::backend::cadence::Cadence;
 use crate::backend::publish::Reporter;
 use crate::clock::BootInstant;
 use crate::config::ElectionConfig;
@@ -111,7 +113,8 @@ impl Candidate {
         loop {
             let (view_tx, view_rx) = watch::channel(View::unknown());
             let (lease_tx, lease_rx) = watch::channel(lease.deadline());
-            let keeper = tokio::spawn(keep_session(client.clone(), lease, lease_tx));
+            let (cadence, cadence_rx) = watch::channel(Cadence::Following);
+            let keeper = tokio::spawn(keep_session(client.clone(), lease, lease_tx, cadence_rx));
             let mut session = Candidacy {
                 client: &client,
                 cfg: &self.cfg,
@@ -121,6 +124,7 @@ impl Candidate {
                 resign: &self.resign,
                 state: client.state_watcher(),
                 lease: lease_rx,
+                cadence: Some(cadence),
                 priority: self.priority.clone(),
             };
             let end = session.campaign().await;
@@ -166,6 +170,9 @@ pub(super) struct Candidacy<'a> {
     pub(super) state: StateWatcher,
     /// The deadline our session's syncs prove (see the keeper).
     pub(super) lease: watch::Receiver<Option<BootInstant>>,
+    /// How often the keeper syncs: set by the candidacy, except on a
+    /// session shared by elections (`None`: always as a leader's).
+    pub(super) cadence: Option<watch::Sender<Cadence>>,
     /// Our priority, as the campaign's owner wishes it.
     pub(super) priority: watch::Receiver<Standing>,
 }
@@ -173,9 +180,8 @@ pub(super) struct Candidacy<'a> {
 impl Candidacy<'_> {
     /// Candidacies follow each other until we resign or the session ends.
     pub(super) async fn campaign(&mut self) -> SessionEnd {
-        let timeout = self.client.session_timeout();
         loop {
-            match self.candidacy(timeout).await {
+            match self.candidacy().await {
                 End::NodeGone => continue,
                 End::Resigned => return SessionEnd::Resigned,
                 End::SessionEnded => return SessionEnd::Ended,
@@ -184,7 +190,7 @@ impl Candidacy<'_> {
         }
     }
 
-    async fn candidacy(&mut self, timeout: Duration) -> End {
+    async fn candidacy(&mut self) -> End {
         let client = self.client;
         let election = self.cfg.election.clone();
         let id = self.cfg.id.clone();
@@ -221,9 +227,11 @@ impl Candidacy<'_> {
         // The follower starts from the wait's first listing.
         let (listed, first_listing) = oneshot::channel();
         self.follower.start(client, first_listing);
-        let outcome = self
-            .until_leading(&path, proven_at, timeout, Some(listed))
-            .await;
+        self.renew_as(Cadence::Following);
+        let outcome = self.until_leading(&path, proven_at, Some(listed)).await;
+        if outcome.is_ok() {
+            self.renew_as(Cadence::Leading);
+        }
         let end = match outcome {
             Ok(()) if self.others_come_first(&election, sequence).await => {
                 info!(
@@ -264,6 +272,13 @@ impl Candidacy<'_> {
         end
     }
 
+    /// Syncs as `cadence` says from now on, where the cadence is ours.
+    fn renew_as(&self, cadence: Cadence) {
+        if let Some(sender) = &self.cadence {
+            sender.send_if_modified(|c| std::mem::replace(c, cadence) != cadence);
+        }
+    }
+
     /// Unhealthy or priority 0 at our turn: whether a candidate of a
     /// higher tier waits behind us (a failed read says no: we lead, as any
     /// candidate whose turn came; a failback hands over later).
@@ -290,9 +305,9 @@ impl Candidacy<'_> {
         &mut self,
         path: &str,
         proven_at: BootInstant,
-        timeout: Duration,
         mut listed: Option<oneshot::Sender<Vec<Participant>>>,
     ) -> Result<(), End> {
+        let cadence = self.cadence.clone();
         loop {
             let client = self.client;
             match self
@@ -301,9 +316,9 @@ impl Candidacy<'_> {
                     &self.cfg.election,
                     path,
                     proven_at,
-                    timeout,
                     self.reporter.view.clone(),
                     &mut listed,
+                    cadence.as_ref(),
                 ))
                 .await?
             {

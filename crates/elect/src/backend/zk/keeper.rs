@@ -10,13 +10,16 @@ use zookeeper_client::{Client, Error as ZkError};
 
 use super::lease::SessionLease;
 use super::observe;
+use crate::backend::cadence::Cadence;
 use crate::clock::{self, BootInstant};
 use crate::counters::{PROCESS, warn_counted};
 
-/// Syncs through the ZooKeeper leader every `renew_every` for as long as
-/// the session lasts, and publishes the leadership deadline the answers
-/// prove (see [`SessionLease`]). Each sync is sent only after the previous
-/// one was answered or given up, as the lease's argument needs.
+/// Syncs through the ZooKeeper leader for as long as the session lasts,
+/// as often as the `cadence` asked for says (see
+/// [`SessionLease::renew_every`]), and publishes the leadership deadline
+/// the answers prove (see [`SessionLease`]). Each sync is sent only after
+/// the previous one was answered or given up, as the lease's argument
+/// needs; a change of cadence sends the next sync at once.
 ///
 /// A sync is waited for up to a session timeout, not given up soon: the
 /// session's requests are answered in order, so a sync behind a queue of
@@ -31,10 +34,11 @@ pub(super) async fn keep_session(
     client: Client,
     mut lease: SessionLease,
     out: watch::Sender<Option<BootInstant>>,
+    mut cadence: watch::Receiver<Cadence>,
 ) {
-    let every = lease.renew_every();
     let patience = client.session_timeout();
     loop {
+        let every = lease.renew_every(*cadence.borrow_and_update());
         let sent = BootInstant::now();
         match tokio::time::timeout(patience, client.sync("/")).await {
             Ok(Ok(())) => {
@@ -49,7 +53,10 @@ pub(super) async fn keep_session(
             Ok(Err(e)) => debug!("session sync: {e}"),
             Err(_) => debug!("session sync unanswered"),
         }
-        clock::sleep_until(sent + every).await;
+        tokio::select! {
+            () = clock::sleep_until(sent + every) => {}
+            Ok(()) = cadence.changed() => {}
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use super::campaign::{Candidacy, SessionEnd};
 use super::connection::Opened;
 use super::keeper::{close, keep_session};
 use super::observe::{self, Follower, View};
+use crate::backend::cadence::Cadence;
 use crate::backend::candidates::Candidates;
 use crate::backend::publish::Reporter;
 use crate::backend_kind::Backend;
@@ -37,7 +38,10 @@ impl SharedSession {
     pub(crate) fn start(opened: Opened, connect_timeout: Duration) -> SharedSession {
         let Opened { client, lease } = opened;
         let (lease_tx, lease_rx) = watch::channel(lease.deadline());
-        let keeper = tokio::spawn(keep_session(client.clone(), lease, lease_tx));
+        // Its elections lead or are next in line at any time: one session,
+        // renewed as a leader's (the sender may go: the cadence stays).
+        let cadence = watch::channel(Cadence::Leading).1;
+        let keeper = tokio::spawn(keep_session(client.clone(), lease, lease_tx, cadence));
         SharedSession {
             client,
             lease: lease_rx,
@@ -69,6 +73,7 @@ impl SharedSession {
                 resign: &resign,
                 state: client.state_watcher(),
                 lease,
+                cadence: None,
                 priority: watch::channel(crate::steer::Standing::healthy(cfg.priority)).1,
             };
             let end = session.campaign().await;

@@ -1,8 +1,6 @@
 //! Waiting for our turn: the I/O of the [`WaitForTurn`] recipe, from our
 //! znode's creation until it leads the queue and is confirmed ours.
 
-use std::time::Duration;
-
 use tokio::sync::{oneshot, watch};
 use tracing::debug;
 use zookeeper_client::{Client, EventType};
@@ -12,6 +10,7 @@ use super::layout::{self, Participant};
 use super::observe::{View, list_queue};
 use super::recipe::{Gone, TurnInput, TurnNext, TurnRequest, WaitForTurn};
 use super::znode::{OneShotWatch, owns, watch_own};
+use crate::backend::cadence::Cadence;
 use crate::backend::recipe::{Heard, Io, Recipe, Step, drive};
 use crate::clock::{self, BootInstant};
 use crate::counters::{PROCESS, warn_counted};
@@ -39,11 +38,12 @@ pub(super) async fn wait_for_turn(
     election: &str,
     path: &str,
     proven_at: BootInstant,
-    session_timeout: Duration,
     mut view: watch::Receiver<View>,
     listed: &mut Option<oneshot::Sender<Vec<Participant>>>,
+    cadence: Option<&watch::Sender<Cadence>>,
 ) -> Result<Turn> {
     let own = path.rsplit('/').next().unwrap_or_default();
+    let session_timeout = client.session_timeout();
     let mut turn = WaitForTurn::for_session(election, own, session_timeout).created_at(proven_at);
     let leader = leader_path(&view.borrow_and_update());
     turn.input(BootInstant::now(), TurnInput::LeaderSeen(leader));
@@ -55,6 +55,7 @@ pub(super) async fn wait_for_turn(
         listed,
         own_watch: None,
         predecessor_watch: None,
+        cadence,
     };
     drive(&mut turn, &mut io).await
 }
@@ -76,6 +77,9 @@ struct TurnIo<'a> {
     listed: &'a mut Option<oneshot::Sender<Vec<Participant>>>,
     own_watch: Option<OneShotWatch>,
     predecessor_watch: Option<OneShotWatch>,
+    /// The session's cadence: a leader's while we wait as the next in
+    /// line, so a handover finds our proof at its freshest.
+    cadence: Option<&'a watch::Sender<Cadence>>,
 }
 
 impl TurnIo<'_> {
@@ -174,9 +178,13 @@ impl Io<WaitForTurn> for TurnIo<'_> {
 
     async fn wait(
         &mut self,
-        _: &WaitForTurn,
+        turn: &WaitForTurn,
         until: Option<BootInstant>,
     ) -> Heard<TurnInput, Result<Turn>> {
+        if let Some(cadence) = self.cadence {
+            let wanted = Cadence::for_next_in_line(turn.next_in_line());
+            cadence.send_if_modified(|c| std::mem::replace(c, wanted) != wanted);
+        }
         let watches = (&mut self.own_watch, &mut self.predecessor_watch);
         match wait(watches, &mut self.view, until).await {
             Some(input) => Heard::Input(input),

@@ -207,8 +207,7 @@ impl WaitForTurn {
     }
 
     /// Whether the recipe waits on the predecessor as the next in line.
-    #[cfg(test)]
-    fn next_in_line(&self) -> bool {
+    pub fn next_in_line(&self) -> bool {
         matches!(&self.state, State::Waiting(w) if w.next_in_line)
     }
 
