@@ -23,7 +23,8 @@ pub struct CompareArgs {
     /// Which scenarios, comma-separated: election, handover, failover,
     /// failover-next, freeze, cutoff, member-kill, rolling-restart,
     /// service-leader-kill, compaction, churn, scale, scale-processes,
-    /// elections, switchover, switchover-last [default: all].
+    /// elections, switchover, switchover-last, health, steady [default:
+    /// all].
     #[arg(long, env = "ELECT_COMPARE_SCENARIOS")]
     pub scenarios: Option<String>,
 

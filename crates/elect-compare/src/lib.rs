@@ -7,6 +7,7 @@
 //! - [`arena`]: one election's candidates as real processes;
 //! - [`scenario`]: the trials (handover, failover, freeze...);
 //! - [`scale`]: many candidates in one process, through the library;
+//! - [`steady`]: what candidates cost the servers while nothing happens;
 //! - [`probe`]: what the servers count (queued candidates, notifications,
 //!   requests);
 //! - [`row`], [`table`] and [`report`]: a measured combination (a JSON
@@ -41,6 +42,7 @@ pub mod row;
 mod run;
 pub mod scale;
 pub mod scenario;
+pub mod steady;
 pub mod table;
 pub mod verdict;
 

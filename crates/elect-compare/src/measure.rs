@@ -171,6 +171,16 @@ fn scale_floor(plan: &Plan, c: &Contender, endpoints: &str) -> anyhow::Result<Ve
     Ok(rows)
 }
 
+/// The rows of a process-based scenario: one, or steady's several.
+pub(crate) fn rows(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Vec<Row>> {
+    if scenario == Scenario::Steady {
+        let c = setup.contender;
+        return crate::steady::rows(setup)
+            .with_context(|| format!("{} {} steady", c.backend.name(), c.imp.name()));
+    }
+    Ok(vec![self::scenario(scenario, setup)?])
+}
+
 /// One row of a process-based scenario.
 pub(crate) fn scenario(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Row> {
     let c = setup.contender;

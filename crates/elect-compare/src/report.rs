@@ -9,7 +9,7 @@ use plotters::prelude::*;
 
 use crate::palette::COLORS;
 use crate::row::{Row, Unavailable};
-use crate::table::{cell, markdown_table, scale_table, table};
+use crate::table::{cell, markdown_table, scale_table, steady_table, table};
 use crate::verdict;
 
 /// Writes the report; the page's path.
@@ -330,6 +330,7 @@ fn book_page(
     out.push_str(&format!("\n```sh\n{command}\n```\n\n"));
     out.push_str(&markdown_table(rows));
     push_scale_table(&mut out, rows);
+    push_steady_table(&mut out, rows);
     for (title, file) in charts {
         let name = file.file_name().unwrap_or_default().to_string_lossy();
         let scenario = name.trim_end_matches(".svg");
@@ -363,6 +364,7 @@ fn markdown(
     out.push_str(&format!("\n```\n{command}\n```\n\n"));
     out.push_str(&markdown_table(rows));
     push_scale_table(&mut out, rows);
+    push_steady_table(&mut out, rows);
     for u in unavailable {
         out.push_str(&format!(
             "\nnot run: {} {}{}: {}\n",
@@ -381,6 +383,20 @@ fn markdown(
         out.push_str(&format!("- {what}: {v}\n"));
     }
     out
+}
+
+/// The steady rows' own table, under a heading, where there are any.
+fn push_steady_table(out: &mut String, rows: &[Row]) {
+    let table = steady_table(rows);
+    if !table.is_empty() {
+        out.push_str(
+            "\nSteady: what candidates cost the servers while nothing happens, in requests \
+             the servers received per second (etcd's gRPC messages, ZooKeeper's packets), net \
+             of the empty ensemble's; `all`: per candidate with N candidates, `leader`: a \
+             lone candidate, `follower`: one more behind the next in line:\n\n",
+        );
+        out.push_str(&table);
+    }
 }
 
 /// The scale rows' own table, under a heading, where there are any.

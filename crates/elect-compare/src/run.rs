@@ -341,10 +341,10 @@ impl<'a> Runner<'a> {
                 ),
                 seed: 0x5eed ^ trials as u64,
             };
-            measure::scenario(scenario, &setup)
+            measure::rows(scenario, &setup)
         });
-        match rows.collect::<anyhow::Result<Vec<Row>>>() {
-            Ok(rows) => Ok(rows),
+        match rows.collect::<anyhow::Result<Vec<Vec<Row>>>>() {
+            Ok(rows) => Ok(rows.into_iter().flatten().collect()),
             // A peer's tool that fails a scenario (say, a recipe that does
             // not rejoin after a rolling restart) is a finding about that
             // tool; the run goes on and reports it. elect's own failures
@@ -378,6 +378,11 @@ fn runnable(
     let (backend, imp) = (contender.backend, contender.imp);
     if let Err(reason) = scenario.supports(imp) {
         return Err((!scenario.in_process()).then_some(reason));
+    }
+    if scenario == Scenario::Steady && backend == Backend::Raft {
+        return Err(Some(
+            "counts what candidates cost the servers (the Raft-vote peers are the service)",
+        ));
     }
     if scenario == Scenario::ScaleProcesses && backend == Backend::Raft {
         return Err(Some(

@@ -51,20 +51,8 @@ pub fn run(
     progress: &Progress,
 ) -> anyhow::Result<ScalePoint> {
     elect_lab::raise_fd_limit();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let election = match backend {
-        Backend::Zk => format!("/elect-compare-scale-{n}"),
-        _ => format!("elect-compare-scale-{n}"),
-    };
-    let base = match backend {
-        Backend::Etcd => ElectionConfig::etcd(endpoints.split(','), &election)?,
-        Backend::Zk => ElectionConfig::zk(endpoints, &election)?,
-        Backend::Raft => bail!("scale runs on etcd and ZooKeeper"),
-    }
-    .with_ttl(ttl)?;
+    let rt = runtime()?;
+    let (election, base) = config(backend, endpoints, ttl, &format!("scale-{n}"))?;
     let queued = |want: usize| {
         elect_lab::poll(SOON, || {
             (probe.queued(&election) == Some(want)).then_some(())
@@ -130,6 +118,72 @@ pub fn run(
             memory_kib_per_candidate,
             sockets_per_candidate,
         })
+    })
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+/// The election `elect-compare-<name>` on `backend`, and its candidates'
+/// configuration.
+fn config(
+    backend: Backend,
+    endpoints: &str,
+    ttl: Duration,
+    name: &str,
+) -> anyhow::Result<(String, ElectionConfig)> {
+    let election = match backend {
+        Backend::Zk => format!("/elect-compare-{name}"),
+        _ => format!("elect-compare-{name}"),
+    };
+    let base = match backend {
+        Backend::Etcd => ElectionConfig::etcd(endpoints.split(','), &election)?,
+        Backend::Zk => ElectionConfig::zk(endpoints, &election)?,
+        Backend::Raft => bail!("runs on etcd and ZooKeeper"),
+    }
+    .with_ttl(ttl)?;
+    Ok((election, base))
+}
+
+/// `n` candidates of the election `elect-compare-<name>`, in this process
+/// through the library, campaigning while `held` runs (once all are
+/// queued and `settle` has passed); then they resign.
+pub(crate) fn holding<T>(
+    backend: Backend,
+    endpoints: &str,
+    ttl: Duration,
+    (name, n): (&str, usize),
+    probe: &Probe,
+    settle: Duration,
+    held: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    elect_lab::raise_fd_limit();
+    let rt = runtime()?;
+    let (election, base) = config(backend, endpoints, ttl, name)?;
+    let queued = |want: usize| {
+        elect_lab::poll(SOON, || {
+            (probe.queued(&election) == Some(want)).then_some(())
+        })
+        .ok_or_else(|| anyhow!("{want} candidates were not queued in {election} within {SOON:?}"))
+    };
+    rt.block_on(async {
+        let mut crowd = Crowd {
+            base,
+            campaigns: Vec::new(),
+            next_id: 0,
+            elected: mpsc::unbounded_channel().0,
+        };
+        crowd.grow_to(n).await?;
+        tokio::task::block_in_place(|| queued(n))?;
+        tokio::time::sleep(settle).await;
+        let value = tokio::task::block_in_place(held);
+        crowd.resign_all().await?;
+        tokio::task::block_in_place(|| queued(0))?;
+        value
     })
 }
 

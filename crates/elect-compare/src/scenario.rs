@@ -69,10 +69,17 @@ pub enum Scenario {
     /// 200 ms, unhealthy at the first failure): from the failure's cause
     /// to the healthy successor's `elected`, and the leaderless gap.
     Health,
+    /// Nothing happens: what the leader and each follower cost the
+    /// servers, in requests per second, at each of [`STEADY_SIZES`]
+    /// (see `steady.rs`).
+    Steady,
 }
 
+/// The candidate processes the steady scenario counts at each TTL.
+pub const STEADY_SIZES: [usize; 3] = [1, 3, 30];
+
 impl Scenario {
-    pub const ALL: [Scenario; 17] = [
+    pub const ALL: [Scenario; 18] = [
         Scenario::Election,
         Scenario::Handover,
         Scenario::Failover,
@@ -90,6 +97,7 @@ impl Scenario {
         Scenario::Switchover,
         Scenario::SwitchoverLast,
         Scenario::Health,
+        Scenario::Steady,
     ];
 
     pub fn name(self) -> &'static str {
@@ -111,6 +119,7 @@ impl Scenario {
             Scenario::Switchover => "switchover",
             Scenario::SwitchoverLast => "switchover-last",
             Scenario::Health => "health",
+            Scenario::Steady => "steady",
         }
     }
 
@@ -143,6 +152,8 @@ impl Scenario {
             (Scenario::ScaleProcesses, true) => 3,
             // One run of --elections elections.
             (Scenario::Elections, _) => 1,
+            // A count per size and TTL (see steady.rs): not trials.
+            (Scenario::Steady, _) => STEADY_SIZES.len(),
             (_, false) => 3,
             (_, true) => 1,
         }
@@ -158,7 +169,7 @@ impl Scenario {
             (_, Implementation::Peer(Peer::CuratorSession)) => Err(
                 "measured in the operations scenarios (member-kill, rolling-restart, service-leader-kill)",
             ),
-            (Scenario::Election | Scenario::Handover, _) => Ok(()),
+            (Scenario::Election | Scenario::Handover | Scenario::Steady, _) => Ok(()),
             (Scenario::Switchover | Scenario::SwitchoverLast, _) => Err(
                 "no switchover on this service: its users SIGTERM the leader and hope the next is the one (the handover row)",
             ),
@@ -293,6 +304,7 @@ pub fn run(scenario: Scenario, setup: &Setup<'_>) -> anyhow::Result<Outcome> {
         Scenario::Health => health(setup)?,
         Scenario::Scale => unreachable!("scale runs in-process: see scale.rs"),
         Scenario::Elections => unreachable!("elections runs in-process: see elections.rs"),
+        Scenario::Steady => unreachable!("steady counts rates: see steady.rs"),
     };
     if let (Some(probe), Some(before)) = (setup.probe, before) {
         let from = outcome.counters_from.take().unwrap_or(before);
@@ -353,7 +365,7 @@ fn size(setup: &Setup<'_>) -> usize {
 /// etcd and ZooKeeper candidates start one at a time, so that the queue
 /// keeps the order of the slots (failover-next's first in line is the
 /// next live slot after the leader's).
-fn populate(a: &mut Arena<'_>, n: usize) -> anyhow::Result<(usize, Option<u64>)> {
+pub(crate) fn populate(a: &mut Arena<'_>, n: usize) -> anyhow::Result<(usize, Option<u64>)> {
     for queued in 1..=n {
         a.spawn()?;
         // (For Raft peers, which have no queue, this returns at once.)

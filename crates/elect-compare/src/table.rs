@@ -14,7 +14,13 @@ pub(crate) fn cell(v: Option<f64>, unit: &str) -> String {
     }
 }
 
-/// The header and cells of the side-by-side table.
+/// Whether `row` counts the steady state (no samples: the steady table).
+pub fn is_steady(row: &Row) -> bool {
+    row.scenario.starts_with("steady")
+}
+
+/// The header and cells of the side-by-side table (the steady rows have
+/// their own table).
 pub fn table(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
     let header = vec![
         "backend",
@@ -36,6 +42,7 @@ pub fn table(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
     ];
     let cells = rows
         .iter()
+        .filter(|r| !is_steady(r))
         .map(|r| {
             vec![
                 r.backend.to_owned(),
@@ -149,6 +156,36 @@ pub fn scale_table(rows: &[Row]) -> String {
     out
 }
 
+/// The steady rows in Markdown: requests the servers received per
+/// second, per candidate at each N, the leader's and a follower's, by
+/// backend, TTL and implementation. Empty when none was counted.
+pub fn steady_table(rows: &[Row]) -> String {
+    let steady: Vec<&Row> = rows.iter().filter(|r| is_steady(r)).collect();
+    if steady.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "| backend | implementation | TTL | role | n | requests/s per candidate |\n\
+         |---|---|---:|---|---:|---:|\n",
+    );
+    for r in steady {
+        let role = match r.scenario {
+            "steady-leader" => "leader",
+            "steady-follower" => "follower",
+            _ => "all",
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} s | {role} | {} | {} |\n",
+            r.backend,
+            r.implementation,
+            r.ttl_ms / 1000.0,
+            r.candidates,
+            cell(r.idle_requests_per_s, ""),
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -190,6 +227,28 @@ mod tests {
         assert_eq!(
             last,
             "| zk | elect | 30 | 10.0ms | 10.0ms | 30.0 | 30.0 | 51.0 | 302 | 63.0 KiB | 1.00 |"
+        );
+    }
+
+    #[test]
+    fn the_steady_rows_have_a_table_of_their_own() {
+        let mut follower = Row::new(
+            "etcd",
+            "elect",
+            "steady-follower",
+            Duration::from_secs(10),
+            30,
+            &[],
+            0,
+            None,
+        );
+        follower.idle_requests_per_s = Some(0.3);
+        let (_, cells) = table(std::slice::from_ref(&follower));
+        assert!(cells.is_empty(), "not in the latency table");
+        let steady = steady_table(&[follower]);
+        assert_eq!(
+            steady.lines().last().unwrap(),
+            "| etcd | elect | 10 s | follower | 30 | 0.30 |"
         );
     }
 }
