@@ -108,6 +108,21 @@ fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
                 "{floor}"
             );
         }
+        if backend != "raft" {
+            // Idle, a follower behind the next in line costs the servers
+            // less than the leader: it renews at the peers' cadence
+            // (etcd), or in place of the library's pings (ZooKeeper).
+            let steady = |scenario: &str| row(backend, scenario)["idle_requests_per_s"].as_f64();
+            let (leader, follower) = (steady("steady-leader"), steady("steady-follower"));
+            let (Some(leader), Some(follower)) = (leader, follower) else {
+                panic!("{backend}: no steady rows in {rows:?}");
+            };
+            let bound = if backend == "etcd" { leader / 2.0 } else { leader };
+            assert!(
+                follower > 0.0 && follower < bound,
+                "{backend}: follower {follower}/s, leader {leader}/s"
+            );
+        }
         // Restarting the peers one at a time costs a Raft-vote leader
         // nothing. (etcd and ZooKeeper ride it out with the TTLs the README
         // measures, 3 s and 4 s; the quick run's 2 s leaves a loaded

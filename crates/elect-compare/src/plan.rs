@@ -177,6 +177,13 @@ impl Plan {
         if self.quick { 1 } else { 3 }
     }
 
+    /// Whether the steady scenario counts its long TTL and a thousand
+    /// candidates in one process: not in a quick run (they were about
+    /// five minutes of CI).
+    pub(crate) fn steady_in_full(&self) -> bool {
+        !self.quick
+    }
+
     /// Candidate counts for the curve of separate processes.
     pub(crate) fn scale_process_sizes(&self) -> Vec<usize> {
         match (self.candidates, self.quick) {

@@ -340,6 +340,7 @@ impl<'a> Runner<'a> {
                     trials,
                 ),
                 seed: 0x5eed ^ trials as u64,
+                steady_in_full: plan.steady_in_full(),
             };
             measure::rows(scenario, &setup)
         });

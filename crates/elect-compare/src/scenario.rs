@@ -234,6 +234,9 @@ pub struct Setup<'a> {
     pub trials: usize,
     pub progress: &'a Progress,
     pub seed: u64,
+    /// The steady scenario's long TTL and thousand candidates are
+    /// counted (not in a quick run).
+    pub steady_in_full: bool,
 }
 
 /// What one scenario measured.

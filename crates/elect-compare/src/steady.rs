@@ -4,8 +4,9 @@
 //! `zk_packets_received`), so that the peers' tools are measured exactly
 //! as elect is.
 //!
-//! For each contender and TTL, the ensemble is counted empty, then with
-//! 1, 3 and 30 candidate processes (and, for elect, 1000 candidates of
+//! For each contender and TTL (the run's, and 10 s unless `--quick`),
+//! the ensemble is counted empty, then with 1, 3 and 30 candidate
+//! processes (and, for elect and unless `--quick`, 1000 candidates of
 //! one election in this process, through the library), each counted
 //! once every candidate is queued and has settled into its cadence. From
 //! the same run:
@@ -49,12 +50,12 @@ impl Costs {
     }
 }
 
-/// The TTLs `contender` is counted at: the run's and [`LONG_TTL`];
-/// `etcdctl elect`'s own only.
-pub fn ttls(contender: &Contender) -> Vec<Duration> {
+/// The TTLs `contender` is counted at: the run's and, `in_full`,
+/// [`LONG_TTL`]; `etcdctl elect`'s own only.
+pub fn ttls(contender: &Contender, in_full: bool) -> Vec<Duration> {
     match contender.imp {
         Implementation::Peer(Peer::Etcdctl) => vec![ETCDCTL_TTL],
-        _ if contender.ttl == LONG_TTL => vec![LONG_TTL],
+        _ if contender.ttl == LONG_TTL || !in_full => vec![contender.ttl],
         _ => vec![contender.ttl, LONG_TTL],
     }
 }
@@ -85,7 +86,7 @@ fn rate(probe: &Probe, window: Duration) -> anyhow::Result<f64> {
 pub fn rows(setup: &Setup<'_>) -> anyhow::Result<Vec<Row>> {
     let probe = setup.probe.context("steady counts on etcd or ZooKeeper")?;
     let mut rows = Vec::new();
-    for ttl in ttls(setup.contender) {
+    for ttl in ttls(setup.contender, setup.steady_in_full) {
         let contender = Contender {
             ttl,
             ..setup.contender.clone()
@@ -135,7 +136,7 @@ fn count(setup: &Setup<'_>, probe: &Probe) -> anyhow::Result<Costs> {
         points.push((n, counted.max(0.0)));
         drop(arena);
     }
-    if c.imp == Implementation::Elect && library_runs(c) {
+    if c.imp == Implementation::Elect && setup.steady_in_full && library_runs(c) {
         let name = format!("steady-library-{}ms", c.ttl.as_millis());
         let held = (name.as_str(), LIBRARY_SIZE);
         let counted = crate::scale::holding(
