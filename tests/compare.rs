@@ -117,7 +117,11 @@ fn quick_compare_of_all_three_backends_reports_every_row_and_the_report() {
             let (Some(leader), Some(follower)) = (leader, follower) else {
                 panic!("{backend}: no steady rows in {rows:?}");
             };
-            let bound = if backend == "etcd" { leader / 2.0 } else { leader };
+            let bound = if backend == "etcd" {
+                leader / 2.0
+            } else {
+                leader
+            };
             assert!(
                 follower > 0.0 && follower < bound,
                 "{backend}: follower {follower}/s, leader {leader}/s"
