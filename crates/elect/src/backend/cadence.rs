@@ -6,10 +6,13 @@
 //! peers never send (etcd: every member and a term read on each side of
 //! each ping; ZooKeeper: syncs through the ensemble's leader every T/20).
 //! A candidate that waits only needs its lease or session to live and its
-//! place in line kept, so it renews as Go's session or kazoo does. The
-//! next in line renews as the leader does, so a handover finds its
-//! deadline proven already; anyone else whose turn comes renews as a
-//! leader from then on and leads only once that proves a deadline.
+//! place in line kept, so it renews as cheaply as that allows: on etcd as
+//! Go's session does (a keepalive every TTL/3 through one member, no
+//! proof); on ZooKeeper with syncs in place of the pings its client
+//! library would send an idle session anyway. The next in line renews as
+//! the leader does, so a handover finds its deadline proven already;
+//! anyone else whose turn comes renews as a leader from then on and
+//! leads only once that proves a deadline.
 
 /// How a lease or session is renewed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
