@@ -480,12 +480,14 @@ impl Candidate {
         let waited = turn::wait_for_turn(&client, &election, ours, patience, &predecessor);
         let cadence = self.steers_cadence.then(|| lease.cadence());
         let view = self.reporter.view.clone();
-        let waited = async {
+        // Boxed: the wait and the cadence's steering together would size
+        // the whole candidacy's future (a_candidates_futures_stay_small).
+        let waited = Box::pin(async {
             tokio::select! {
                 turn = waited => turn,
                 never = steer_cadence(cadence, found, view) => match never {},
             }
-        };
+        });
         let turn = match self.until_lost(&mut lease_state, waited).await {
             Ok(turn) => turn,
             Err(outcome) => return outcome,
