@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::backend::cadence::Cadence;
+
 /// The shortest wait for one attempt's answer.
 pub(super) const SHORTEST_ATTEMPT: Duration = Duration::from_millis(250);
 
@@ -26,11 +28,14 @@ pub(super) fn first_attempt(connect_timeout: Duration) -> Duration {
 ///   answer within `answer`, and the watch is given up as broken. Every
 ///   caller reads afresh after a broken watch, and opens another.
 ///
-/// A quiet watch costs its member one progress request per `quiet`.
+/// A quiet watch costs its member one progress request per `quiet`. A
+/// follower's watches ([`WatchBounds::following`]) ask for none: what
+/// they see decides no deadline and can wait for the connection's pings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatchBounds {
     pub(super) open: Duration,
-    pub(super) quiet: Duration,
+    /// `None`: never ask for progress.
+    pub(super) quiet: Option<Duration>,
     pub(super) answer: Duration,
 }
 
@@ -42,8 +47,34 @@ impl WatchBounds {
     pub fn new(connect_timeout: Duration) -> WatchBounds {
         WatchBounds {
             open: connect_timeout,
-            quiet: connect_timeout,
+            quiet: Some(connect_timeout),
             answer: first_attempt(connect_timeout),
+        }
+    }
+
+    /// The bounds of a waiting candidate's watches, as those of `self` but
+    /// asking for no progress. Progress requests were most of what a
+    /// follower cost etcd beyond its keepalives (one per watch every
+    /// connect timeout: 0.4/s, beside Go's 0.3/s keepalives at a TTL of
+    /// 10 s). A member paused or cut off is still found by the
+    /// connection's HTTP/2 pings, within about 9 s, as Go's clients find
+    /// it; one that lost its quorum cancels the watch itself (we ask for
+    /// `require_leader`). Neither case decides a deadline: a follower only
+    /// notices its turn later, and its turn is checked with a read.
+    pub fn following(self) -> WatchBounds {
+        WatchBounds {
+            quiet: None,
+            ..self
+        }
+    }
+
+    /// The bounds for a candidate renewing at `cadence`: the next in line
+    /// (and a leader) keep the quick check, so a handover is never slowed
+    /// by a paused member.
+    pub fn at(self, cadence: Cadence) -> WatchBounds {
+        match cadence {
+            Cadence::Leading => self,
+            Cadence::Following => self.following(),
         }
     }
 }

@@ -477,7 +477,8 @@ impl Candidate {
             create_revision: my_rev,
         };
         let (predecessor, found) = watch::channel(None);
-        let waited = turn::wait_for_turn(&client, &election, ours, patience, &predecessor);
+        let paced = lease.cadence().subscribe();
+        let waited = turn::wait_for_turn(&client, &election, ours, patience, &predecessor, paced);
         let cadence = self.steers_cadence.then(|| lease.cadence());
         let view = self.reporter.view.clone();
         // Boxed: the wait and the cadence's steering together would size

@@ -4,10 +4,12 @@
 
 use etcd_client::{Client, EventType, WatchOptions, WatchStream};
 use std::collections::VecDeque;
+use tokio::sync::watch;
 
 use super::bounds::WatchBounds;
 use super::errors::etcd_error;
 use super::layout::Ours;
+use crate::backend::cadence::Cadence;
 use crate::error::Result;
 
 /// Returns the revision at which `key` was deleted, after `rev`; `None` if
@@ -54,10 +56,12 @@ pub enum Woken {
 }
 
 /// A waiting candidate's predecessor's key and its own key, watched on one
-/// stream from the same revision.
+/// stream from the same revision, within bounds that follow the lease's
+/// cadence ([`WatchBounds::at`]).
 pub struct TurnWatch {
     stream: WatchStream,
     bounds: WatchBounds,
+    cadence: watch::Receiver<Cadence>,
     predecessor: Vec<u8>,
     own: Vec<u8>,
     create_revision: i64,
@@ -68,7 +72,8 @@ pub struct TurnWatch {
 
 impl TurnWatch {
     /// Watches `predecessor` and our key from just after `rev`, the
-    /// revision of the read that named the predecessor.
+    /// revision of the read that named the predecessor, within `bounds` at
+    /// the `cadence` of our lease.
     ///
     /// Errors: the watch could not be made. Cancel safe.
     pub async fn open(
@@ -77,6 +82,7 @@ impl TurnWatch {
         ours: Ours<'_>,
         rev: i64,
         bounds: WatchBounds,
+        cadence: watch::Receiver<Cadence>,
     ) -> Result<TurnWatch> {
         let from = || WatchOptions::new().with_start_revision(rev + 1);
         let mut stream = open_watch(
@@ -94,6 +100,7 @@ impl TurnWatch {
         Ok(TurnWatch {
             stream,
             bounds,
+            cadence,
             predecessor: predecessor.to_vec(),
             own: ours.key.as_bytes().to_vec(),
             create_revision: ours.create_revision,
@@ -111,7 +118,12 @@ impl TurnWatch {
             if let Some(woken) = self.pending.pop_front() {
                 return Ok(woken);
             }
-            let resp = next_response(&mut self.stream, "watching a key", self.bounds).await?;
+            let bounds = self.bounds.at(*self.cadence.borrow_and_update());
+            let resp = tokio::select! {
+                resp = next_response(&mut self.stream, "watching a key", bounds) => resp?,
+                // Now next in line (or following again): bound the wait anew.
+                Ok(()) = self.cadence.changed() => continue,
+            };
             if resp.canceled() {
                 self.pending.push_back(Woken::Cancelled);
                 continue;
@@ -175,13 +187,13 @@ pub(super) async fn next_response(
 ) -> Result<etcd_client::WatchResponse> {
     let mut asked = false;
     loop {
-        let within = if asked { bounds.answer } else { bounds.quiet };
+        let within = if asked { Some(bounds.answer) } else { bounds.quiet };
+        let Some(within) = within else {
+            // A follower's watch: found broken by the connection's pings.
+            return answered(what, Box::pin(stream.message()).await);
+        };
         match Box::pin(tokio::time::timeout(within, stream.message())).await {
-            Ok(message) => {
-                return message
-                    .map_err(|e| etcd_error(what, e))?
-                    .ok_or_else(|| etcd_error(what, "stream closed"));
-            }
+            Ok(message) => return answered(what, message),
             Err(_) if asked => {
                 return Err(etcd_error(
                     what,
@@ -198,6 +210,16 @@ pub(super) async fn next_response(
             }
         }
     }
+}
+
+/// A watch's message, or why there is none (`what` names the watch).
+fn answered(
+    what: &'static str,
+    message: std::result::Result<Option<etcd_client::WatchResponse>, etcd_client::Error>,
+) -> Result<etcd_client::WatchResponse> {
+    message
+        .map_err(|e| etcd_error(what, e))?
+        .ok_or_else(|| etcd_error(what, "stream closed"))
 }
 
 /// A deletion's event carries the key's tombstone, whose modification

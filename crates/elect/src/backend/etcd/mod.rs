@@ -121,7 +121,9 @@ pub async fn campaign(
         resign.clone(),
     )
     .wishing(priority);
-    let bounds = WatchBounds::new(cfg.connect_timeout);
+    // The candidate's view decides no deadline (its stint watches its own
+    // key): it asks for no progress, leader or not.
+    let bounds = WatchBounds::new(cfg.connect_timeout).following();
     let task = tokio::spawn(async move {
         let follower = tokio::spawn(observe::follow(client, prefix, first, view_tx, bounds));
         let result = candidate.run(lease).await;

@@ -349,7 +349,9 @@ async fn follow_line(
         loop {
             let resp = tokio::select! {
                 r = next_response(&mut deletions, "watching the leader", bounds) => r?,
-                r = async { next_response(extra.as_mut().expect("guarded"), "watching the leader's key", bounds).await }, if extra.is_some() => {
+                // Boxed: only beside a Go leader, and it would double the
+                // follower's future (see `a_candidates_futures_stay_small`).
+                r = async { Box::pin(next_response(extra.as_mut().expect("guarded"), "watching the leader's key", bounds)).await }, if extra.is_some() => {
                     let resp = r?;
                     if resp.canceled() {
                         return Ok(());

@@ -15,6 +15,7 @@ use super::keywatch::{TurnWatch, Woken};
 use super::layout::{self, CandidateKey, Ours};
 use super::recipe::{Turn, TurnCheck, TurnInput, TurnNext, TurnRequest, WaitForTurn};
 use super::transaction::read_only;
+use crate::backend::cadence::Cadence;
 use crate::backend::recipe::{Heard, Io, Recipe, Step, drive};
 use crate::clock::BootInstant;
 use crate::counters::{PROCESS, warn_counted};
@@ -27,13 +28,15 @@ use crate::error::Result;
 /// own. When the predecessor goes otherwise, one read tells what we need
 /// to lead, served by a member from its own state if it can (see
 /// [`check_turn_locally`]). Each predecessor found goes to `predecessor`
-/// (its key), which tells the campaign whether we are next in line.
+/// (its key), which tells the campaign whether we are next in line; the
+/// watch is bounded as the lease's `cadence` says ([`WatchBounds::at`]).
 pub(super) async fn wait_for_turn(
     client: &Client,
     election: &str,
     ours: Ours<'_>,
     patience: Duration,
     predecessor: &watch::Sender<Option<Vec<u8>>>,
+    cadence: watch::Receiver<Cadence>,
 ) -> Turn {
     let mut io = TurnIo {
         client,
@@ -43,6 +46,7 @@ pub(super) async fn wait_for_turn(
         patience,
         watch: None,
         predecessor,
+        cadence,
     };
     drive(&mut WaitForTurn::new(), &mut io).await
 }
@@ -59,6 +63,8 @@ struct TurnIo<'a> {
     watch: Option<TurnWatch>,
     /// The predecessor's key, as last found.
     predecessor: &'a watch::Sender<Option<Vec<u8>>>,
+    /// Our lease's cadence, which bounds the watch.
+    cadence: watch::Receiver<Cadence>,
 }
 
 impl Io<WaitForTurn> for TurnIo<'_> {
@@ -106,7 +112,9 @@ impl Io<WaitForTurn> for TurnIo<'_> {
             }
             TurnRequest::Watch { predecessor, from } => {
                 let bounds = WatchBounds::new(patience);
-                watch_predecessor(client, ours, &predecessor, from, bounds, &mut self.watch).await
+                let cadence = self.cadence.clone();
+                let watch = &mut self.watch;
+                watch_predecessor(client, ours, &predecessor, from, (bounds, cadence), watch).await
             }
             TurnRequest::CheckTurn { seen } => {
                 let (prefix, election) = (&self.prefix, self.election);
@@ -144,7 +152,7 @@ async fn watch_predecessor(
     ours: Ours<'_>,
     predecessor: &CandidateKey,
     from: i64,
-    bounds: WatchBounds,
+    (bounds, cadence): (WatchBounds, watch::Receiver<Cadence>),
     watch: &mut Option<TurnWatch>,
 ) -> TurnInput {
     // Boxed: the watch stream is most of a waiting candidate's
@@ -156,6 +164,7 @@ async fn watch_predecessor(
         ours,
         from,
         bounds,
+        cadence,
     ))
     .await
     {
