@@ -14,6 +14,8 @@
 //! anyone else whose turn comes renews as a leader from then on and
 //! leads only once that proves a deadline.
 
+use tokio::sync::watch;
+
 /// How a lease or session is renewed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cadence {
@@ -33,5 +35,11 @@ impl Cadence {
         } else {
             Cadence::Following
         }
+    }
+
+    /// Makes this the cadence `renewal` says, waking whoever renews only
+    /// when it changes.
+    pub fn set_on(self, renewal: &watch::Sender<Cadence>) {
+        renewal.send_if_modified(|c| std::mem::replace(c, self) != self);
     }
 }

@@ -656,8 +656,7 @@ async fn steer_cadence(
             let (predecessor, view) = (found.borrow_and_update(), view.borrow_and_update());
             matches!((&*predecessor, &view.leader), (Some(p), Some(l)) if *p == l.key)
         };
-        let wanted = Cadence::for_next_in_line(next_in_line);
-        cadence.send_if_modified(|c| std::mem::replace(c, wanted) != wanted);
+        Cadence::for_next_in_line(next_in_line).set_on(&cadence);
         tokio::select! {
             Ok(()) = found.changed() => {}
             Ok(()) = view.changed() => {}

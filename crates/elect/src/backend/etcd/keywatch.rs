@@ -187,7 +187,11 @@ pub(super) async fn next_response(
 ) -> Result<etcd_client::WatchResponse> {
     let mut asked = false;
     loop {
-        let within = if asked { Some(bounds.answer) } else { bounds.quiet };
+        let within = if asked {
+            Some(bounds.answer)
+        } else {
+            bounds.quiet
+        };
         let Some(within) = within else {
             // A follower's watch: found broken by the connection's pings.
             return answered(what, Box::pin(stream.message()).await);

@@ -93,11 +93,7 @@ impl Lease {
     /// Renews as `cadence` says from now on (see [`Cadence`]); a change
     /// to leading sends its first pings at once.
     pub fn renew_as(&self, cadence: Cadence) {
-        self.cadence.send_if_modified(|c| {
-            let changed = *c != cadence;
-            *c = cadence;
-            changed
-        });
+        cadence.set_on(&self.cadence);
     }
 
     /// Whoever sets the cadence from a task of its own.

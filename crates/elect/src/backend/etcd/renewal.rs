@@ -228,8 +228,7 @@ impl Renewing {
         state: Arc<watch::Sender<LeaseState>>,
     ) {
         let proves = self.members[0].1.proof.is_some();
-        let mut renewal =
-            Renewal::new(self.ttl, first_ping_at, proves).first_ping_at(first_ping_at);
+        let mut renewal = Renewal::first_ping_at(self.ttl, first_ping_at, proves);
         if self.following {
             renewal = renewal.following();
         }

@@ -275,7 +275,7 @@ impl Candidacy<'_> {
     /// Syncs as `cadence` says from now on, where the cadence is ours.
     fn renew_as(&self, cadence: Cadence) {
         if let Some(sender) = &self.cadence {
-            sender.send_if_modified(|c| std::mem::replace(c, cadence) != cadence);
+            cadence.set_on(sender);
         }
     }
 

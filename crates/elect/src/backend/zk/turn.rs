@@ -182,8 +182,7 @@ impl Io<WaitForTurn> for TurnIo<'_> {
         until: Option<BootInstant>,
     ) -> Heard<TurnInput, Result<Turn>> {
         if let Some(cadence) = self.cadence {
-            let wanted = Cadence::for_next_in_line(turn.next_in_line());
-            cadence.send_if_modified(|c| std::mem::replace(c, wanted) != wanted);
+            Cadence::for_next_in_line(turn.next_in_line()).set_on(cadence);
         }
         let watches = (&mut self.own_watch, &mut self.predecessor_watch);
         match wait(watches, &mut self.view, until).await {

@@ -351,9 +351,7 @@ impl Model for Lease {
                 w.request = None;
                 w.answer = None;
                 w.out = false;
-                w.renewal = Renewal::new(TTL, now, self.proves())
-                    .first_ping_at(now)
-                    .mutated(self.mutation);
+                w.renewal = Renewal::first_ping_at(TTL, now, self.proves()).mutated(self.mutation);
                 w.stint = Some(Stint::new(1, w.proven).mutated(self.mutation));
                 w.drive();
             }

@@ -150,15 +150,16 @@ pub struct Renewal {
 }
 
 impl Renewal {
-    /// Renews a lease of `ttl` granted by a request sent at `granted_at`;
-    /// `proves`: each ping is proven by the member's Raft term (servers
-    /// before the leadership check).
-    pub fn new(ttl: Duration, granted_at: BootInstant, proves: bool) -> Renewal {
+    /// Renews a lease of `ttl` from a first ping at `at` (a third of the
+    /// TTL after the grant was sent, or at once when a renewal is taken
+    /// up mid-lease); `proves`: each ping is proven by the member's Raft
+    /// term (servers before the leadership check).
+    pub fn first_ping_at(ttl: Duration, at: BootInstant, proves: bool) -> Renewal {
         Renewal {
             ttl,
             proves,
             following: false,
-            next_at: granted_at + ttl / 3,
+            next_at: at,
             retry: Duration::ZERO,
             pings: 0,
             ping: None,
@@ -177,10 +178,11 @@ impl Renewal {
         self
     }
 
-    /// The same, its first ping at `at` (a renewal taken up mid-lease).
-    pub fn first_ping_at(mut self, at: BootInstant) -> Renewal {
-        self.next_at = at;
-        self
+    /// A renewal of a lease granted by a request sent at `granted_at` (the
+    /// tests' and models' shorthand).
+    #[cfg(test)]
+    pub fn new(ttl: Duration, granted_at: BootInstant, proves: bool) -> Renewal {
+        Renewal::first_ping_at(ttl, granted_at + ttl / 3, proves)
     }
 
     /// Whether its pings prove a deadline (a follower's need not).
@@ -501,7 +503,7 @@ mod tests {
 
     #[test]
     fn a_renewal_taken_up_mid_lease_pings_when_asked() {
-        let mut renewal = Renewal::new(TTL, at(0), true).first_ping_at(at(200));
+        let mut renewal = Renewal::first_ping_at(TTL, at(200), true);
         assert_eq!(renewal.poll(at(0)), RenewalNext::Wait(at(200)));
         assert_eq!(
             sends(&mut renewal, at(200)),
