@@ -481,12 +481,13 @@ impl Candidate {
         let waited = turn::wait_for_turn(&client, &election, ours, patience, &predecessor, paced);
         let cadence = self.steers_cadence.then(|| lease.cadence());
         let view = self.reporter.view.clone();
+        let own = key.clone().into_bytes();
         // Boxed: the wait and the cadence's steering together would size
         // the whole candidacy's future (a_candidates_futures_stay_small).
         let waited = Box::pin(async {
             tokio::select! {
                 turn = waited => turn,
-                never = steer_cadence(cadence, found, view) => match never {},
+                never = steer_cadence(cadence, own, found, view) => match never {},
             }
         });
         let turn = match self.until_lost(&mut lease_state, waited).await {
@@ -639,12 +640,14 @@ impl Io<Resignation> for ResignationIo<'_> {
     }
 }
 
-/// Renews our lease as a leader's while our predecessor (as `found`
-/// names it) is the leader the `view` names, so a handover finds our
-/// deadline proven, and as a follower's otherwise. `None`: the cadence is
-/// not ours to set. Runs until dropped.
+/// Renews our lease as a leader's while the leader the `view` names is our
+/// predecessor (as `found` names it), so a handover finds our deadline
+/// proven, or is already us (handed over, and our watch has yet to say
+/// so), and as a follower's otherwise. `None`: the cadence is not ours to
+/// set. Runs until dropped.
 async fn steer_cadence(
     cadence: Option<watch::Sender<Cadence>>,
+    own: Vec<u8>,
     mut found: watch::Receiver<Option<Vec<u8>>>,
     mut view: watch::Receiver<View>,
 ) -> std::convert::Infallible {
@@ -654,7 +657,7 @@ async fn steer_cadence(
     loop {
         let next_in_line = {
             let (predecessor, view) = (found.borrow_and_update(), view.borrow_and_update());
-            matches!((&*predecessor, &view.leader), (Some(p), Some(l)) if *p == l.key)
+            next_in_line(&own, predecessor.as_deref(), view.leader.as_ref())
         };
         Cadence::for_next_in_line(next_in_line).set_on(&cadence);
         tokio::select! {
@@ -663,6 +666,12 @@ async fn steer_cadence(
             else => return std::future::pending().await,
         }
     }
+}
+
+/// Whether the candidate of key `own`, behind `predecessor`, is next in
+/// line under `leader`: the leader is its predecessor, or already itself.
+fn next_in_line(own: &[u8], predecessor: Option<&[u8]>, leader: Option<&CandidateKey>) -> bool {
+    leader.is_some_and(|l| l.key == own || predecessor == Some(l.key.as_slice()))
 }
 
 /// Puts our key unless it exists (then reads it): Go's campaign txn.
@@ -696,4 +705,29 @@ async fn create_key(client: &Client, key: &str, id: &str, lease: i64, patience: 
         ))
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> CandidateKey {
+        CandidateKey {
+            key: name.as_bytes().to_vec(),
+            id: name.into(),
+            create_revision: 1,
+            lease: 1,
+        }
+    }
+
+    #[test]
+    fn the_next_in_line_is_behind_the_leader_or_handed_over_to() {
+        let (own, predecessor) = (b"e/b".as_slice(), Some(b"e/a".as_slice()));
+        assert!(next_in_line(own, predecessor, Some(&key("e/a"))));
+        // Handed over: the view names us before our watch says so.
+        assert!(next_in_line(own, predecessor, Some(&key("e/b"))));
+        assert!(!next_in_line(own, Some(b"e/x"), Some(&key("e/a"))));
+        assert!(!next_in_line(own, None, Some(&key("e/a"))));
+        assert!(!next_in_line(own, predecessor, None));
+    }
 }
