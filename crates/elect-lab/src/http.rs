@@ -48,11 +48,38 @@ pub fn http_request(
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
+    let Some((head, body)) = response.split_once("\r\n\r\n") else {
+        return (status, String::new());
+    };
+    let chunked = head.lines().any(|l| {
+        let l = l.to_ascii_lowercase();
+        l.starts_with("transfer-encoding:") && l.contains("chunked")
+    });
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
     (status, body)
+}
+
+/// A chunked body's content: etcd sends its metrics in chunks whose
+/// boundaries fall anywhere, mid-line included. A torn body ends at the
+/// last whole chunk.
+fn dechunk(mut body: &str) -> String {
+    let mut content = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = size.split(';').next().unwrap_or("").trim();
+        let Ok(size) = usize::from_str_radix(size, 16) else {
+            break;
+        };
+        if size == 0 || rest.len() < size || !rest.is_char_boundary(size) {
+            break;
+        }
+        content.push_str(&rest[..size]);
+        body = rest[size..].strip_prefix("\r\n").unwrap_or(&rest[size..]);
+    }
+    content
 }
 
 /// Prometheus text exposition summed by metric name (labels dropped).
@@ -73,6 +100,13 @@ pub fn sum_prometheus(text: &str) -> BTreeMap<String, f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunked_body_is_joined_across_its_chunks() {
+        let body = "6\r\nx_tota\r\n5\r\nl 12\n\r\n0\r\n\r\n";
+        assert_eq!(dechunk(body), "x_total 12\n");
+        assert_eq!(dechunk("6\r\nx_to"), "", "a torn chunk is left out");
+    }
 
     #[test]
     fn prometheus_text_sums_by_name() {
