@@ -224,25 +224,12 @@ fn a_waiting_candidate_whose_key_is_deleted_queues_again() {
 fn a_waiting_candidates_watch_on_a_silent_member_is_opened_again_elsewhere() {
     let etcd = Cluster::start();
     let members: Vec<String> = etcd.endpoints.split(',').map(str::to_owned).collect();
-    let watchers = || -> Vec<f64> {
-        members
-            .iter()
-            .map(|m| metric(m, "etcd_debugging_mvcc_watcher_total"))
-            .collect()
-    };
+    let watchers = || watchers(&etcd);
     let mut a = campaign(&etcd.endpoints, "silent-watch", "a", "10");
     a.wait_event("elected", SOON);
     // a's own watches (its observer's, its leader's watch) open after it
     // says it leads: count from once they have settled.
-    let mut before = watchers();
-    let settled = elect_lab::poll(SOON, || {
-        std::thread::sleep(Duration::from_millis(500));
-        let now = watchers();
-        let same = now == before;
-        before = now;
-        same.then_some(())
-    });
-    assert!(settled.is_some(), "a's watches never settled: {before:?}");
+    let before = watchers_settled(&etcd);
     let host = format!("{}.1", loopback_net());
     let (proxies, through) = Proxy::in_front_of(&host, &etcd.endpoints).unwrap();
     let args = [
@@ -444,6 +431,29 @@ fn idle_candidates_keep_their_connections_to_etcd() {
     assert!(!b.sees_event("elected", Duration::ZERO));
 }
 
+/// The watches each member serves, from etcd's own gauge.
+fn watchers(etcd: &Cluster) -> Vec<f64> {
+    etcd.endpoints
+        .split(',')
+        .map(|m| metric(m, "etcd_debugging_mvcc_watcher_total"))
+        .collect()
+}
+
+/// The watches each member serves once no candidate opens one any more
+/// (unchanged for half a second).
+fn watchers_settled(etcd: &Cluster) -> Vec<f64> {
+    let mut before = watchers(etcd);
+    let settled = elect_lab::poll(SOON, || {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = watchers(etcd);
+        let same = now == before;
+        before = now;
+        same.then_some(())
+    });
+    assert!(settled.is_some(), "the watches never settled: {before:?}");
+    before
+}
+
 /// The requests the members received per second over `window`: every
 /// candidate's renewals while nothing else happens.
 fn requests_per_second(etcd: &Cluster, window: Duration) -> f64 {
@@ -478,7 +488,7 @@ fn followers_behind_the_next_in_line_renew_at_gos_cadence() {
     a.wait_event("elected", SOON);
     let b = campaign(&etcd.endpoints, "steady", "b", "2");
     etcd.wait_for_candidates("steady", 2);
-    std::thread::sleep(Duration::from_secs(2));
+    watchers_settled(&etcd);
     let window = Duration::from_secs(6);
     let two = requests_per_second(&etcd, window);
     let mut followers = Vec::new();
@@ -486,7 +496,7 @@ fn followers_behind_the_next_in_line_renew_at_gos_cadence() {
         followers.push(campaign(&etcd.endpoints, "steady", &format!("f{i}"), "2"));
         etcd.wait_for_candidates("steady", 3 + i);
     }
-    std::thread::sleep(Duration::from_secs(2));
+    watchers_settled(&etcd);
     let twelve = requests_per_second(&etcd, window);
     let ten_followers = twelve - two;
     assert!(
