@@ -280,7 +280,7 @@ impl Candidacy<'_> {
         let every = (delay / 4).clamp(Duration::from_millis(200), Duration::from_secs(2));
         let now = BootInstant::now();
         steering.look_at = now + every;
-        let read = switchover::read_line(self.client, &self.cfg.election);
+        let read = switchover::read_standings(self.client, &self.cfg.election);
         let Ok(Ok((line, pin))) = tokio::time::timeout(self.cfg.connect_timeout, read).await else {
             return;
         };
@@ -310,6 +310,18 @@ impl Candidacy<'_> {
         let Some(target) = steering.failback.decide(now) else {
             return;
         };
+        // Decided: read the znodes of those the switchover names.
+        let read = switchover::read_line(self.client, &self.cfg.election);
+        let Ok(Ok((line, _))) = tokio::time::timeout(self.cfg.connect_timeout, read).await else {
+            return;
+        };
+        let Some(us) = line
+            .iter()
+            .position(|p| p.participant.sequence == steering.own)
+        else {
+            return;
+        };
+        let behind = &line[us + 1..];
         let Some(at) = behind.iter().position(|p| p.participant.name == target) else {
             return;
         };
