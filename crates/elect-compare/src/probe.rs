@@ -123,8 +123,14 @@ impl Probe {
     /// [`IDLE_WINDOW`]: every candidate's renewals. Blocks the thread;
     /// `None` where a member did not answer.
     pub fn idle_rate(&self) -> Option<Counters> {
+        self.rate_over(IDLE_WINDOW)
+    }
+
+    /// The servers' counts per second over `window`. Blocks the thread;
+    /// `None` where a member did not answer (or restarted).
+    pub fn rate_over(&self, window: Duration) -> Option<Counters> {
         let (from, started) = (self.counters(), std::time::Instant::now());
-        std::thread::sleep(IDLE_WINDOW);
+        std::thread::sleep(window);
         self.counters()
             .since(from)
             .map(|c| c.per_second(started.elapsed()))

@@ -15,7 +15,7 @@
 //! - **a follower**: (rate(30) - rate(3)) / 27: candidates behind the
 //!   leader and the next in line.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use elect_lab::peers::Peer;
@@ -72,13 +72,10 @@ fn window(ttl: Duration) -> Duration {
 
 /// The servers' requests per second over `window`.
 fn rate(probe: &Probe, window: Duration) -> anyhow::Result<f64> {
-    let (from, started) = (probe.counters(), Instant::now());
-    std::thread::sleep(window);
     let counted = probe
-        .counters()
-        .since(from)
+        .rate_over(window)
         .context("a member restarted or did not answer while the steady state was counted")?;
-    Ok(counted.per_second(started.elapsed()).requests)
+    Ok(counted.requests)
 }
 
 /// The steady rows of `setup`'s contender: per candidate at each N, the

@@ -315,22 +315,22 @@ impl Candidacy<'_> {
         let Ok(Ok((line, _))) = tokio::time::timeout(self.cfg.connect_timeout, read).await else {
             return;
         };
-        let Some(us) = line
+        let us = line
             .iter()
-            .position(|p| p.participant.sequence == steering.own)
-        else {
+            .position(|p| p.participant.sequence == steering.own);
+        let at = line.iter().position(|p| p.participant.name == target);
+        let (Some(us), Some(at)) = (us, at) else {
             return;
         };
-        let behind = &line[us + 1..];
-        let Some(at) = behind.iter().position(|p| p.participant.name == target) else {
+        if at <= us {
             return;
-        };
-        let aside: Vec<_> = behind[..at].iter().collect();
-        let proposed = switchover::propose(self.client, self.cfg, &line[us], &behind[at], &aside);
+        }
+        let aside: Vec<_> = line[us + 1..at].iter().collect();
+        let proposed = switchover::propose(self.client, self.cfg, &line[us], &line[at], &aside);
         match tokio::time::timeout(self.cfg.connect_timeout, proposed).await {
             Ok(Ok(())) => info!(
-                to = behind[at].id.as_str(),
-                standing = %behind[at].standing,
+                to = line[at].id.as_str(),
+                standing = %line[at].standing,
                 "handing over to a candidate healthier or of higher priority"
             ),
             Ok(Err(e)) => debug!("failback not proposed: {e}"),
